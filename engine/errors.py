@@ -1,0 +1,34 @@
+"""Exceptions the engine raises. Each carries a message fit to show a user as one line."""
+
+from __future__ import annotations
+
+
+class QuadratError(Exception):
+    """Base class: an error whose message is meant for the user (no traceback needed)."""
+
+
+class BadInputError(QuadratError):
+    """The user gave something unusable: a missing folder, a malformed file, a bad query.
+
+    The command line maps this to exit code 2.
+    """
+
+
+class ModelLoadError(QuadratError):
+    """A model could not be loaded: unknown name, missing or corrupt checkpoint, unsafe pickle."""
+
+
+class ModelMismatchError(QuadratError):
+    """A library was indexed with one model and is being searched with another."""
+
+
+class BadImageError(QuadratError):
+    """One image cannot be used (unreadable, truncated, too large). `reason` is recorded."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Cancelled(Exception):  # noqa: N818 - reads better at call sites than CancelledError
+    """Long work stopped because the user asked it to. Not an error: committed work is kept."""
