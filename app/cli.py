@@ -1,0 +1,307 @@
+"""The `quadrat` command (SPEC.md §5). Never imports Qt unless the GUI is asked for.
+
+Exit codes: 0 success; 2 bad usage or bad input (one line on stderr); 1 any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from app import paths
+from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
+
+log = logging.getLogger("quadrat.cli")
+
+DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Raised by the argument parser instead of printing a two-line usage message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="quadrat", description="Expert image search over local photo collections.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    def library_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
+
+    def model_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--model",
+            help="demo | ARCH:PRETRAINED | hf-hub:ORG/NAME | ARCH:/path/to/checkpoint "
+            "(default: the library's model)",
+        )
+        p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+
+    gui = sub.add_parser("gui", help="open the window")
+    gui.add_argument("folder", nargs="?", type=Path)
+    gui.add_argument("--demo", action="store_true", help="open the bundled demo collection")
+    gui.set_defaults(func=cmd_gui)
+
+    index = sub.add_parser("index", help="index a photo folder (incremental, resumable)")
+    index.add_argument("folder", type=Path)
+    library_option(index)
+    model_option(index)
+    index.add_argument("--batch-size", type=_positive_int, default=32)
+    index.add_argument("--workers", type=_positive_int, default=None, help="decode threads")
+    index.add_argument("--metadata", type=Path, help="COCO-style metadata JSON")
+    index.add_argument("--reindex", action="store_true", help="re-encode with a new model")
+    index.add_argument("--json", action="store_true", help="print a JSON summary")
+    index.set_defaults(func=cmd_index)
+
+    search = sub.add_parser("search", help="search a library by text and/or image")
+    search.add_argument("text", nargs="?", default="")
+    library_option(search)
+    model_option(search)
+    search.add_argument("--top", type=_positive_int, default=20)
+    search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
+    search.add_argument(
+        "--method", default="text", choices=["text", "visret", "rerank", "hybrid"]
+    )
+    search.add_argument("--taxon", help="only photos of this taxon (any rank or common name)")
+    search.add_argument("--date-from", help="only photos observed on or after YYYY-MM-DD")
+    search.add_argument("--date-to", help="only photos observed on or before YYYY-MM-DD")
+    search.add_argument("--bbox", help="only photos inside MIN_LAT,MIN_LON,MAX_LAT,MAX_LON")
+    search.add_argument("--json", action="store_true", help="one JSON object per result")
+    search.set_defaults(func=cmd_search)
+
+    demo = sub.add_parser("demo", help="write the demo collection to DIR")
+    demo.add_argument("dir", type=Path)
+    demo.add_argument("--images-per-class", type=_positive_int, default=40)
+    demo.set_defaults(func=cmd_demo)
+
+    try:
+        from app.cli_metrics import add_metrics_command
+    except ImportError:  # pragma: no cover - during development of the metrics command
+        pass
+    else:
+        add_metrics_command(sub)
+    try:
+        from app.cli_evaluate import add_evaluate_command
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        add_evaluate_command(sub)
+    return parser
+
+
+# -- shared helpers -------------------------------------------------------------------------
+
+
+def open_library(path: Path | None):  # -> Library
+    from engine.library import Library
+
+    return Library.open(path or paths.default_library_dir())
+
+
+def resolve_model_spec(requested: str | None, library: Any) -> str:
+    """The model to use: the one asked for, else the library's, else the default."""
+    return requested or library.model_spec or DEFAULT_MODEL
+
+
+def load_encoder_for(spec: str, device: str):  # -> Encoder
+    from engine.encoders import load_encoder
+
+    return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
+
+
+class _TqdmProgress:
+    """Feeds engine progress reports to a tqdm bar on stderr."""
+
+    def __init__(self, desc: str) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=0, desc=desc, unit="img", file=sys.stderr, disable=None, leave=True)
+
+    def __call__(self, p: Any) -> None:
+        if self._bar.total != p.total:
+            self._bar.total = p.total
+        self._bar.n = p.done
+        if p.message:
+            self._bar.set_description(p.message, refresh=False)
+        self._bar.refresh()
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    try:
+        from app.main import run_gui
+    except ImportError:
+        build_parser().print_help()
+        return EXIT_OK
+    return run_gui(folder=args.folder, demo=args.demo)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from engine.indexer import Indexer
+    from engine.progress import CancelToken
+
+    folder = args.folder.expanduser()
+    if not folder.exists():
+        raise BadInputError(f"folder not found: {folder}")
+    if not folder.is_dir():
+        raise BadInputError(f"not a folder: {folder}")
+    with open_library(args.library) as library:
+        spec = resolve_model_spec(args.model, library)
+        encoder = load_encoder_for(spec, args.device)
+        indexer = Indexer(library, encoder, batch_size=args.batch_size, workers=args.workers)
+        bar = _TqdmProgress("indexing")
+        cancel = CancelToken()
+        try:
+            report = indexer.run(
+                folder, metadata=args.metadata, reindex=args.reindex, progress=bar, cancel=cancel
+            )
+        except KeyboardInterrupt:
+            cancel.cancel()
+            raise
+        finally:
+            bar.close()
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print(report.summary())
+        for skipped in report.skipped[:20]:
+            print(f"  skipped {skipped.path}: {skipped.reason}")
+        if len(report.skipped) > 20:
+            print(f"  ... and {len(report.skipped) - 20} more (use --json for the full list)")
+    return EXIT_OK
+
+
+def _parse_date(text: str | None, option: str):  # -> date | None
+    from datetime import date
+
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise BadInputError(f"{option} expects a date as YYYY-MM-DD, got {text!r}") from None
+
+
+def _parse_bbox(text: str | None) -> tuple[float, float, float, float] | None:
+    if not text:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 4:
+        raise BadInputError(f"--bbox expects MIN_LAT,MIN_LON,MAX_LAT,MAX_LON, got {text!r}")
+    return values  # type: ignore[return-value]
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from engine.search import Searcher, SearchFilters, validate_query_text
+
+    if args.method != "text":
+        raise BadInputError(f"search method '{args.method}' is not available yet; use --method text")
+    if args.image is None:
+        validate_query_text(args.text)  # fail fast, before loading any model
+    filters = SearchFilters(
+        taxon=args.taxon,
+        date_from=_parse_date(args.date_from, "--date-from"),
+        date_to=_parse_date(args.date_to, "--date-to"),
+        bbox=_parse_bbox(args.bbox),
+    )
+    with open_library(args.library) as library:
+        if library.model_key is None:
+            raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
+        spec = resolve_model_spec(args.model, library)
+        encoder = load_encoder_for(spec, args.device)
+        searcher = Searcher(library, encoder)
+        if args.image is not None and args.text.strip():
+            result = searcher.image_text(args.image, args.text, args.top, filters)
+        elif args.image is not None:
+            result = searcher.image(args.image, args.top, filters)
+        else:
+            result = searcher.text(args.text, args.top, filters)
+    if args.json:
+        for hit in result.hits:
+            print(json.dumps(hit.to_json()))
+    else:
+        for hit in result.hits:
+            name = f"  {hit.taxon}" if hit.taxon else ""
+            print(f"{hit.rank:4d}  {hit.score:.4f}  {hit.path}{name}")
+        print(f"{len(result.hits)} results in {result.seconds * 1000:.0f} ms", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engine.demo import write_demo_collection
+
+    info = write_demo_collection(args.dir.expanduser(), images_per_class=args.images_per_class)
+    print(f"demo collection written to {args.dir} ({_count(info)} photos)")
+    return EXIT_OK
+
+
+def _count(info: Any) -> Any:
+    for attr in ("num_images", "image_count", "images"):
+        value = getattr(info, attr, None)
+        if value is not None:
+            return len(value) if isinstance(value, list | tuple | dict) else value
+    return "?"
+
+
+# -- entry point ----------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from app.logs import setup_logging
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    log_file = setup_logging()
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            return cmd_gui(argparse.Namespace(folder=None, demo=False))
+        return int(args.func(args) or EXIT_OK)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (BadInputError, ModelLoadError, ModelMismatchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except QuadratError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("interrupted: work committed so far is kept", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the details go to the log file, the user gets one line
+        log.debug("unexpected failure", exc_info=True)
+        where = f" (details in {log_file})" if log_file else ""
+        print(f"error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

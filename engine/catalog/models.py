@@ -1,0 +1,201 @@
+"""SQLAlchemy 2.0 models of the catalog.
+
+The catalog is the source of truth: image rows, their metadata, their embeddings (one row per
+image and model), and the user's queries, runs and judgments. The FAISS index is derived from
+the `embeddings` table and can always be rebuilt from it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+# Image status values. Whether an image is *indexed* is per model: an `embeddings` row exists.
+STATUS_OK = "ok"
+STATUS_SKIPPED = "skipped"
+
+
+class LibraryMeta(Base):
+    """Key/value facts about the library, e.g. the model it was indexed with."""
+
+    __tablename__ = "library_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Collection(Base):
+    """A photo folder the user added to the library."""
+
+    __tablename__ = "collections"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    root: Mapped[str] = mapped_column(Text, unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+    added_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    last_scanned_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    metadata_file: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    images: Mapped[list[Image]] = relationship(back_populates="collection")
+
+
+class Taxon(Base):
+    """A taxon as found in iNat folder names or COCO categories."""
+
+    __tablename__ = "taxa"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # A stable lookup key: the iNat folder name when known, else the scientific name.
+    key: Mapped[str] = mapped_column(Text, unique=True)
+    name: Mapped[str] = mapped_column(Text)
+    common_name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    kingdom: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    phylum: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    class_: Mapped[str | None] = mapped_column("class", String(128), nullable=True)
+    order: Mapped[str | None] = mapped_column("order", String(128), nullable=True)
+    family: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    genus: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    specific_epithet: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    category_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class Image(Base):
+    """One photo file of a collection, with what the scanner learned about it."""
+
+    __tablename__ = "images"
+    __table_args__ = (
+        UniqueConstraint("collection_id", "rel_path", name="uq_images_collection_path"),
+        Index("ix_images_content_hash", "content_hash"),
+        Index("ix_images_taxon", "taxon_id"),
+        Index("ix_images_external_id", "external_id"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    rel_path: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(Integer)
+    mtime_ns: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    width: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    height: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    taxon_id: Mapped[int | None] = mapped_column(
+        ForeignKey("taxa.id", ondelete="SET NULL"), nullable=True
+    )
+    observed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    latitude: Mapped[float | None] = mapped_column(Float, nullable=True)
+    longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
+    location_uncertainty: Mapped[float | None] = mapped_column(Float, nullable=True)
+    license: Mapped[str | None] = mapped_column(Text, nullable=True)
+    rights_holder: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The id the photo has in its source data set (COCO image id; INQUIRE judgments use it).
+    external_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default=STATUS_OK)
+    skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    added_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+    collection: Mapped[Collection] = relationship(back_populates="images")
+    taxon: Mapped[Taxon | None] = relationship()
+
+
+class Embedding(Base):
+    """An image's vector under one model. The FAISS index is rebuilt from these rows."""
+
+    __tablename__ = "embeddings"
+    image_id: Mapped[int] = mapped_column(
+        ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, L2-normalised
+
+
+class Query(Base):
+    """A question the user asked; runs of several methods and the judgments hang off it."""
+
+    __tablename__ = "queries"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    image_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    notes: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class Run(Base):
+    """One execution of a query by one method: the ranked list it produced."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete="CASCADE"), index=True)
+    method: Mapped[str] = mapped_column(String(32))
+    model_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    params: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class RunResult(Base):
+    __tablename__ = "run_results"
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)  # 1-based
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"))
+    score: Mapped[float] = mapped_column(Float)
+
+
+class Judgment(Base):
+    """The user's relevance judgment of one image for one query (not per run)."""
+
+    __tablename__ = "judgments"
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True
+    )
+    image_id: Mapped[int] = mapped_column(
+        ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
+    )
+    relevance: Mapped[int] = mapped_column(Integer)  # 0/1 now; graded later
+    judged_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    judged_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Subquery(Base):
+    """A yes/no subquery that a query was decomposed into (structured reranking)."""
+
+    __tablename__ = "subqueries"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(32), default="user")
+
+
+class SubqueryScore(Base):
+    __tablename__ = "subquery_scores"
+    subquery_id: Mapped[int] = mapped_column(
+        ForeignKey("subqueries.id", ondelete="CASCADE"), primary_key=True
+    )
+    image_id: Mapped[int] = mapped_column(
+        ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
+    )
+    scorer: Mapped[str] = mapped_column(String(128), primary_key=True)
+    p_yes: Mapped[float] = mapped_column(Float)
