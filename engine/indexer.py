@@ -1,0 +1,519 @@
+"""The indexing pipeline: scan a folder, decode in a thread pool, encode in batches, and commit
+catalog rows together with their vectors at checkpoints.
+
+Resumable by construction: a new photo's row and its vector are written in the same SQLite
+transaction, so after a crash or kill the next run simply finds the photos that have no row yet.
+The FAISS file is updated after each commit and saved now and then; the library repairs it from
+the catalog at open if the process died in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import delete, select
+
+from engine.catalog import Collection, Embedding, Image, Taxon
+from engine.catalog.models import STATUS_OK, STATUS_SKIPPED, utcnow
+from engine.errors import BadImageError, BadInputError, Cancelled
+from engine.library import Library
+from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
+from engine.scan import (
+    FileEntry,
+    ImageMeta,
+    TaxonInfo,
+    content_hash,
+    decode_image,
+    find_metadata_file,
+    load_coco_metadata,
+    taxon_for_path,
+    walk_images,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    reason: str
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run did. Counts follow SPEC.md §5 (`quadrat index --json`)."""
+
+    collection: str
+    total_files: int = 0
+    indexed: int = 0  # encoded in this run: new, changed, or pending for this model
+    unchanged: int = 0  # already indexed and untouched (moved files included)
+    moved: int = 0  # renamed or moved files recognised by content, vectors kept
+    removed: int = 0  # gone from disk since the last run
+    skipped: list[SkippedFile] = field(default_factory=list)
+    cancelled: bool = False
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "indexed": self.indexed,
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "moved": self.moved,
+            "total_files": self.total_files,
+            "cancelled": self.cancelled,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def summary(self) -> str:
+        state = "cancelled" if self.cancelled else "done"
+        return (
+            f"{state}: {self.indexed} indexed, {self.unchanged} unchanged, {self.moved} moved, "
+            f"{self.removed} removed, {len(self.skipped)} skipped ({self.seconds:.1f} s)"
+        )
+
+
+@dataclass
+class _Row:
+    id: int
+    size: int
+    mtime_ns: int
+    content_hash: str | None
+    status: str
+    skip_reason: str | None
+
+
+@dataclass
+class _Job:
+    entry: FileEntry
+    image_id: int | None  # existing catalog row to update, or None for a new photo
+    known_hash: str | None = None
+
+
+@dataclass
+class _Prepared:
+    job: _Job
+    content_hash: str
+    width: int
+    height: int
+    exif: Any
+    tensor: Any
+
+
+@dataclass
+class _Failed:
+    job: _Job
+    reason: str
+    content_hash: str | None
+
+
+class Indexer:
+    """Indexes folders into a library with one encoder."""
+
+    def __init__(
+        self,
+        library: Library,
+        encoder: Any,
+        *,
+        batch_size: int = 32,
+        workers: int | None = None,
+        checkpoint_every: int = 256,
+        index_save_seconds: float = 30.0,
+    ) -> None:
+        if batch_size < 1:
+            raise BadInputError("batch size must be at least 1")
+        self.library = library
+        self.encoder = encoder
+        self.batch_size = batch_size
+        self.workers = workers if workers and workers > 0 else min(4, os.cpu_count() or 1)
+        self.checkpoint_every = max(checkpoint_every, batch_size)
+        self.index_save_seconds = index_save_seconds
+        self.model_key: str = encoder.model_key
+        self._taxon_ids: dict[str, int] = {}
+
+    # -- public ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        folder: str | Path,
+        *,
+        metadata: str | Path | None = None,
+        reindex: bool = False,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> IndexReport:
+        """Index `folder` incrementally. Returns a report; a cancel keeps all committed work."""
+        started = time.monotonic()
+        cancel = cancel or CancelToken()
+        root = Path(folder).expanduser()
+        if not root.exists():
+            raise BadInputError(f"folder not found: {root}")
+        if not root.is_dir():
+            raise BadInputError(f"not a folder: {root}")
+        root = root.resolve()
+        report = IndexReport(collection=str(root))
+
+        if reindex:
+            self.library.drop_embeddings_except(self.model_key)
+        else:
+            self.library.check_model(self.model_key)
+
+        progress(RateMeter(0).update(0, "scanning folder"))
+        entries = list(walk_images(root))
+        report.total_files = len(entries)
+        coco = self._load_metadata(root, metadata)
+
+        collection_id, rows, embedded = self._catalog_state(root)
+        if not entries:
+            if rows:
+                raise BadInputError(
+                    f"no photos found in {root}, but {len(rows)} were indexed from it before; "
+                    "is the drive connected? Nothing was removed"
+                )
+            raise BadInputError(f"no photos found in {root}")
+
+        self.library.record_model(self.model_key, self._spec(), self.encoder.dim)
+        index = self.library.vector_index(self.model_key, dim=self.encoder.dim)
+
+        jobs = self._plan(root, entries, rows, embedded, report, collection_id, index, cancel)
+        try:
+            self._encode_all(collection_id, jobs, coco, index, report, progress, cancel)
+        except Cancelled:
+            report.cancelled = True
+        finally:
+            self.library.save_index(self.model_key)
+            with self.library.catalog.session() as s:
+                coll = s.get(Collection, collection_id)
+                if coll is not None and not report.cancelled:
+                    coll.last_scanned_at = utcnow()
+        report.seconds = time.monotonic() - started
+        log.info("%s: %s", root, report.summary())
+        return report
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def _spec(self) -> str:
+        return str(getattr(self.encoder, "spec", self.model_key))
+
+    def _load_metadata(self, root: Path, metadata: str | Path | None) -> dict[str, ImageMeta]:
+        if metadata is not None:
+            path = Path(metadata).expanduser()
+            if not path.is_file():
+                raise BadInputError(f"metadata file not found: {path}")
+            return load_coco_metadata(path)
+        found = find_metadata_file(root)
+        return load_coco_metadata(found) if found else {}
+
+    def _catalog_state(self, root: Path) -> tuple[int, dict[str, _Row], set[int]]:
+        with self.library.catalog.session() as s:
+            coll = s.scalar(select(Collection).where(Collection.root == str(root)))
+            if coll is None:
+                coll = Collection(root=str(root), name=root.name or str(root))
+                s.add(coll)
+                s.flush()
+            rows = {
+                r.rel_path: _Row(r.id, r.size, r.mtime_ns, r.content_hash, r.status, r.skip_reason)
+                for r in s.execute(
+                    select(
+                        Image.id,
+                        Image.rel_path,
+                        Image.size,
+                        Image.mtime_ns,
+                        Image.content_hash,
+                        Image.status,
+                        Image.skip_reason,
+                    ).where(Image.collection_id == coll.id)
+                )
+            }
+            embedded = set(
+                s.scalars(
+                    select(Embedding.image_id)
+                    .join(Image, Image.id == Embedding.image_id)
+                    .where(Image.collection_id == coll.id, Embedding.model_key == self.model_key)
+                )
+            )
+            return coll.id, rows, embedded
+
+    def _hash_many(self, entries: list[FileEntry]) -> dict[str, str | None]:
+        def safe_hash(entry: FileEntry) -> str | None:
+            try:
+                return content_hash(entry.abs_path)
+            except OSError:
+                return None
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            return dict(zip((e.rel_path for e in entries), pool.map(safe_hash, entries), strict=True))
+
+    def _plan(
+        self,
+        root: Path,
+        entries: list[FileEntry],
+        rows: dict[str, _Row],
+        embedded: set[int],
+        report: IndexReport,
+        collection_id: int,
+        index: Any,
+        cancel: CancelToken,
+    ) -> list[_Job]:
+        """Sort files into unchanged, to encode, moved and removed; apply moves and removals."""
+        jobs: list[_Job] = []
+        new: list[FileEntry] = []
+        changed: list[tuple[FileEntry, _Row]] = []
+        on_disk = {e.rel_path for e in entries}
+        for entry in entries:
+            row = rows.get(entry.rel_path)
+            if row is None:
+                new.append(entry)
+            elif row.size == entry.size and row.mtime_ns == entry.mtime_ns:
+                if row.status == STATUS_SKIPPED:
+                    report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or "skipped"))
+                elif row.id in embedded:
+                    report.unchanged += 1
+                else:
+                    jobs.append(_Job(entry, row.id, row.content_hash))
+            else:
+                changed.append((entry, row))
+        cancel.check()
+
+        # Size or mtime differ: the content hash decides (a touched file is not re-encoded).
+        touched: list[tuple[int, FileEntry]] = []
+        if changed:
+            hashes = self._hash_many([e for e, _ in changed])
+            for entry, row in changed:
+                digest = hashes[entry.rel_path]
+                if digest is not None and digest == row.content_hash and row.id in embedded:
+                    touched.append((row.id, entry))
+                    report.unchanged += 1
+                else:
+                    jobs.append(_Job(entry, row.id, digest))
+
+        # Vanished rows may be moved files: match new files by content.
+        vanished = {path: row for path, row in rows.items() if path not in on_disk}
+        moves: list[tuple[int, FileEntry]] = []
+        new_hashes: dict[str, str | None] = {}
+        if vanished and new:
+            new_hashes = self._hash_many(new)
+            by_hash: dict[str, list[str]] = {}
+            for path, row in vanished.items():
+                if row.content_hash:
+                    by_hash.setdefault(row.content_hash, []).append(path)
+            still_new = []
+            for entry in new:
+                candidates = by_hash.get(new_hashes.get(entry.rel_path) or "", [])
+                if candidates:
+                    row = vanished.pop(candidates.pop(0))
+                    moves.append((row.id, entry))
+                    report.moved += 1
+                    if row.status == STATUS_SKIPPED:
+                        report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or ""))
+                    elif row.id in embedded:
+                        report.unchanged += 1
+                    else:
+                        jobs.append(_Job(entry, row.id, row.content_hash))
+                else:
+                    still_new.append(entry)
+            new = still_new
+        jobs.extend(_Job(e, None, new_hashes.get(e.rel_path)) for e in new)
+
+        with self.library.catalog.session() as s:
+            for image_id, entry in touched + moves:
+                img = s.get(Image, image_id)
+                if img is not None:
+                    img.rel_path, img.size, img.mtime_ns = entry.rel_path, entry.size, entry.mtime_ns
+            if vanished:
+                gone = [row.id for row in vanished.values()]
+                for start in range(0, len(gone), 900):
+                    s.execute(delete(Image).where(Image.id.in_(gone[start : start + 900])))
+        if vanished:
+            report.removed = len(vanished)
+            index.remove(np.asarray([row.id for row in vanished.values()], dtype=np.int64))
+        return jobs
+
+    # -- encoding ----------------------------------------------------------------------------
+
+    def _prepare(self, job: _Job) -> _Prepared | _Failed:
+        """Runs in a worker thread: hash, decode, orient and preprocess one photo."""
+        digest = job.known_hash
+        try:
+            if digest is None:
+                digest = content_hash(job.entry.abs_path)
+            decoded = decode_image(job.entry.abs_path)
+            tensor = self.encoder.preprocess(decoded.image)
+            return _Prepared(job, digest, decoded.width, decoded.height, decoded.exif, tensor)
+        except BadImageError as exc:
+            return _Failed(job, exc.reason, digest)
+        except OSError as exc:
+            return _Failed(job, f"cannot read file: {exc.strerror or exc}", digest)
+        except Exception as exc:  # one odd file must never stop the run
+            log.exception("unexpected error preparing %s", job.entry.abs_path)
+            return _Failed(job, f"unexpected error: {exc}", digest)
+
+    def _prepared_stream(
+        self, jobs: list[_Job], cancel: CancelToken
+    ) -> Iterable[_Prepared | _Failed]:
+        """Yield prepared photos in order, keeping a bounded number of decodes in flight."""
+        in_flight: deque[Future] = deque()
+        ahead = self.batch_size * 3
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="quadrat-decode")
+        try:
+            job_iter = iter(jobs)
+            for job in job_iter:
+                in_flight.append(pool.submit(self._prepare, job))
+                if len(in_flight) >= ahead:
+                    break
+            for job in job_iter:
+                cancel.check()
+                yield in_flight.popleft().result()
+                in_flight.append(pool.submit(self._prepare, job))
+            while in_flight:
+                cancel.check()
+                yield in_flight.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _encode_all(
+        self,
+        collection_id: int,
+        jobs: list[_Job],
+        coco: dict[str, ImageMeta],
+        index: Any,
+        report: IndexReport,
+        progress: ProgressCallback,
+        cancel: CancelToken,
+    ) -> None:
+        meter = RateMeter(len(jobs))
+        batch: list[_Prepared] = []
+        ready: list[tuple[_Prepared, np.ndarray]] = []
+        failed: list[_Failed] = []
+        done = 0
+        last_save = time.monotonic()
+        progress(meter.update(0, "indexing"))
+
+        def encode_batch() -> None:
+            if batch:
+                vectors = self.encoder.encode_preprocessed([p.tensor for p in batch])
+                ready.extend(zip(batch, vectors, strict=True))
+                batch.clear()
+
+        def checkpoint() -> None:
+            nonlocal last_save
+            ids, vectors = self._commit(collection_id, ready, failed, coco)
+            if len(ids):
+                index.add(ids, vectors)
+            report.indexed += len(ready)
+            report.skipped.extend(SkippedFile(f.job.entry.rel_path, f.reason) for f in failed)
+            ready.clear()
+            failed.clear()
+            if time.monotonic() - last_save > self.index_save_seconds:
+                self.library.save_index(self.model_key)
+                last_save = time.monotonic()
+
+        try:
+            for item in self._prepared_stream(jobs, cancel):
+                if isinstance(item, _Failed):
+                    failed.append(item)
+                else:
+                    batch.append(item)
+                    if len(batch) >= self.batch_size:
+                        encode_batch()
+                done += 1
+                if len(ready) + len(failed) >= self.checkpoint_every:
+                    checkpoint()
+                if done % 8 == 0 or done == len(jobs):
+                    progress(meter.update(done, "indexing"))
+            encode_batch()
+        finally:
+            # Also on cancel: keep every photo that was already encoded.
+            checkpoint()
+        progress(meter.update(done, "done"))
+
+    def _commit(
+        self,
+        collection_id: int,
+        ready: list[tuple[_Prepared, np.ndarray]],
+        failed: list[_Failed],
+        coco: dict[str, ImageMeta],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Write rows and vectors of one checkpoint in a single transaction."""
+        ids: list[int] = []
+        vectors: list[np.ndarray] = []
+        with self.library.catalog.session() as s:
+            for prepared, vector in ready:
+                img = self._upsert_image(s, collection_id, prepared.job, prepared.content_hash)
+                img.status, img.skip_reason = STATUS_OK, None
+                img.width, img.height = prepared.width, prepared.height
+                self._apply_metadata(s, img, coco.get(prepared.job.entry.rel_path), prepared.exif)
+                s.flush()
+                s.merge(
+                    Embedding(
+                        image_id=img.id,
+                        model_key=self.model_key,
+                        vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(),
+                    )
+                )
+                ids.append(img.id)
+                vectors.append(vector)
+            for fail in failed:
+                img = self._upsert_image(s, collection_id, fail.job, fail.content_hash)
+                img.status, img.skip_reason = STATUS_SKIPPED, fail.reason
+                self._apply_metadata(s, img, coco.get(fail.job.entry.rel_path), None)
+                s.flush()
+                s.execute(delete(Embedding).where(Embedding.image_id == img.id))
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.encoder.dim), dtype=np.float32)
+        return np.asarray(ids, dtype=np.int64), np.vstack(vectors).astype(np.float32)
+
+    def _upsert_image(self, s: Any, collection_id: int, job: _Job, digest: str | None) -> Image:
+        img = s.get(Image, job.image_id) if job.image_id is not None else None
+        if img is None:
+            img = Image(collection_id=collection_id, rel_path=job.entry.rel_path)
+            s.add(img)
+        img.rel_path = job.entry.rel_path
+        img.size, img.mtime_ns, img.content_hash = job.entry.size, job.entry.mtime_ns, digest
+        return img
+
+    def _apply_metadata(self, s: Any, img: Image, meta: ImageMeta | None, exif: Any) -> None:
+        """Metadata precedence: the COCO file, then EXIF, then the iNat folder name."""
+        taxon = (meta.taxon if meta else None) or taxon_for_path(img.rel_path)
+        img.taxon_id = self._taxon_id(s, taxon) if taxon else None
+        img.observed_at = (meta.observed_at if meta else None) or (exif.observed_at if exif else None)
+        lat = meta.latitude if meta else None
+        lon = meta.longitude if meta else None
+        if (lat is None or lon is None) and exif is not None:
+            lat, lon = exif.latitude, exif.longitude
+        img.latitude, img.longitude = lat, lon
+        if meta is not None:
+            img.location_uncertainty = meta.location_uncertainty
+            img.license = meta.license
+            img.rights_holder = meta.rights_holder
+            img.external_id = meta.external_id
+
+    def _taxon_id(self, s: Any, info: TaxonInfo) -> int:
+        key = info.image_dir_name or info.name
+        cached = self._taxon_ids.get(key)
+        if cached is not None:
+            return cached
+        taxon = s.scalar(select(Taxon).where(Taxon.key == key))
+        if taxon is None:
+            taxon = Taxon(key=key, name=info.name)
+            s.add(taxon)
+        for attr in (
+            "kingdom", "phylum", "class_", "order", "family", "genus", "specific_epithet",
+            "common_name", "category_id",
+        ):
+            value = getattr(info, attr, None)
+            if value is not None:
+                setattr(taxon, attr, value)
+        s.flush()
+        self._taxon_ids[key] = taxon.id
+        return taxon.id

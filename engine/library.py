@@ -1,0 +1,241 @@
+"""A library folder: the catalog, one vector index per model, and caches.
+
+The `embeddings` table is the source of truth for vectors; each FAISS file under `indexes/` is
+a cache of it. Opening a model's index compares the two and repairs the file (adds vectors the
+file lacks, removes ids the table no longer has, or rebuilds a missing or unreadable file).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import delete, select
+
+from engine.catalog import Catalog, Embedding, LibraryMeta, open_catalog
+from engine.errors import ModelMismatchError, QuadratError
+
+log = logging.getLogger(__name__)
+
+CATALOG_FILE = "catalog.sqlite3"
+META_MODEL_KEY = "model_key"
+META_MODEL_SPEC = "model_spec"
+META_MODEL_DIM = "model_dim"
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What the consistency check changed in a model's vector index file."""
+
+    added: int = 0
+    removed: int = 0
+    rebuilt: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed or self.rebuilt)
+
+
+def vectors_from_blobs(blobs: list[bytes], dim: int) -> np.ndarray:
+    """Stack float32 blobs from the `embeddings` table into an (n, dim) array."""
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).copy()
+
+
+def _slug(model_key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_key).strip("_")[:120] or "model"
+
+
+class Library:
+    """One library folder. Thread-safe for reads of the vector index; writes go through
+    the indexer (one writer at a time)."""
+
+    def __init__(self, root: Path, catalog: Catalog) -> None:
+        self.root = root
+        self.catalog = catalog
+        self._indexes: dict[str, object] = {}
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, root: str | Path, database_url: str | None = None) -> Library:
+        """Open or create the library at `root` (the catalog URL defaults to a file inside)."""
+        root = Path(root).expanduser()
+        if root.exists() and not root.is_dir():
+            raise QuadratError(f"library path is not a folder: {root}")
+        root.mkdir(parents=True, exist_ok=True)
+        catalog = open_catalog(database_url or root / CATALOG_FILE)
+        return cls(root, catalog)
+
+    def close(self) -> None:
+        self.catalog.dispose()
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the model the library was indexed with -------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        with self.catalog.session() as s:
+            row = s.get(LibraryMeta, key)
+            return row.value if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.catalog.session() as s:
+            s.merge(LibraryMeta(key=key, value=value))
+
+    @property
+    def model_key(self) -> str | None:
+        return self.meta(META_MODEL_KEY)
+
+    @property
+    def model_spec(self) -> str | None:
+        return self.meta(META_MODEL_SPEC)
+
+    def check_model(self, model_key: str) -> None:
+        """Raise `ModelMismatchError` unless the library is empty or indexed with `model_key`."""
+        known = self.model_key
+        if known is not None and known != model_key:
+            spec = self.model_spec or known
+            raise ModelMismatchError(
+                f"this library was indexed with model '{spec}'; search it with --model {spec}, "
+                f"or re-index it with the new model (quadrat index FOLDER --reindex --model ...)"
+            )
+
+    def record_model(self, model_key: str, spec: str, dim: int) -> None:
+        with self.catalog.session() as s:
+            for key, value in (
+                (META_MODEL_KEY, model_key),
+                (META_MODEL_SPEC, spec),
+                (META_MODEL_DIM, str(dim)),
+            ):
+                s.merge(LibraryMeta(key=key, value=value))
+
+    def drop_embeddings_except(self, model_key: str) -> int:
+        """Delete vectors of every other model (a re-index with a new model)."""
+        with self.catalog.session() as s:
+            result = s.execute(delete(Embedding).where(Embedding.model_key != model_key))
+            removed = result.rowcount or 0
+        with self._lock:
+            for key in list(self._indexes):
+                if key != model_key:
+                    del self._indexes[key]
+        for path in (self.root / "indexes").glob("*.faiss"):
+            if path.name != self.index_path(model_key).name:
+                path.unlink(missing_ok=True)
+        return removed
+
+    # -- vector indexes -----------------------------------------------------------------------
+
+    def index_path(self, model_key: str) -> Path:
+        return self.root / "indexes" / f"{_slug(model_key)}.faiss"
+
+    def embedding_ids(self, model_key: str) -> np.ndarray:
+        with self.catalog.session() as s:
+            ids = s.scalars(select(Embedding.image_id).where(Embedding.model_key == model_key))
+            return np.fromiter(ids, dtype=np.int64)
+
+    def load_vectors(self, model_key: str, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of `model_key` from the catalog (all, or those of `ids`): (ids, vectors)."""
+        dim = self._dim(model_key)
+        out_ids: list[int] = []
+        blobs: list[bytes] = []
+        with self.catalog.session() as s:
+            stmt = select(Embedding.image_id, Embedding.vector).where(
+                Embedding.model_key == model_key
+            )
+            if ids is None:
+                for image_id, blob in s.execute(stmt):
+                    out_ids.append(image_id)
+                    blobs.append(blob)
+            else:
+                id_list = [int(i) for i in ids]
+                for start in range(0, len(id_list), 900):  # SQLite's variable limit
+                    chunk = id_list[start : start + 900]
+                    for image_id, blob in s.execute(stmt.where(Embedding.image_id.in_(chunk))):
+                        out_ids.append(image_id)
+                        blobs.append(blob)
+        return np.asarray(out_ids, dtype=np.int64), vectors_from_blobs(blobs, dim)
+
+    def _dim(self, model_key: str) -> int:
+        if model_key == self.model_key and (dim := self.meta(META_MODEL_DIM)):
+            return int(dim)
+        with self.catalog.session() as s:
+            blob = s.scalar(select(Embedding.vector).where(Embedding.model_key == model_key).limit(1))
+        if blob is None:
+            raise QuadratError(f"no vectors stored for model {model_key}")
+        return len(blob) // 4
+
+    def vector_index(self, model_key: str, dim: int | None = None):  # -> VectorIndex
+        """The model's vector index, loaded and checked against the catalog on first use."""
+        with self._lock:
+            index = self._indexes.get(model_key)
+            if index is None:
+                index, report = self._load_and_repair(model_key, dim)
+                if report.changed:
+                    log.info("repaired vector index for %s: %s", model_key, report)
+                self._indexes[model_key] = index
+            return index
+
+    def _load_and_repair(self, model_key: str, dim: int | None):  # -> (VectorIndex, RepairReport)
+        from engine.index import VectorIndex
+
+        path = self.index_path(model_key)
+        table_ids = self.embedding_ids(model_key)
+        if dim is None:
+            dim = self._dim(model_key) if len(table_ids) else None
+        index = None
+        if path.exists():
+            try:
+                index = VectorIndex.load(path)
+                if dim is not None and index.dim != dim:
+                    index = None
+            except QuadratError as exc:
+                log.warning("vector index unreadable, rebuilding from the catalog: %s", exc)
+                index = None
+        if index is None or index.needs_rebuild():
+            if dim is None:
+                raise QuadratError("the library has no indexed photos yet: index a folder first")
+            ids, vectors = self.load_vectors(model_key)
+            index = VectorIndex.build(ids, vectors)
+            index.save(path)
+            return index, RepairReport(added=len(ids), rebuilt=True)
+        file_ids = index.ids()
+        missing = np.setdiff1d(table_ids, file_ids, assume_unique=True)
+        extra = np.setdiff1d(file_ids, table_ids, assume_unique=True)
+        removed = index.remove(extra) if len(extra) else 0
+        if len(missing):
+            ids, vectors = self.load_vectors(model_key, missing)
+            index.add(ids, vectors)
+        report = RepairReport(added=len(missing), removed=removed)
+        if report.changed:
+            index.save(path)
+        return index, report
+
+    def check_consistency(self, model_key: str | None = None) -> RepairReport:
+        """Compare the model's index file with the catalog and repair it; reload it afterwards."""
+        model_key = model_key or self.model_key
+        if model_key is None:
+            return RepairReport()
+        with self._lock:
+            self._indexes.pop(model_key, None)
+            index, report = self._load_and_repair(model_key, None)
+            self._indexes[model_key] = index
+            return report
+
+    def save_index(self, model_key: str) -> None:
+        with self._lock:
+            index = self._indexes.get(model_key)
+            if index is not None:
+                index.save(self.index_path(model_key))
+
+    def set_index(self, model_key: str, index: object) -> None:
+        with self._lock:
+            self._indexes[model_key] = index

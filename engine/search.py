@@ -1,0 +1,213 @@
+"""Text, image and image+text search over a library, with metadata filters."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, or_, select
+
+from engine.catalog import Collection, Image, Taxon
+from engine.errors import BadImageError, BadInputError
+from engine.library import Library
+
+log = logging.getLogger(__name__)
+
+# CLIP reads at most 77 tokens (about 60 words); a longer query would be silently truncated.
+MAX_QUERY_CHARS = 1000
+
+
+def validate_query_text(text: str) -> str:
+    """Strip a query and reject empty or over-long ones with a clear message."""
+    cleaned = " ".join((text or "").split())
+    if not cleaned:
+        raise BadInputError("the query is empty: type a few words describing what to find")
+    if len(cleaned) > MAX_QUERY_CHARS:
+        raise BadInputError(
+            f"the query is {len(cleaned)} characters long; the limit is {MAX_QUERY_CHARS} "
+            "(the model reads only about the first 60 words)"
+        )
+    return cleaned
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Metadata restrictions, applied as an id filter before the vector search."""
+
+    taxon: str | None = None  # matches any rank, the scientific or the common name
+    date_from: date | None = None
+    date_to: date | None = None
+    bbox: tuple[float, float, float, float] | None = None  # min_lat, min_lon, max_lat, max_lon
+    license: str | None = None
+    collection_ids: tuple[int, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.taxon or self.date_from or self.date_to or self.bbox or self.license
+            or self.collection_ids
+        )
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    rank: int
+    image_id: int
+    score: float
+    path: str  # absolute path of the photo
+    rel_path: str = ""
+    taxon: str | None = None
+    common_name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "image_id": self.image_id,
+            "path": self.path,
+            "score": round(float(self.score), 6),
+            "rel_path": self.rel_path,
+            "taxon": self.taxon,
+            "common_name": self.common_name,
+        }
+
+
+@dataclass
+class SearchResult:
+    hits: list[SearchHit]
+    seconds: float
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class Searcher:
+    """Searches one library with one encoder (the one it was indexed with)."""
+
+    def __init__(self, library: Library, encoder: Any) -> None:
+        library.check_model(encoder.model_key)
+        self.library = library
+        self.encoder = encoder
+
+    @property
+    def index(self) -> Any:
+        return self.library.vector_index(self.encoder.model_key)
+
+    def text(self, query: str, top_k: int = 50, filters: SearchFilters | None = None) -> SearchResult:
+        started = time.monotonic()
+        query = validate_query_text(query)
+        vector = self.encoder.encode_texts([query])[0]
+        hits = self.vector(vector, top_k, filters)
+        return SearchResult(hits, time.monotonic() - started, "text", {"text": query})
+
+    def image(
+        self, path: str | Path, top_k: int = 50, filters: SearchFilters | None = None
+    ) -> SearchResult:
+        started = time.monotonic()
+        vector = self.encode_image_file(path)
+        hits = self.vector(vector, top_k, filters)
+        return SearchResult(hits, time.monotonic() - started, "image", {"image": str(path)})
+
+    def image_text(
+        self,
+        path: str | Path,
+        query: str,
+        top_k: int = 50,
+        filters: SearchFilters | None = None,
+        image_weight: float = 0.5,
+    ) -> SearchResult:
+        """An image modified by words (RMIR-style): a weighted sum of both embeddings."""
+        started = time.monotonic()
+        if not 0.0 <= image_weight <= 1.0:
+            raise BadInputError("image weight must be between 0 and 1")
+        query = validate_query_text(query)
+        img = self.encode_image_file(path)
+        txt = self.encoder.encode_texts([query])[0]
+        combined = image_weight * img + (1.0 - image_weight) * txt
+        combined = combined / (np.linalg.norm(combined) or 1.0)
+        hits = self.vector(combined, top_k, filters)
+        params = {"image": str(path), "text": query, "image_weight": image_weight}
+        return SearchResult(hits, time.monotonic() - started, "image+text", params)
+
+    def encode_image_file(self, path: str | Path) -> np.ndarray:
+        from engine.scan import decode_image
+
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise BadInputError(f"query image not found: {path}")
+        try:
+            decoded = decode_image(path)
+        except BadImageError as exc:
+            raise BadInputError(f"cannot use {path.name} as a query: {exc.reason}") from exc
+        return self.encoder.encode_images([decoded.image])[0]
+
+    def vector(
+        self, vector: np.ndarray, top_k: int = 50, filters: SearchFilters | None = None
+    ) -> list[SearchHit]:
+        """Rank the library by similarity to an already encoded, normalised vector."""
+        if top_k < 1:
+            raise BadInputError("--top must be at least 1")
+        allowed = None
+        if filters is not None and filters.active:
+            allowed = self.filtered_ids(filters)
+            if len(allowed) == 0:
+                return []
+        ranked = self.index.search(np.asarray(vector, dtype=np.float32), top_k, allowed_ids=allowed)
+        return self.hits_for(ranked)
+
+    def hits_for(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:
+        """Attach paths and taxon names to (image_id, score) pairs, keeping their order."""
+        ids = [int(i) for i, _ in ranked]
+        info: dict[int, tuple[str, str, str | None, str | None]] = {}
+        with self.library.catalog.session() as s:
+            for start in range(0, len(ids), 900):
+                chunk = ids[start : start + 900]
+                stmt = (
+                    select(Image.id, Collection.root, Image.rel_path, Taxon.name, Taxon.common_name)
+                    .join(Collection, Collection.id == Image.collection_id)
+                    .outerjoin(Taxon, Taxon.id == Image.taxon_id)
+                    .where(Image.id.in_(chunk))
+                )
+                for image_id, root, rel, name, common in s.execute(stmt):
+                    info[image_id] = (root, rel, name, common)
+        hits = []
+        for image_id, score in ranked:
+            if image_id not in info:  # removed between index and catalog read
+                continue
+            root, rel, name, common = info[image_id]
+            hits.append(
+                SearchHit(len(hits) + 1, image_id, float(score), str(Path(root) / rel), rel, name, common)
+            )
+        return hits
+
+    def filtered_ids(self, filters: SearchFilters) -> np.ndarray:
+        stmt = select(Image.id).where(Image.status == "ok")
+        if filters.taxon:
+            pattern = f"%{filters.taxon.strip().lower()}%"
+            ranks = (
+                Taxon.name, Taxon.common_name, Taxon.kingdom, Taxon.phylum, Taxon.class_,
+                Taxon.order, Taxon.family, Taxon.genus,
+            )
+            stmt = stmt.join(Taxon, Taxon.id == Image.taxon_id).where(
+                or_(*(func.lower(col).like(pattern) for col in ranks))
+            )
+        if filters.date_from:
+            stmt = stmt.where(Image.observed_at >= datetime.combine(filters.date_from, datetime.min.time()))
+        if filters.date_to:
+            stmt = stmt.where(Image.observed_at <= datetime.combine(filters.date_to, datetime.max.time()))
+        if filters.bbox:
+            min_lat, min_lon, max_lat, max_lon = filters.bbox
+            stmt = stmt.where(Image.latitude.between(min_lat, max_lat))
+            if min_lon <= max_lon:
+                stmt = stmt.where(Image.longitude.between(min_lon, max_lon))
+            else:  # a box across the antimeridian
+                stmt = stmt.where(or_(Image.longitude >= min_lon, Image.longitude <= max_lon))
+        if filters.license:
+            stmt = stmt.where(func.lower(Image.license).like(f"%{filters.license.lower()}%"))
+        if filters.collection_ids:
+            stmt = stmt.where(Image.collection_id.in_(filters.collection_ids))
+        with self.library.catalog.session() as s:
+            return np.fromiter(s.scalars(stmt), dtype=np.int64)
