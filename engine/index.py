@@ -1,0 +1,485 @@
+"""The vector index: FAISS over L2-normalised image embeddings, keyed by catalog image ids.
+
+One index per (library, model) lives in one file. The catalog's `embeddings` table is the source
+of truth; this file is a cache the library repairs at open, which is why the index reports its
+ids cheaply and adds/removes in batches.
+
+Two kinds, chosen by size:
+
+- ``"flat"``: exact search, ``IndexIDMap2`` over ``IndexFlatIP``. Used up to `EXACT_LIMIT`.
+- ``"ivf"``: approximate search, ``IndexIVFFlat`` (inner product) with a hashtable direct map,
+  so ids are stored natively in the inverted lists and can be removed and reconstructed.
+  ``IndexIDMap2`` is not used here: its removal compacts ids the way a flat index does, which
+  would scramble the mapping of an IVF index.
+
+Vectors are L2-normalised on the way in (a no-op for vectors that already are), so scores are
+cosine similarities. Results are a strict order: score descending, ties broken by smaller id.
+
+Not safe to use from several threads at once by itself; every public method takes an internal
+lock, so concurrent searches and updates are serialised rather than corrupting the index.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from engine.errors import QuadratError
+from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
+
+log = logging.getLogger(__name__)
+
+EXACT_LIMIT: int = 200_000
+"""At or below this many vectors, `VectorIndex.build(kind="auto")` chooses exact search."""
+
+DEFAULT_NPROBE: int = 16
+"""Inverted lists probed per IVF query. Chosen from the 1M benchmark (docs/BENCHMARKS.md):
+recall@100 >= 0.95 against exact search on clustered data, a few ms per query."""
+
+# Below this many allowed vectors a filtered search scores them directly (reconstruct + dot
+# product) instead of scanning the index with an id selector: cheaper, and exact for IVF, where
+# a sparse filter would otherwise leave the probed lists nearly empty.
+SMALL_FILTER_LIMIT: int = 20_000
+
+# An IVF index is rebuilt as flat only when it shrinks well below EXACT_LIMIT, so a library
+# hovering around the limit does not retrain k-means on every few additions and removals.
+_IVF_SHRINK_FRACTION: float = 0.75
+# An IVF index grown to need this many times its trained number of lists is rebuilt: its lists
+# have become long (slow) and its centroids were learnt from a much smaller collection.
+_IVF_GROWTH_FACTOR: int = 2
+
+# k-means training: FAISS warns below 39 points per centroid; a few more keep it stable, and
+# more than that mainly costs time (training dominates the build).
+_TRAIN_POINTS_PER_LIST: int = 40
+_KMEANS_ITERATIONS: int = 10
+_ADD_CHUNK: int = 65_536
+_SCORE_CHUNK: int = 65_536
+
+_KINDS = ("flat", "ivf")
+
+
+def choose_nlist(n_vectors: int) -> int:
+    """The number of IVF lists for a collection of `n_vectors`: about 4 * sqrt(N), with at least
+    `_TRAIN_POINTS_PER_LIST` training points per list."""
+    by_size = int(round(4 * math.sqrt(max(n_vectors, 1))))
+    return max(1, min(by_size, n_vectors // _TRAIN_POINTS_PER_LIST))
+
+
+class VectorIndex:
+    """A FAISS index of L2-normalised vectors keyed by int64 image ids (see the module doc)."""
+
+    dim: int
+    kind: str
+
+    def __init__(self, dim: int) -> None:
+        """An empty exact index of `dim`-dimensional vectors."""
+        if dim <= 0:
+            raise ValueError(f"vector dimension must be positive, got {dim}")
+        self._setup(faiss.IndexIDMap2(faiss.IndexFlatIP(dim)))
+
+    def _setup(self, index: faiss.Index) -> None:
+        self._index = index
+        self.dim = int(index.d)
+        self.kind = "ivf" if isinstance(index, faiss.IndexIVF) else "flat"
+        self._lock = threading.RLock()
+        self._sorted_ids = self._read_ids_from_faiss()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def build(
+        cls,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        kind: str = "auto",
+        *,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> VectorIndex:
+        """An index holding `vectors` under `ids`. `kind` is "flat", "ivf" or "auto" (flat up
+        to `EXACT_LIMIT` vectors, IVF above). An IVF build trains k-means on a sample (it can
+        take a minute at a million vectors); `progress` and `cancel` follow engine.progress."""
+        if kind not in (*_KINDS, "auto"):
+            raise ValueError(f"unknown index kind {kind!r}; expected 'flat', 'ivf' or 'auto'")
+        vectors = np.asarray(vectors)
+        if vectors.ndim != 2:
+            raise ValueError(f"vectors must be a 2-D array, got shape {vectors.shape}")
+        ids, vectors = _dedupe_keep_last(_as_ids(ids), vectors)
+        dim = vectors.shape[1]
+        n = len(ids)
+        if kind == "auto":
+            kind = "flat" if n <= EXACT_LIMIT else "ivf"
+        if kind == "flat":
+            self = cls(dim)
+            self._add_chunks(ids, vectors, progress, cancel)
+            return self
+        if n == 0:
+            raise ValueError("an IVF index needs vectors to train on; build a flat index instead")
+        nlist = choose_nlist(n)
+        quantizer = faiss.IndexFlatIP(dim)
+        ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf.cp.niter = _KMEANS_ITERATIONS
+        ivf.cp.spherical = True  # centroids on the unit sphere, like the data
+        # A fixed seed: the same collection gives the same index.
+        sample_size = min(n, _TRAIN_POINTS_PER_LIST * nlist)
+        sample = np.sort(np.random.default_rng(0).choice(n, size=sample_size, replace=False))
+        log.info("Training IVF index: %d lists on %d of %d vectors", nlist, sample_size, n)
+        progress(Progress(0, n, message="training"))
+        ivf.train(_normalised(vectors[sample], dim))
+        if cancel is not None:
+            cancel.check()
+        ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
+        ivf.nprobe = DEFAULT_NPROBE
+        self = cls.__new__(cls)
+        self._setup(ivf)
+        self._add_chunks(ids, vectors, progress, cancel)
+        return self
+
+    def _add_chunks(
+        self,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        progress: ProgressCallback,
+        cancel: CancelToken | None,
+    ) -> None:
+        # Chunks bound the memory of the normalised copy and give progress/cancel points.
+        for start in range(0, len(ids), _ADD_CHUNK):
+            if cancel is not None:
+                cancel.check()
+            stop = min(start + _ADD_CHUNK, len(ids))
+            self.add(ids[start:stop], vectors[start:stop])
+            progress(Progress(stop, len(ids), message="adding"))
+
+    @classmethod
+    def load(cls, path: Path) -> VectorIndex:
+        """Read an index file written by `save`. Raises QuadratError if it is missing, corrupt
+        or not a vector index of this application."""
+        path = Path(path)
+        if not path.is_file():
+            raise QuadratError(f"Vector index file not found: {path}")
+        try:
+            index = faiss.read_index(str(path))
+        except (RuntimeError, MemoryError) as exc:
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise QuadratError(
+                f"Vector index file {path} is corrupt or unreadable ({reason[:160]})"
+            ) from exc
+        if isinstance(index, faiss.IndexIDMap2):
+            inner = faiss.downcast_index(index.index)
+            if not isinstance(inner, faiss.IndexFlatIP) or index.id_map.size() != index.ntotal:
+                raise QuadratError(f"Vector index file {path} holds an unexpected index layout")
+        elif isinstance(index, faiss.IndexIVFFlat):
+            if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+                raise QuadratError(f"Vector index file {path} does not use inner-product scores")
+            if index.direct_map.type != faiss.DirectMap.Hashtable:
+                index.set_direct_map_type(faiss.DirectMap.Hashtable)
+        else:
+            raise QuadratError(
+                f"Vector index file {path} is not a Quadrat vector index "
+                f"(found {type(index).__name__})"
+            )
+        self = cls.__new__(cls)
+        self._setup(index)
+        log.info("Loaded %s index of %d vectors from %s", self.kind, len(self), path)
+        return self
+
+    def save(self, path: Path) -> None:
+        """Write the index to `path` atomically: a temporary file in the same folder, flushed
+        to disk, then renamed over the old file. A failure leaves the old file untouched."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            with self._lock:
+                faiss.write_index(self._index, tmp_name)
+            with open(tmp_name, "rb+") as written:
+                os.fsync(written.fileno())
+            os.replace(tmp_name, path)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        _fsync_directory(path.parent)
+
+    # ------------------------------------------------------------------ contents
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Add `vectors` (n, dim) under `ids` (n,). An id already present has its vector
+        replaced; within one call the last occurrence of an id wins."""
+        ids = _as_ids(ids)
+        vectors = _normalised(vectors, self.dim)
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+        ids, vectors = _dedupe_keep_last(ids, vectors)
+        if len(ids) == 0:
+            return
+        with self._lock:
+            existing = ids[_isin_sorted(ids, self._sorted_ids)]
+            if len(existing):
+                self._remove_present(existing)
+            self._index.add_with_ids(vectors, ids)
+            self._sorted_ids = np.union1d(self._sorted_ids, ids)
+
+    def remove(self, ids: np.ndarray) -> int:
+        """Remove the given ids (absent ones are ignored); returns how many were removed.
+        Costs one pass over a flat index per call, so pass them in one batch."""
+        ids = np.unique(_as_ids(ids))
+        with self._lock:
+            present = ids[_isin_sorted(ids, self._sorted_ids)]
+            if len(present) == 0:
+                return 0
+            removed = self._remove_present(present)
+            self._sorted_ids = np.setdiff1d(self._sorted_ids, present, assume_unique=True)
+            return removed
+
+    def _remove_present(self, ids: np.ndarray) -> int:
+        # The IVF hashtable direct map accepts only an IDSelectorArray for removal.
+        array_selector = self.kind == "ivf"
+        selector = faiss.IDSelectorArray(ids) if array_selector else faiss.IDSelectorBatch(ids)
+        removed = int(self._index.remove_ids(selector))
+        if removed != len(ids):
+            log.warning("Asked to remove %d vectors, FAISS removed %d", len(ids), removed)
+        return removed
+
+    def ids(self) -> np.ndarray:
+        """All ids in the index, sorted ascending (int64). A copy of a kept array: no vector is
+        reconstructed."""
+        with self._lock:
+            return self._sorted_ids.copy()
+
+    def _read_ids_from_faiss(self) -> np.ndarray:
+        if self.kind == "flat":
+            ids = faiss.vector_to_array(self._index.id_map)
+        else:
+            lists = self._index.invlists
+            parts = [
+                faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+                for i in range(self._index.nlist)
+                if lists.list_size(i)
+            ]
+            ids = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        return np.unique(ids.astype(np.int64, copy=False))
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def __contains__(self, image_id: object) -> bool:
+        if not isinstance(image_id, int | np.integer):
+            return False
+        with self._lock:
+            position = np.searchsorted(self._sorted_ids, image_id)
+            return bool(position < len(self._sorted_ids) and self._sorted_ids[position] == image_id)
+
+    @property
+    def nprobe(self) -> int:
+        """IVF lists probed per query (more: better recall, slower). 0 for a flat index."""
+        return int(self._index.nprobe) if self.kind == "ivf" else 0
+
+    @nprobe.setter
+    def nprobe(self, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"nprobe must be at least 1, got {value}")
+        if self.kind == "ivf":
+            self._index.nprobe = min(int(value), int(self._index.nlist))
+
+    @property
+    def nlist(self) -> int:
+        """Number of IVF lists; 0 for a flat index."""
+        return int(self._index.nlist) if self.kind == "ivf" else 0
+
+    def needs_rebuild(self) -> bool:
+        """True when `build(kind="auto")` on the current contents would give a different kind
+        (or, for IVF, many more lists): the library should rebuild from the catalog.
+
+        Flat turns IVF as soon as it passes `EXACT_LIMIT`. IVF turns flat only below 3/4 of it,
+        so a collection hovering at the limit is not retrained again and again; it is also
+        rebuilt once it has grown about fourfold since training.
+        """
+        n = len(self)
+        if self.kind == "flat":
+            return n > EXACT_LIMIT
+        if n < _IVF_SHRINK_FRACTION * EXACT_LIMIT:
+            return True
+        return choose_nlist(n) >= _IVF_GROWTH_FACTOR * self.nlist
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self, query: np.ndarray, k: int, allowed_ids: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """The up to `k` best (id, score) for one query vector (dim,), best first, ties by
+        smaller id. `allowed_ids` restricts the search to those ids."""
+        query = np.asarray(query)
+        if query.ndim != 1:
+            raise ValueError(f"search takes one vector of shape ({self.dim},), got {query.shape}")
+        return self.search_many(query[None, :], k, allowed_ids)[0]
+
+    def search_many(
+        self, queries: np.ndarray, k: int, allowed_ids: np.ndarray | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """`search` for each row of `queries` (nq, dim), in one batch."""
+        queries = _normalised(queries, self.dim)
+        empty: list[list[tuple[int, float]]] = [[] for _ in range(len(queries))]
+        if k <= 0 or len(queries) == 0:
+            return empty
+        with self._lock:
+            if len(self) == 0:
+                return empty
+            if allowed_ids is None:
+                return self._search_faiss(queries, k, None, len(self))
+            allowed = np.intersect1d(_as_ids(allowed_ids), self._sorted_ids, assume_unique=False)
+            if len(allowed) == 0:
+                return empty
+            if len(allowed) <= SMALL_FILTER_LIMIT:
+                return self._score_subset(queries, k, allowed)
+            results = self._search_faiss(queries, k, allowed, len(allowed))
+            if self.kind == "ivf":
+                # A filter can leave too few allowed vectors in the probed lists; score those
+                # queries exactly rather than return a short list.
+                wanted = min(k, len(allowed))
+                short = [row for row, found in enumerate(results) if len(found) < wanted]
+                if short:
+                    log.debug("Filtered IVF search short for %d queries: exact", len(short))
+                    exact = self._score_subset(queries[short], k, allowed)
+                    for row, found in zip(short, exact, strict=True):
+                        results[row] = found
+            return results
+
+    def _search_faiss(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None, available: int
+    ) -> list[list[tuple[int, float]]]:
+        params = None
+        if allowed is not None or self.kind == "ivf":
+            selector = faiss.IDSelectorBatch(allowed) if allowed is not None else None
+            if self.kind == "ivf":
+                nprobe = self._index.nprobe
+                if allowed is not None:
+                    # Probe proportionally more lists when only a fraction of vectors is allowed,
+                    # so the probed lists still hold about as many candidates.
+                    nprobe = math.ceil(nprobe * len(self) / len(allowed))
+                params = faiss.SearchParametersIVF(nprobe=min(nprobe, self._index.nlist))
+            else:
+                params = faiss.SearchParameters()
+            if selector is not None:
+                params.sel = selector
+        results: list[list[tuple[int, float]]] = []
+        # One more than asked, to see whether a tie crosses the cut at k.
+        fetch = min(k + 1, available)
+        scores, ids = self._index.search(queries, fetch, params=params)
+        for row in range(len(queries)):
+            row_fetch = fetch
+            row_scores, row_ids = scores[row], ids[row]
+            while row_fetch < available and _tie_at_cut(row_scores, row_ids, k):
+                # Fetch the whole tied group so the smallest ids win, not FAISS's heap order.
+                row_fetch = min(2 * row_fetch, available)
+                more_scores, more_ids = self._index.search(
+                    queries[row : row + 1], row_fetch, params=params
+                )
+                row_scores, row_ids = more_scores[0], more_ids[0]
+            keep = row_ids >= 0  # FAISS pads with -1 when fewer results exist
+            results.append(_strict_top_k(row_ids[keep], row_scores[keep], k))
+        return results
+
+    def _score_subset(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray
+    ) -> list[list[tuple[int, float]]]:
+        """Exact scores of `queries` against the vectors of `allowed` (sorted, present ids)."""
+        candidates: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(len(queries))]
+        for start in range(0, len(allowed), _SCORE_CHUNK):
+            chunk_ids = allowed[start : start + _SCORE_CHUNK]
+            vectors = self._index.reconstruct_batch(chunk_ids)
+            chunk_scores = queries @ vectors.T
+            for row in range(len(queries)):
+                top = _strict_top_k_arrays(chunk_ids, chunk_scores[row], k)
+                candidates[row].append(top)
+        results = []
+        for row_candidates in candidates:
+            ids = np.concatenate([c[0] for c in row_candidates])
+            scores = np.concatenate([c[1] for c in row_candidates])
+            results.append(_strict_top_k(ids, scores, k))
+        return results
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _as_ids(ids: np.ndarray) -> np.ndarray:
+    array = np.asarray(ids)
+    if array.ndim != 1:
+        raise ValueError(f"ids must be a 1-D array, got shape {array.shape}")
+    if len(array) and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"ids must be integers, got {array.dtype}")
+    array = np.ascontiguousarray(array, dtype=np.int64)
+    if len(array) and array.min() < 0:
+        raise ValueError("ids must not be negative")  # -1 is FAISS's "no result"
+    return array
+
+
+def _normalised(vectors: np.ndarray, dim: int) -> np.ndarray:
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[1] != dim:
+        raise ValueError(f"expected vectors of shape (n, {dim}), got {array.shape}")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+        raise ValueError("vectors must be finite and non-zero")
+    return np.ascontiguousarray(array / norms, dtype=np.float32)
+
+
+def _dedupe_keep_last(ids: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(ids) != len(vectors):
+        raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+    reversed_unique, reversed_first = np.unique(ids[::-1], return_index=True)
+    if len(reversed_unique) == len(ids):
+        return ids, vectors
+    last = np.sort(len(ids) - 1 - reversed_first)
+    return ids[last], vectors[last]
+
+
+def _isin_sorted(values: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    if len(sorted_ids) == 0:
+        return np.zeros(len(values), dtype=bool)
+    positions = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
+    return sorted_ids[positions] == values
+
+
+def _tie_at_cut(scores: np.ndarray, ids: np.ndarray, k: int) -> bool:
+    """Whether the k-th and the (k+1)-th results tie, so the cut at k depends on heap order."""
+    return len(ids) > k and ids[k] >= 0 and scores[k] == scores[k - 1]
+
+
+def _strict_top_k_arrays(
+    ids: np.ndarray, scores: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    if len(ids) > k:
+        # Everything scoring at least the k-th best score, so ties at the cut are all kept.
+        kth_best = np.partition(scores, len(scores) - k)[len(scores) - k]
+        mask = scores >= kth_best
+        ids, scores = ids[mask], scores[mask]
+    order = np.lexsort((ids, -scores))[:k]
+    return ids[order], scores[order]
+
+
+def _strict_top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    top_ids, top_scores = _strict_top_k_arrays(ids, scores, k)
+    return [(int(i), float(s)) for i, s in zip(top_ids, top_scores, strict=True)]
+
+
+def _fsync_directory(folder: Path) -> None:
+    # Makes the rename itself durable on POSIX; Windows cannot open a folder for fsync.
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["DEFAULT_NPROBE", "EXACT_LIMIT", "VectorIndex", "choose_nlist"]
