@@ -127,7 +127,7 @@ class Indexer:
         *,
         batch_size: int = 32,
         workers: int | None = None,
-        checkpoint_every: int = 256,
+        checkpoint_every: int | None = None,
         index_save_seconds: float = 30.0,
     ) -> None:
         if batch_size < 1:
@@ -136,6 +136,9 @@ class Indexer:
         self.encoder = encoder
         self.batch_size = batch_size
         self.workers = workers if workers and workers > 0 else min(4, os.cpu_count() or 1)
+        if checkpoint_every is None:
+            # Tunable from the environment so crash tests can make checkpoints frequent.
+            checkpoint_every = int(os.environ.get("QUADRAT_CHECKPOINT_EVERY", "256"))
         self.checkpoint_every = max(checkpoint_every, batch_size)
         self.index_save_seconds = index_save_seconds
         self.model_key: str = encoder.model_key

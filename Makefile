@@ -1,0 +1,29 @@
+# Quadrat developer commands. `make demo` and `make test` are the README's quick start.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+
+.PHONY: install install-test demo test lint bench screenshots
+
+install:
+	$(PIP) install -e .
+
+install-test:
+	$(PIP) install -e '.[test]'
+
+# Install, then open the window on the bundled demo collection (indexed on first use).
+demo: install
+	quadrat gui --demo
+
+# Install, lint, then run the default test suite (benchmarks excluded).
+test: install-test
+	$(PYTHON) -m ruff check .
+	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+# On-demand benchmarks; each prints a Markdown table.
+bench:
+	$(PYTHON) tests/bench/bench_search.py
+	$(PYTHON) tests/bench/bench_indexing.py

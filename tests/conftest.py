@@ -1,0 +1,43 @@
+"""Shared fixtures. Every test runs with its own QUADRAT_HOME so no user files are touched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Keep torch from fighting the decode threads and the other test workers for 2 cores.
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+@pytest.fixture(autouse=True)
+def quadrat_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("QUADRAT_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def demo_encoder():
+    """The bundled demo CLIP model, loaded once per test session."""
+    from engine.encoders import load_encoder
+
+    return load_encoder("demo", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def demo_collection(tmp_path_factory: pytest.TempPathFactory):
+    """The demo collection as `quadrat demo` writes it (read-only: copy before changing it)."""
+    from engine.demo import write_demo_collection
+
+    return write_demo_collection(tmp_path_factory.mktemp("demo") / "collection")
+
+
+@pytest.fixture(scope="session")
+def small_demo_collection(tmp_path_factory: pytest.TempPathFactory):
+    """A smaller demo collection (5 photos per class) for tests that change files."""
+    from engine.demo import write_demo_collection
+
+    return write_demo_collection(tmp_path_factory.mktemp("demo-small") / "c", images_per_class=5)
