@@ -35,6 +35,7 @@ from engine.scan import (
     decode_image,
     find_metadata_file,
     load_coco_metadata,
+    metadata_key,
     taxon_for_path,
     walk_images,
 )
@@ -143,6 +144,7 @@ class Indexer:
         self.index_save_seconds = index_save_seconds
         self.model_key: str = encoder.model_key
         self._taxon_ids: dict[str, int] = {}
+        self._min_side: int | None = getattr(encoder, "image_size", None)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -255,7 +257,9 @@ class Indexer:
                 return None
 
         with ThreadPoolExecutor(self.workers) as pool:
-            return dict(zip((e.rel_path for e in entries), pool.map(safe_hash, entries), strict=True))
+            return dict(
+                zip((e.rel_path for e in entries), pool.map(safe_hash, entries), strict=True)
+            )
 
     def _plan(
         self,
@@ -332,7 +336,11 @@ class Indexer:
             for image_id, entry in touched + moves:
                 img = s.get(Image, image_id)
                 if img is not None:
-                    img.rel_path, img.size, img.mtime_ns = entry.rel_path, entry.size, entry.mtime_ns
+                    img.rel_path, img.size, img.mtime_ns = (
+                        entry.rel_path,
+                        entry.size,
+                        entry.mtime_ns,
+                    )
             if vanished:
                 gone = [row.id for row in vanished.values()]
                 for start in range(0, len(gone), 900):
@@ -350,7 +358,8 @@ class Indexer:
         try:
             if digest is None:
                 digest = content_hash(job.entry.abs_path)
-            decoded = decode_image(job.entry.abs_path)
+            # JPEGs decode at reduced scale when the model wants far fewer pixels.
+            decoded = decode_image(job.entry.abs_path, min_side=self._min_side)
             tensor = self.encoder.preprocess(decoded.image)
             return _Prepared(job, digest, decoded.width, decoded.height, decoded.exif, tensor)
         except BadImageError as exc:
@@ -455,7 +464,9 @@ class Indexer:
                 img = self._upsert_image(s, collection_id, prepared.job, prepared.content_hash)
                 img.status, img.skip_reason = STATUS_OK, None
                 img.width, img.height = prepared.width, prepared.height
-                self._apply_metadata(s, img, coco.get(prepared.job.entry.rel_path), prepared.exif)
+                self._apply_metadata(
+                    s, img, coco.get(metadata_key(prepared.job.entry.rel_path)), prepared.exif
+                )
                 s.flush()
                 s.merge(
                     Embedding(
@@ -469,7 +480,7 @@ class Indexer:
             for fail in failed:
                 img = self._upsert_image(s, collection_id, fail.job, fail.content_hash)
                 img.status, img.skip_reason = STATUS_SKIPPED, fail.reason
-                self._apply_metadata(s, img, coco.get(fail.job.entry.rel_path), None)
+                self._apply_metadata(s, img, coco.get(metadata_key(fail.job.entry.rel_path)), None)
                 s.flush()
                 s.execute(delete(Embedding).where(Embedding.image_id == img.id))
         if not ids:
@@ -489,7 +500,9 @@ class Indexer:
         """Metadata precedence: the COCO file, then EXIF, then the iNat folder name."""
         taxon = (meta.taxon if meta else None) or taxon_for_path(img.rel_path)
         img.taxon_id = self._taxon_id(s, taxon) if taxon else None
-        img.observed_at = (meta.observed_at if meta else None) or (exif.observed_at if exif else None)
+        img.observed_at = (meta.observed_at if meta else None) or (
+            exif.observed_at if exif else None
+        )
         lat = meta.latitude if meta else None
         lon = meta.longitude if meta else None
         if (lat is None or lon is None) and exif is not None:
@@ -511,8 +524,15 @@ class Indexer:
             taxon = Taxon(key=key, name=info.name)
             s.add(taxon)
         for attr in (
-            "kingdom", "phylum", "class_", "order", "family", "genus", "specific_epithet",
-            "common_name", "category_id",
+            "kingdom",
+            "phylum",
+            "class_",
+            "order",
+            "family",
+            "genus",
+            "specific_epithet",
+            "common_name",
+            "category_id",
         ):
             value = getattr(info, attr, None)
             if value is not None:

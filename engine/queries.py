@@ -1,0 +1,287 @@
+"""Saved queries, their runs (one per search method), and the user's relevance judgments.
+
+Judgments belong to the query, not to a run: a photo judged while looking at the text method's
+results counts as judged for every other method of the same query. Each judgment is committed
+the moment it is made (SQLite FULL sync), so a crash right after a click loses nothing.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+
+from engine.catalog import Judgment, Query, Run, RunResult
+from engine.catalog.models import utcnow
+from engine.errors import BadInputError
+from engine.library import Library
+from engine.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
+
+log = logging.getLogger(__name__)
+
+RELEVANT, NOT_RELEVANT = 1, 0
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    id: int
+    text: str
+    image_path: str | None
+    name: str | None
+    notes: str | None
+    created_at: datetime
+    runs: int
+    judged: int
+    relevant: int
+
+    @property
+    def title(self) -> str:
+        return self.name or self.text or (self.image_path or "")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    query_id: int
+    method: str
+    model_key: str | None
+    params: dict[str, Any]
+    created_at: datetime
+    duration_ms: float | None
+    ranking: list[tuple[int, float]]  # (image_id, score), rank order
+
+
+@dataclass(frozen=True)
+class JudgmentChange:
+    """What one judgment call changed; `previous` makes undo exact."""
+
+    query_id: int
+    image_id: int
+    previous: int | None
+    current: int | None
+
+
+@dataclass(frozen=True)
+class LiveMetrics:
+    """Metrics of one run at cut-off k against the query's judgments (SPEC.md §1)."""
+
+    run_id: int
+    k: int
+    metrics: QueryMetrics
+    trailing_nonrelevant: int  # "stop rule": non-relevant results after the last relevant one
+    precision_curve: list[float]  # P@i for i = 1..min(k, len(run))
+
+
+class QueryStore:
+    """Queries, runs and judgments of one library."""
+
+    def __init__(self, library: Library, user: str | None = None) -> None:
+        self.library = library
+        self.user = user or _user_name()
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def find_or_create_query(self, text: str, image_path: str | None = None) -> int:
+        """The id of the saved query with this text (and query image), creating it if new."""
+        text = " ".join(text.split())
+        if not text and not image_path:
+            raise BadInputError("a query needs text or an image")
+        with self.library.catalog.session() as s:
+            stmt = select(Query.id).where(Query.text == text)
+            stmt = stmt.where(
+                Query.image_path.is_(None) if image_path is None else Query.image_path == image_path
+            )
+            existing = s.scalar(stmt.order_by(Query.id).limit(1))
+            if existing is not None:
+                return existing
+            query = Query(text=text, image_path=image_path)
+            s.add(query)
+            s.flush()
+            return query.id
+
+    def list_queries(self) -> list[QueryInfo]:
+        with self.library.catalog.session() as s:
+            runs = dict(s.execute(select(Run.query_id, func.count()).group_by(Run.query_id)).all())
+            judged = dict(
+                s.execute(select(Judgment.query_id, func.count()).group_by(Judgment.query_id)).all()
+            )
+            relevant = dict(
+                s.execute(
+                    select(Judgment.query_id, func.count())
+                    .where(Judgment.relevance > 0)
+                    .group_by(Judgment.query_id)
+                ).all()
+            )
+            return [
+                QueryInfo(
+                    q.id,
+                    q.text,
+                    q.image_path,
+                    q.name,
+                    q.notes,
+                    q.created_at,
+                    runs.get(q.id, 0),
+                    judged.get(q.id, 0),
+                    relevant.get(q.id, 0),
+                )
+                for q in s.scalars(select(Query).order_by(Query.updated_at.desc(), Query.id.desc()))
+            ]
+
+    def rename_query(self, query_id: int, name: str | None) -> None:
+        with self.library.catalog.session() as s:
+            self._query(s, query_id).name = (name or "").strip() or None
+
+    def set_notes(self, query_id: int, notes: str | None) -> None:
+        with self.library.catalog.session() as s:
+            self._query(s, query_id).notes = notes or None
+
+    def delete_query(self, query_id: int) -> None:
+        """Delete a query with its runs and judgments."""
+        with self.library.catalog.session() as s:
+            s.delete(self._query(s, query_id))
+
+    @staticmethod
+    def _query(s: Any, query_id: int) -> Query:
+        query = s.get(Query, query_id)
+        if query is None:
+            raise BadInputError(f"no saved query with id {query_id}")
+        return query
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def save_run(
+        self,
+        query_id: int,
+        method: str,
+        ranking: Sequence[tuple[int, float]],
+        *,
+        model_key: str | None = None,
+        params: dict[str, Any] | None = None,
+        duration_ms: float | None = None,
+    ) -> int:
+        """Store one method's ranked list for a query; returns the run id."""
+        with self.library.catalog.session() as s:
+            run = Run(
+                query_id=query_id,
+                method=method,
+                model_key=model_key,
+                params=dict(params or {}),
+                duration_ms=duration_ms,
+            )
+            s.add(run)
+            s.flush()
+            s.add_all(
+                RunResult(run_id=run.id, rank=rank, image_id=int(image_id), score=float(score))
+                for rank, (image_id, score) in enumerate(ranking, start=1)
+            )
+            self._query(s, query_id).updated_at = utcnow()
+            return run.id
+
+    def runs_for(self, query_id: int) -> list[RunInfo]:
+        """Every run of a query, oldest first, with its ranking."""
+        with self.library.catalog.session() as s:
+            runs = s.scalars(select(Run).where(Run.query_id == query_id).order_by(Run.id)).all()
+            out = []
+            for run in runs:
+                ranking = [
+                    (image_id, score)
+                    for image_id, score in s.execute(
+                        select(RunResult.image_id, RunResult.score)
+                        .where(RunResult.run_id == run.id)
+                        .order_by(RunResult.rank)
+                    )
+                ]
+                out.append(
+                    RunInfo(
+                        run.id,
+                        run.query_id,
+                        run.method,
+                        run.model_key,
+                        dict(run.params or {}),
+                        run.created_at,
+                        run.duration_ms,
+                        ranking,
+                    )
+                )
+            return out
+
+    def latest_runs_by_method(self, query_id: int) -> dict[str, RunInfo]:
+        """The newest run of each method of a query (what the metrics panel compares)."""
+        latest: dict[str, RunInfo] = {}
+        for run in self.runs_for(query_id):
+            latest[run.method] = run
+        return latest
+
+    # -- judgments ---------------------------------------------------------------------------
+
+    def judgments(self, query_id: int) -> dict[int, int]:
+        """image id -> relevance for every judged photo of the query."""
+        with self.library.catalog.session() as s:
+            return dict(
+                s.execute(
+                    select(Judgment.image_id, Judgment.relevance).where(
+                        Judgment.query_id == query_id
+                    )
+                ).all()
+            )
+
+    def judge(self, query_id: int, image_id: int, relevance: int | None) -> JudgmentChange:
+        """Mark a photo relevant (1) / not relevant (0) for a query, or clear it (None).
+
+        Committed before returning. The returned change carries the previous value for undo.
+        """
+        if relevance is not None and relevance < 0:
+            raise BadInputError("relevance must be 0 (not relevant) or a positive grade")
+        with self.library.catalog.session() as s:
+            row = s.get(Judgment, (query_id, image_id))
+            previous = row.relevance if row is not None else None
+            if relevance is None:
+                if row is not None:
+                    s.delete(row)
+            elif row is None:
+                s.add(
+                    Judgment(
+                        query_id=query_id,
+                        image_id=image_id,
+                        relevance=relevance,
+                        judged_by=self.user,
+                        judged_at=utcnow(),
+                    )
+                )
+            else:
+                row.relevance, row.judged_by, row.judged_at = relevance, self.user, utcnow()
+        return JudgmentChange(query_id, image_id, previous, relevance)
+
+    def undo(self, change: JudgmentChange) -> JudgmentChange:
+        """Put back the judgment a change replaced."""
+        return self.judge(change.query_id, change.image_id, change.previous)
+
+    def clear_judgments(self, query_id: int) -> int:
+        with self.library.catalog.session() as s:
+            return s.execute(delete(Judgment).where(Judgment.query_id == query_id)).rowcount or 0
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def live_metrics(
+        self, ranking: Sequence[int], judgments: dict[int, int], k: int, run_id: int = 0
+    ) -> LiveMetrics:
+        """Metrics of a ranking (image ids in rank order) against a query's judgments."""
+        metrics = evaluate_ranking(list(ranking), judgments, k, "fullrank", query_id=str(run_id))
+        rels = [1 if judgments.get(i, 0) > 0 else 0 for i in ranking]
+        curve, hits = [], 0
+        for i, rel in enumerate(rels[:k], start=1):
+            hits += rel
+            curve.append(hits / i)
+        return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(rels[:k]), curve)
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name on some sandboxes
+        return "user"

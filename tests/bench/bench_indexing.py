@@ -1,0 +1,126 @@
+"""Indexing benchmarks (run on demand): `python tests/bench/bench_indexing.py`.
+
+1. Full pipeline (scan, hash, decode in threads, preprocess, encode, commit) against the bare
+   model forward pass on the same, already preprocessed images — same model, same run.
+2. Unchanged re-index of a 10,000-photo folder.
+
+Prints a Markdown table. Models use random weights: speed does not depend on the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from engine.encoders import load_encoder  # noqa: E402
+from engine.indexer import Indexer  # noqa: E402
+from engine.library import Library  # noqa: E402
+from engine.scan import decode_image  # noqa: E402
+
+
+def write_photos(folder: Path, count: int, size: tuple[int, int], seed: int = 0) -> list[Path]:
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    base = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+    for i in range(count):
+        arr = np.roll(base, i * 7, axis=1) // 2 + rng.integers(0, 128, 3, dtype=np.uint8)
+        path = folder / f"sub{i % 20:02d}" / f"photo_{i:06d}.jpg"
+        path.parent.mkdir(exist_ok=True)
+        Image.fromarray(arr).save(path, quality=85)
+        paths.append(path)
+    return paths
+
+
+def random_checkpoint(arch: str, out: Path) -> str:
+    import open_clip
+    from safetensors.torch import save_file
+
+    model = open_clip.create_model(arch)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out))
+    return f"{arch}:{out}"
+
+
+def bench_pipeline(spec: str, label: str, photos: int, size: tuple[int, int], tmp: Path) -> dict:
+    encoder = load_encoder(spec, device="cpu")
+    folder = tmp / f"photos-{label}"
+    paths = write_photos(folder, photos, size)
+
+    tensors = [encoder.preprocess(decode_image(p).image) for p in paths]
+    batch = 32
+    encoder.encode_preprocessed(tensors[:batch])  # warm-up
+    started = time.perf_counter()
+    for i in range(0, len(tensors), batch):
+        encoder.encode_preprocessed(tensors[i : i + batch])
+    bare = len(tensors) / (time.perf_counter() - started)
+
+    with Library.open(tmp / f"lib-{label}") as lib:
+        started = time.perf_counter()
+        report = Indexer(lib, encoder, batch_size=batch).run(folder)
+        pipeline = report.indexed / (time.perf_counter() - started)
+    return {
+        "model": label,
+        "photos": photos,
+        "size": f"{size[0]}x{size[1]}",
+        "bare": bare,
+        "pipeline": pipeline,
+    }
+
+
+def bench_unchanged(count: int, tmp: Path) -> dict:
+    encoder = load_encoder("demo", device="cpu")
+    folder = tmp / "ten-thousand"
+    write_photos(folder, count, (64, 64), seed=1)
+    with Library.open(tmp / "lib-unchanged") as lib:
+        started = time.perf_counter()
+        first = Indexer(lib, encoder, batch_size=64).run(folder)
+        first_s = time.perf_counter() - started
+    with Library.open(tmp / "lib-unchanged") as lib:
+        started = time.perf_counter()
+        again = Indexer(lib, encoder).run(folder)
+        again_s = time.perf_counter() - started
+    assert again.indexed == 0 and again.unchanged == first.indexed
+    return {"photos": count, "first_s": first_s, "unchanged_s": again_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--photos", type=int, default=256)
+    parser.add_argument("--unchanged", type=int, default=10_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        rows = [
+            bench_pipeline(
+                random_checkpoint("ViT-B-32", tmp / "vitb32.safetensors"),
+                "ViT-B-32",
+                args.photos,
+                (500, 375),
+                tmp,
+            ),
+            bench_pipeline("demo", "demo (tiny)", args.photos * 4, (500, 375), tmp),
+        ]
+        print("| model | photos | photo size | bare forward img/s | pipeline img/s | ratio |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(
+                f"| {r['model']} | {r['photos']} | {r['size']} | {r['bare']:.1f} | "
+                f"{r['pipeline']:.1f} | {r['pipeline'] / r['bare']:.2f} |"
+            )
+        u = bench_unchanged(args.unchanged, tmp)
+        print()
+        print("| photos | first index (demo model) | unchanged re-index |")
+        print("| --- | --- | --- |")
+        print(f"| {u['photos']} | {u['first_s']:.1f} s | {u['unchanged_s']:.2f} s |")
+
+
+if __name__ == "__main__":
+    main()
