@@ -1,0 +1,103 @@
+"""`quadrat metrics`: score a TREC run against judgments (SPEC.md §5). No Qt, no library.
+
+    quadrat metrics --run RUN.trec --qrels QRELS [--k 50] [--protocol fullrank|rerank] [--json]
+
+QRELS may be TREC qrels or an INQUIRE judgments CSV (with or without a `relevant` column).
+A malformed file raises `BadInputError`, which the `quadrat` entry point turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.evaluate import (
+    evaluate_run,
+    load_judgments,
+    load_trec_run,
+    metrics_json,
+    qrels_for_run,
+)
+from engine.metrics import PROTOCOLS, MeanMetrics
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `metrics` on the `quadrat` subcommand parser."""
+    parser = subparsers.add_parser(
+        "metrics",
+        help="score a TREC run against judgments (mAP@k, nDCG@k, MRR@k)",
+        description="Score a TREC run file against judgments (TREC qrels or INQUIRE CSV).",
+    )
+    parser.add_argument("--run", required=True, metavar="RUN.trec", help="TREC run file")
+    parser.add_argument(
+        "--qrels", required=True, metavar="QRELS", help="TREC qrels or INQUIRE judgments CSV"
+    )
+    parser.add_argument(
+        "--k", type=_positive_int, default=50, help="cut-off rank (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="fullrank",
+        help="fullrank: AP normalised by min(k, R); rerank: the run is a fixed candidate set",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run_metrics_command)
+
+
+def run_metrics_command(args: argparse.Namespace) -> int:
+    """Load, score and print; returns the exit code."""
+    run = load_trec_run(args.run)
+    judgments = load_judgments(args.qrels)
+    qrels = qrels_for_run(run, judgments)
+    ranked = {query_id: [docid for docid, _ in results] for query_id, results in run.items()}
+    mean = evaluate_run(ranked, qrels, args.k, args.protocol)
+    judged_docids = {docid for relevance in qrels.values() for docid in relevance}
+    if (
+        run
+        and judged_docids
+        and not any(docid in judged_docids for results in ranked.values() for docid in results)
+    ):
+        # Scores of 0 from a naming mismatch look like a bad system; say so.
+        print(
+            "warning: no image of the run appears in the judgments; "
+            "do both files name images the same way (image id or path)?",
+            file=sys.stderr,
+        )
+    if args.json:
+        print(json.dumps(metrics_json(mean, args.k)))
+    else:
+        missing = sum(1 for query_id in qrels if query_id not in run)
+        print(_summary_table(mean, args.k, args.protocol, missing))
+    return 0
+
+
+def _summary_table(mean: MeanMetrics, k: int, protocol: str, missing_from_run: int) -> str:
+    total = len(mean.per_query)
+    rows = [
+        (f"queries ({protocol})", f"{mean.queries} averaged of {total}"),
+        (f"mAP@{k}", f"{mean.mAP:.4f}"),
+        (f"nDCG@{k}", f"{mean.mean_nDCG:.4f}"),
+        (f"MRR@{k}", f"{mean.MRR:.4f}"),
+        (f"P@{k}", f"{mean.mean_P:.4f}"),
+        (f"R@{k}", f"{mean.mean_R_at_k:.4f}"),
+        (f"judged@{k}", f"{mean.mean_judged:.4f}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    if total > mean.queries:
+        lines.append(f"{total - mean.queries} queries without relevant judgments are not averaged")
+    if missing_from_run:
+        lines.append(f"{missing_from_run} judged queries have no results in the run (scored 0)")
+    return "\n".join(lines)

@@ -1,0 +1,198 @@
+"""`quadrat metrics`: a small run and qrels pair with answers worked out by hand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli_metrics import add_metrics_command
+from engine.errors import BadInputError
+
+# Ranks deliberately listed out of order: the rank column decides, not the line order.
+RUN = """\
+q1 Q0 d2 2 0.8 sys
+q1 Q0 d1 1 0.9 sys
+q1 Q0 d4 4 0.6 sys
+q1 Q0 d3 3 0.7 sys
+q2 Q0 d5 1 0.5 sys
+q2 Q0 d6 2 0.4 sys
+q3 Q0 d9 1 0.3 sys
+"""
+QRELS = """\
+q1 0 d2 1
+q1 0 d4 1
+q1 0 d7 1
+q1 0 d1 0
+q2 0 d5 1
+q4 0 d8 1
+"""
+# k = 3, fullrank:
+#   q1: top 3 = d1 (judged no), d2 (yes), d3 (unjudged); R = 3 -> AP = (1/2) / 3, RR = 1/2,
+#       nDCG = (1/log2 3) / (1 + 1/log2 3 + 1/2)
+#   q2: d5 relevant at rank 1, R = 1 -> AP = RR = nDCG = 1
+#   q3: no judgments -> R = 0, listed but not averaged
+#   q4: judged, absent from the run -> 0
+Q1_NDCG = (1 / math.log2(3)) / (1 + 1 / math.log2(3) + 1 / 2)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="quadrat")
+    add_metrics_command(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    run = tmp_path / "run.trec"
+    qrels = tmp_path / "qrels.txt"
+    run.write_text(RUN)
+    qrels.write_text(QRELS)
+    return run, qrels
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    args = parse(argv)
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1  # one JSON object on one line
+    return json.loads(out)
+
+
+def test_metrics_json_by_hand(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    run, qrels = files
+    data = run_json(
+        ["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3", "--json"], capsys
+    )
+    assert set(data) == {"queries", "mAP@3", "nDCG@3", "MRR@3", "per_query"}
+    assert data["queries"] == 3
+    assert data["mAP@3"] == pytest.approx((1 / 6 + 1 + 0) / 3)
+    assert data["MRR@3"] == pytest.approx((1 / 2 + 1 + 0) / 3)
+    assert data["nDCG@3"] == pytest.approx((Q1_NDCG + 1 + 0) / 3)
+    assert data["per_query"] == [
+        {
+            "query_id": "q1",
+            "AP": pytest.approx(1 / 6),
+            "nDCG": pytest.approx(Q1_NDCG),
+            "RR": 0.5,
+            "R": 3,
+        },
+        {"query_id": "q2", "AP": 1.0, "nDCG": 1.0, "RR": 1.0, "R": 1},
+        {"query_id": "q3", "AP": 0.0, "nDCG": 0.0, "RR": 0.0, "R": 0},
+        {"query_id": "q4", "AP": 0.0, "nDCG": 0.0, "RR": 0.0, "R": 1},
+    ]
+
+
+def test_metrics_rerank_protocol(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run is the candidate set: q1's relevant candidates are d2 and d4 (d7 was never a
+    # candidate), r = 1 relevant in the top 3 -> AP = 1/2; q2 -> 1; q3, q4 have no relevant
+    # candidate and are not averaged.
+    run, qrels = files
+    argv = ["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3"]
+    data = run_json([*argv, "--protocol", "rerank", "--json"], capsys)
+    assert data["queries"] == 2
+    assert data["mAP@3"] == pytest.approx((1 / 2 + 1) / 2)
+    assert [q["R"] for q in data["per_query"]] == [2, 1, 0, 0]
+
+
+def test_default_k_is_50(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    run, qrels = files
+    data = run_json(["metrics", "--run", str(run), "--qrels", str(qrels), "--json"], capsys)
+    assert "mAP@50" in data
+    # q1 now reaches d4 at rank 4: AP = (1/2 + 2/4) / min(50, 3)
+    assert data["per_query"][0]["AP"] == pytest.approx((1 / 2 + 2 / 4) / 3)
+
+
+def test_inquire_csv_judgments_keyed_by_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run.trec").write_text(
+        "3 Q0 train/a/x.jpg 1 0.9 t\n3 Q0 train/a/y.jpg 2 0.8 t\n3 Q0 train/a/z.jpg 3 0.7 t\n"
+    )
+    (tmp_path / "annotations.csv").write_text(
+        "query_id,image_id,image_path\n3,101,train/a/y.jpg\n3,102,train/a/w.jpg\n"
+    )
+    run, annotations = tmp_path / "run.trec", tmp_path / "annotations.csv"
+    argv = ["metrics", "--run", str(run), "--qrels", str(annotations), "--k", "3", "--json"]
+    data = run_json(argv, capsys)
+    # the run names images by path: y.jpg is relevant at rank 2, w.jpg was never retrieved
+    ndcg = (1 / math.log2(3)) / (1 + 1 / math.log2(3))
+    assert data["per_query"] == [
+        {"query_id": "3", "AP": 0.25, "nDCG": pytest.approx(ndcg), "RR": 0.5, "R": 2}
+    ]
+
+
+def test_human_table(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    run, qrels = files
+    args = parse(["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["queries", "(fullrank)", "3", "averaged", "of", "4"]
+    assert "mAP@3" in out and f"{(1 / 6 + 1) / 3:.4f}" in out
+    assert f"{0.5:.4f}" in out  # MRR@3
+    assert "1 queries without relevant judgments are not averaged" in out
+    assert "1 judged queries have no results in the run (scored 0)" in out
+
+
+def test_mismatched_image_names_warn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "run.trec").write_text("1 Q0 img-17 1 0.9 t\n")
+    (tmp_path / "qrels").write_text("1 0 17 1\n")
+    args = parse(
+        ["metrics", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels")]
+    )
+    assert args.func(args) == 0
+    assert "no image of the run appears in the judgments" in capsys.readouterr().err
+
+
+def test_malformed_qrels_names_file_and_line(files: tuple[Path, Path]) -> None:
+    run, qrels = files
+    qrels.write_text(QRELS + "q5 0 d1\n")
+    args = parse(["metrics", "--run", str(run), "--qrels", str(qrels)])
+    with pytest.raises(BadInputError) as err:
+        args.func(args)
+    assert (
+        str(err.value)
+        == f"{qrels} line 7: expected 4 fields in TREC qrels (qid 0 docid rel), got 3"
+    )
+
+
+def test_malformed_run_names_file_and_line(files: tuple[Path, Path]) -> None:
+    run, qrels = files
+    run.write_text(RUN.replace("q2 Q0 d6 2 0.4 sys", "q2 Q0 d6 2 sys"))
+    args = parse(["metrics", "--run", str(run), "--qrels", str(qrels)])
+    with pytest.raises(BadInputError, match=r"run.trec line 6: expected 6 fields in a TREC run"):
+        args.func(args)
+
+
+def test_missing_run_file(tmp_path: Path, files: tuple[Path, Path]) -> None:
+    _, qrels = files
+    args = parse(["metrics", "--run", str(tmp_path / "none.trec"), "--qrels", str(qrels)])
+    with pytest.raises(BadInputError, match="none.trec: no such file"):
+        args.func(args)
+
+
+@pytest.mark.parametrize("argv", [["--k", "0"], ["--k", "ten"], ["--protocol", "full"], []])
+def test_bad_usage_is_an_argparse_error(files: tuple[Path, Path], argv: list[str]) -> None:
+    run, qrels = files
+    base = ["metrics", "--run", str(run)] + (["--qrels", str(qrels)] if argv else [])
+    with pytest.raises(SystemExit) as exit_info:
+        parse(base + argv)
+    assert exit_info.value.code == 2
+
+
+def test_metrics_command_needs_no_qt() -> None:
+    # A headless server scores runs: importing the command must not pull in Qt.
+    code = (
+        "import sys, app.cli_metrics, engine.evaluate, engine.metrics; "
+        "sys.exit(any(name.startswith(('PySide6', 'shiboken6')) for name in sys.modules))"
+    )
+    root = Path(__file__).resolve().parent.parent
+    assert subprocess.run([sys.executable, "-c", code], cwd=root, check=False).returncode == 0
