@@ -277,7 +277,12 @@ class QueryStore:
         for i, rel in enumerate(rels[:k], start=1):
             hits += rel
             curve.append(hits / i)
-        return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(rels[:k]), curve)
+        # The stop rule looks only as deep as the user has judged: unjudged photos further
+        # down are not evidence that the relevant ones have run out.
+        judged_depth = max(
+            (i + 1 for i, image_id in enumerate(ranking) if image_id in judgments), default=0
+        )
+        return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(rels[:judged_depth]), curve)
 
 
 def _user_name() -> str:
