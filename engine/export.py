@@ -1,0 +1,232 @@
+"""Exports and imports: results and judgments as CSV (SPEC.md §4), TREC qrels, INQUIRE-style
+judgment files, and copying the photos judged relevant to a folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+
+from engine.benchmark import JudgmentResolver
+from engine.catalog import Collection, Image, Judgment, Query, Taxon
+from engine.errors import BadInputError
+from engine.evaluate import Judgment as FileJudgment
+from engine.evaluate import load_judgments, load_queries_csv, write_judgments_csv, write_trec_qrels
+from engine.library import Library
+from engine.queries import QueryStore
+
+log = logging.getLogger(__name__)
+
+RESULT_COLUMNS = [
+    "path",
+    "image_id",
+    "rank",
+    "score",
+    "judgment",
+    "taxon",
+    "common_name",
+    "kingdom",
+    "phylum",
+    "class",
+    "order",
+    "family",
+    "genus",
+    "date",
+    "latitude",
+    "longitude",
+    "license",
+    "rights_holder",
+]
+
+
+@dataclass(frozen=True)
+class PhotoRecord:
+    image_id: int
+    path: Path
+    rel_path: str
+    external_id: int | None
+    row: dict[str, object]  # the metadata columns of RESULT_COLUMNS
+
+
+def photo_records(library: Library, image_ids: Sequence[int]) -> dict[int, PhotoRecord]:
+    """Catalog metadata for photos, keyed by image id."""
+    records: dict[int, PhotoRecord] = {}
+    ids = [int(i) for i in image_ids]
+    with library.catalog.session() as s:
+        for start in range(0, len(ids), 900):
+            stmt = (
+                select(Image, Collection.root, Taxon)
+                .join(Collection, Collection.id == Image.collection_id)
+                .outerjoin(Taxon, Taxon.id == Image.taxon_id)
+                .where(Image.id.in_(ids[start : start + 900]))
+            )
+            for img, root, taxon in s.execute(stmt):
+                path = Path(root) / img.rel_path
+                records[img.id] = PhotoRecord(
+                    img.id,
+                    path,
+                    img.rel_path,
+                    img.external_id,
+                    {
+                        "path": str(path),
+                        "image_id": img.id,
+                        "taxon": taxon.name if taxon else "",
+                        "common_name": (taxon.common_name or "") if taxon else "",
+                        "kingdom": (taxon.kingdom or "") if taxon else "",
+                        "phylum": (taxon.phylum or "") if taxon else "",
+                        "class": (taxon.class_ or "") if taxon else "",
+                        "order": (taxon.order or "") if taxon else "",
+                        "family": (taxon.family or "") if taxon else "",
+                        "genus": (taxon.genus or "") if taxon else "",
+                        "date": img.observed_at.isoformat() if img.observed_at else "",
+                        "latitude": "" if img.latitude is None else img.latitude,
+                        "longitude": "" if img.longitude is None else img.longitude,
+                        "license": img.license or "",
+                        "rights_holder": img.rights_holder or "",
+                    },
+                )
+    return records
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def export_results_csv(
+    library: Library,
+    path: str | Path,
+    ranking: Sequence[tuple[int, float]],
+    judgments: dict[int, int] | None = None,
+) -> int:
+    """Write a ranked result list with judgments and metadata as CSV; returns rows written."""
+    judgments = judgments or {}
+    records = photo_records(library, [i for i, _ in ranking])
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=RESULT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    rows = 0
+    for rank, (image_id, score) in enumerate(ranking, start=1):
+        record = records.get(int(image_id))
+        if record is None:
+            continue
+        judged = judgments.get(int(image_id))
+        writer.writerow(
+            {
+                **record.row,
+                "rank": rank,
+                "score": f"{score:.6f}",
+                "judgment": "" if judged is None else judged,
+            }
+        )
+        rows += 1
+    _atomic_text(Path(path), buffer.getvalue())
+    return rows
+
+
+def _file_judgments(library: Library, query_ids: Sequence[int] | None) -> list[FileJudgment]:
+    with library.catalog.session() as s:
+        stmt = select(Judgment.query_id, Judgment.image_id, Judgment.relevance).order_by(
+            Judgment.query_id, Judgment.image_id
+        )
+        if query_ids is not None:
+            stmt = stmt.where(Judgment.query_id.in_(list(query_ids)))
+        rows = s.execute(stmt).all()
+    records = photo_records(library, [r.image_id for r in rows])
+    out = []
+    for query_id, image_id, relevance in rows:
+        record = records.get(image_id)
+        if record is None:
+            continue
+        docid = str(record.external_id) if record.external_id is not None else str(image_id)
+        out.append(FileJudgment(str(query_id), docid, record.rel_path, relevance))
+    return out
+
+
+def export_judgments(
+    library: Library, path: str | Path, query_ids: Sequence[int] | None = None, fmt: str = "csv"
+) -> int:
+    """Write the user's judgments as an INQUIRE-style CSV (with a `relevant` column) or as TREC
+    qrels (`fmt="qrels"`); query ids are the library's saved-query ids. Returns rows written."""
+    judgments = _file_judgments(library, query_ids)
+    if fmt == "csv":
+        write_judgments_csv(path, judgments)
+    elif fmt == "qrels":
+        write_trec_qrels(path, judgments)
+    else:
+        raise BadInputError(f"unknown judgment format {fmt!r}; use csv or qrels")
+    return len(judgments)
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    queries: int
+    judgments: int
+    unresolved: int
+    query_ids: dict[str, int]  # benchmark query id -> saved query id
+
+
+def import_benchmark(
+    library: Library, queries_path: str | Path, judgments_path: str | Path | None = None
+) -> ImportReport:
+    """Turn benchmark queries (and their judgments) into saved queries of the library, so they
+    can be opened, searched and judged further in the window."""
+    store = QueryStore(library)
+    queries = load_queries_csv(queries_path)
+    mapping = {q.query_id: store.find_or_create_query(q.text) for q in queries}
+    judged = unresolved = 0
+    if judgments_path is not None:
+        resolver = JudgmentResolver(library)
+        for j in load_judgments(judgments_path):
+            saved = mapping.get(j.query_id)
+            image_id = resolver(j) if saved is not None else None
+            if image_id is None:
+                unresolved += 1
+                continue
+            store.judge(saved, image_id, j.relevant)
+            judged += 1
+    return ImportReport(len(queries), judged, unresolved, mapping)
+
+
+def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> list[Path]:
+    """Copy the photos judged relevant for a query into `dest`; name clashes get a suffix."""
+    dest = Path(dest).expanduser()
+    dest.mkdir(parents=True, exist_ok=True)
+    with library.catalog.session() as s:
+        if s.get(Query, query_id) is None:
+            raise BadInputError(f"no saved query with id {query_id}")
+        ids = list(
+            s.scalars(
+                select(Judgment.image_id).where(
+                    Judgment.query_id == query_id, Judgment.relevance > 0
+                )
+            )
+        )
+    copied = []
+    for record in sorted(photo_records(library, ids).values(), key=lambda r: r.rel_path):
+        if not record.path.is_file():
+            log.warning("not copied, file is gone: %s", record.path)
+            continue
+        target = dest / record.path.name
+        n = 1
+        while target.exists():
+            target = dest / f"{record.path.stem}-{n}{record.path.suffix}"
+            n += 1
+        shutil.copy2(record.path, target)
+        copied.append(target)
+    return copied
