@@ -42,7 +42,9 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="quadrat", description="Expert image search over local photo collections.")
+    parser = _Parser(
+        prog="quadrat", description="Expert image search over local photo collections."
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     def library_option(p: argparse.ArgumentParser) -> None:
@@ -78,9 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_option(search)
     search.add_argument("--top", type=_positive_int, default=20)
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
-    search.add_argument(
-        "--method", default="text", choices=["text", "visret", "rerank", "hybrid"]
-    )
+    search.add_argument("--method", default="text", choices=["text", "visret", "rerank", "hybrid"])
     search.add_argument("--taxon", help="only photos of this taxon (any rank or common name)")
     search.add_argument("--date-from", help="only photos observed on or after YYYY-MM-DD")
     search.add_argument("--date-to", help="only photos observed on or before YYYY-MM-DD")
@@ -92,6 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("dir", type=Path)
     demo.add_argument("--images-per-class", type=_positive_int, default=40)
     demo.set_defaults(func=cmd_demo)
+
+    export = sub.add_parser("export", help="export judgments, or copy the photos judged relevant")
+    export.add_argument("what", choices=["judgments", "relevant-photos"])
+    export.add_argument("out", type=Path, help="output file (judgments) or folder (photos)")
+    library_option(export)
+    export.add_argument("--format", default="csv", choices=["csv", "qrels"])
+    export.add_argument("--query", type=_positive_int, action="append", help="saved query id")
+    export.set_defaults(func=cmd_export)
+
+    imp = sub.add_parser("import", help="import benchmark queries (and judgments) as saved queries")
+    imp.add_argument("queries", type=Path, help="queries CSV (INQUIRE format)")
+    imp.add_argument("--judgments", type=Path)
+    library_option(imp)
+    imp.set_defaults(func=cmd_import)
 
     try:
         from app.cli_metrics import add_metrics_command
@@ -222,7 +236,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from engine.search import Searcher, SearchFilters, validate_query_text
 
     if args.method != "text":
-        raise BadInputError(f"search method '{args.method}' is not available yet; use --method text")
+        raise BadInputError(
+            f"search method '{args.method}' is not available yet; use --method text"
+        )
     if args.image is None:
         validate_query_text(args.text)  # fail fast, before loading any model
     filters = SearchFilters(
@@ -251,6 +267,37 @@ def cmd_search(args: argparse.Namespace) -> int:
             name = f"  {hit.taxon}" if hit.taxon else ""
             print(f"{hit.rank:4d}  {hit.score:.4f}  {hit.path}{name}")
         print(f"{len(result.hits)} results in {result.seconds * 1000:.0f} ms", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from engine.export import copy_relevant_photos, export_judgments
+
+    with open_library(args.library) as library:
+        if args.what == "judgments":
+            rows = export_judgments(library, args.out, args.query, fmt=args.format)
+            print(f"{rows} judgments written to {args.out}")
+            return EXIT_OK
+        if not args.query or len(args.query) != 1:
+            raise BadInputError("relevant-photos needs exactly one --query ID")
+        copied = copy_relevant_photos(library, args.query[0], args.out)
+        print(f"{len(copied)} photos copied to {args.out}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from engine.export import import_benchmark
+
+    with open_library(args.library) as library:
+        report = import_benchmark(library, args.queries, args.judgments)
+    print(
+        f"{report.queries} queries and {report.judgments} judgments imported"
+        + (
+            f"; {report.unresolved} judgments name photos not in the library"
+            if report.unresolved
+            else ""
+        )
+    )
     return EXIT_OK
 
 

@@ -195,3 +195,45 @@ def test_installed_command_reports_errors_without_traceback(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "not found" in proc.stderr
+
+
+def test_import_then_export_judgments_and_copy_relevant_photos(
+    capsys, tmp_path, indexed_demo, demo_collection
+):
+    code, out, _ = run(
+        capsys,
+        "import",
+        demo_collection.queries_path,
+        "--judgments",
+        demo_collection.judgments_path,
+        "--library",
+        indexed_demo,
+    )
+    assert code == 0
+    with open(demo_collection.judgments_path, newline="") as f:
+        expected = sum(1 for _ in csv.DictReader(f))
+    assert f"{expected} judgments imported" in out
+    code, out, _ = run(
+        capsys,
+        "export",
+        "judgments",
+        tmp_path / "q.qrels",
+        "--format",
+        "qrels",
+        "--library",
+        indexed_demo,
+    )
+    assert code == 0
+    assert len((tmp_path / "q.qrels").read_text().splitlines()) == expected
+    code, out, _ = run(
+        capsys,
+        "export",
+        "relevant-photos",
+        tmp_path / "copies",
+        "--query",
+        1,
+        "--library",
+        indexed_demo,
+    )
+    assert code == 0
+    assert len(list((tmp_path / "copies").iterdir())) == expected // 12
