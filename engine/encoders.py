@@ -1,0 +1,570 @@
+"""CLIP encoders: model specs, device choice, safe weight loading and the open_clip encoder.
+
+A model is named by a spec string (SPEC.md §5):
+
+- ``demo`` - the tiny model shipped in ``resources/models``;
+- ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, downloaded on first use;
+- ``hf-hub:ORG/NAME`` - an open_clip model on the Hugging Face hub, downloaded on first use;
+- ``ARCH:/path/to/checkpoint`` - an open_clip architecture with a local weights file;
+- ``local-dir:/path`` - a folder with ``open_clip_config.json`` and the weights.
+
+Local weights are read by this module, never by a general unpickler: safetensors files with
+safetensors, anything else with ``torch.load(weights_only=True)``, so a checkpoint that would
+run code when loaded is refused.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import difflib
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
+
+from engine.errors import BadInputError, ModelLoadError
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
+
+log = logging.getLogger(__name__)
+
+DEMO_SPEC = "demo"
+DEMO_ARCH = "quadrat-demo"
+"""open_clip name of the demo architecture: the stem of its config JSON in resources/models."""
+
+_WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+_ACCEPTED_FORMS = (
+    "use demo, ARCH:PRETRAINED (e.g. ViT-B-32:laion2b_s34b_b79k), hf-hub:ORG/NAME, "
+    "ARCH:/path/to/checkpoint or local-dir:/path/to/folder"
+)
+_TEXT_BATCH = 256
+_IMAGE_BATCH = 64
+
+
+class Encoder(Protocol):
+    """Turns images and texts into L2-normalised vectors of one embedding space."""
+
+    model_key: str
+    dim: int
+    device: str
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor: ...
+
+    def encode_preprocessed(self, batch: Sequence[torch.Tensor]) -> np.ndarray: ...
+
+    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray: ...
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model spec. `spec` is the text the user gave."""
+
+    spec: str
+    kind: Literal["demo", "pretrained", "hf-hub", "checkpoint", "local-dir"]
+    arch: str | None = None
+    pretrained: str | None = None
+    path: Path | None = None
+    hub_id: str | None = None
+
+
+def _bad_spec(spec: str, why: str) -> BadInputError:
+    return BadInputError(f"bad model '{spec}': {why}; {_ACCEPTED_FORMS}")
+
+
+def _looks_like_path(text: str) -> bool:
+    return (
+        "/" in text
+        or "\\" in text
+        or os.sep in text
+        or text.lower().endswith(_WEIGHT_SUFFIXES)
+        or Path(text).expanduser().exists()
+    )
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Parse a model spec (see the module docstring). Malformed -> `BadInputError`."""
+    text = spec.strip()
+    if not text:
+        raise _bad_spec(spec, "empty")
+    if text.lower() == DEMO_SPEC:
+        return ModelSpec(spec=text, kind="demo", arch=DEMO_ARCH)
+    if text.startswith("hf-hub:"):
+        hub_id = text.removeprefix("hf-hub:").strip()
+        if not re.fullmatch(r"[\w.\-]+/[\w.\-]+", hub_id):
+            raise _bad_spec(spec, "a hub id is ORG/NAME")
+        return ModelSpec(spec=text, kind="hf-hub", hub_id=hub_id)
+    if text.startswith("local-dir:"):
+        folder = text.removeprefix("local-dir:").strip()
+        if not folder:
+            raise _bad_spec(spec, "no folder after local-dir:")
+        return ModelSpec(spec=text, kind="local-dir", path=Path(folder).expanduser())
+    arch, colon, rest = text.partition(":")
+    arch, rest = arch.strip(), rest.strip()
+    if not colon:
+        raise _bad_spec(spec, "no ':' between architecture and weights")
+    if not arch or not rest:
+        raise _bad_spec(spec, "architecture and weights must both be given")
+    if _looks_like_path(arch):
+        raise _bad_spec(spec, f"'{arch}' is not an architecture name")
+    if _looks_like_path(rest):
+        return ModelSpec(spec=text, kind="checkpoint", arch=arch, path=Path(rest).expanduser())
+    if not re.fullmatch(r"[\w.\-]+", rest):
+        raise _bad_spec(spec, f"'{rest}' is neither a pretrained tag nor a file path")
+    return ModelSpec(spec=text, kind="pretrained", arch=arch, pretrained=rest)
+
+
+def choose_device(requested: str = "auto") -> str:
+    """The torch device to use: for "auto" cuda, then mps, then cpu. An unavailable device
+    -> `BadInputError` naming the available ones."""
+    import torch
+
+    available = ["cpu"]
+    if torch.cuda.is_available():
+        available += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        available.append("mps")
+    wanted = requested.strip().lower()
+    if wanted == "auto":
+        return "cuda" if "cuda" in available else "mps" if "mps" in available else "cpu"
+    if wanted in available:
+        return wanted
+    raise BadInputError(
+        f"device '{requested}' is not available here; available: auto, {', '.join(available)}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Resources
+
+
+_resource_files = contextlib.ExitStack()
+atexit.register(_resource_files.close)
+_demo_config_registered = False
+
+
+def _resource_path(name: str) -> Path:
+    """A real file path for a file of the `resources.models` package (installed or frozen)."""
+    ref = resources.files("resources.models") / name
+    if isinstance(ref, Path):
+        return ref
+    return _resource_files.enter_context(resources.as_file(ref))
+
+
+def _register_demo_config() -> None:
+    """Make the demo architecture known to open_clip (once)."""
+    global _demo_config_registered
+    if not _demo_config_registered:
+        import open_clip
+
+        open_clip.add_model_config(_resource_path(f"{DEMO_ARCH}.json"))
+        _demo_config_registered = True
+
+
+def demo_model_spec() -> str:
+    """The spec the "demo" model resolves to: the demo architecture and its shipped weights."""
+    return f"{DEMO_ARCH}:{_resource_path(f'{DEMO_ARCH}.safetensors')}"
+
+
+def default_cache_dir() -> Path:
+    """Where downloaded model weights go unless told otherwise."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("quadrat")) / "models"
+
+
+# ---------------------------------------------------------------------------------------------
+# Safe weight loading
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """Read a state dict from a local weights file without running any code it may contain.
+
+    Raises `ModelLoadError` naming the file when it is missing, not a weights file, or unsafe.
+    """
+    import torch
+
+    path = Path(path)
+    if not path.exists():
+        raise ModelLoadError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ModelLoadError(
+            f"{path} is a folder, not a weights file (for a folder use local-dir:{path})"
+        )
+    if path.suffix.lower() == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            loaded: Any = load_file(str(path), device="cpu")
+        except Exception as error:  # safetensors raises its own error types, or OSError
+            raise ModelLoadError(f"{path} is not a valid safetensors file: {error}") from error
+    else:
+        try:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:
+            message = str(error)
+            if "Weights only load failed" in message and "TorchScript" not in message:
+                raise ModelLoadError(
+                    f"refusing to load {path}: it is not a plain weights file "
+                    "(it contains code or other objects)"
+                ) from error
+            if "TorchScript" in message:
+                loaded = _read_torchscript(path)
+            else:
+                first_line = (
+                    message.strip().splitlines()[0] if message.strip() else type(error).__name__
+                )
+                raise ModelLoadError(f"{path} is not a model checkpoint: {first_line}") from error
+    return _as_state_dict(loaded, path)
+
+
+def _read_torchscript(path: Path) -> Any:
+    """OpenAI's original CLIP files are TorchScript archives: their weights load without
+    unpickling Python objects."""
+    import torch
+
+    try:
+        return torch.jit.load(str(path), map_location="cpu").state_dict()
+    except Exception as error:
+        raise ModelLoadError(f"{path} is not a readable TorchScript checkpoint: {error}") from error
+
+
+def _as_state_dict(loaded: Any, path: Path) -> dict[str, torch.Tensor]:
+    import torch
+
+    if isinstance(loaded, dict) and isinstance(loaded.get("state_dict"), dict):
+        loaded = loaded["state_dict"]
+    if (
+        not isinstance(loaded, dict)
+        or not loaded
+        or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in loaded.items())
+    ):
+        raise ModelLoadError(f"{path} does not hold model weights (no name -> tensor mapping)")
+    for key in ("input_resolution", "context_length", "vocab_size"):  # TorchScript extras
+        loaded.pop(key, None)
+    if next(iter(loaded)).startswith("module."):  # saved from DistributedDataParallel
+        loaded = {k.removeprefix("module."): v for k, v in loaded.items()}
+    return loaded
+
+
+def _apply_state_dict(
+    model: Any, state_dict: dict[str, torch.Tensor], source: Path, arch: str
+) -> None:
+    """Load `state_dict` into `model` with open_clip's compatibility fixes (old text layout,
+    scalar logit scale, position embedding sizes); weights that do not fit -> ModelLoadError."""
+    from open_clip.convert import convert_state_dict
+    from open_clip.model import (
+        convert_to_custom_text_state_dict,
+        resize_pos_embed,
+        resize_text_pos_embed,
+    )
+
+    try:
+        state_dict = convert_state_dict(model, dict(state_dict))
+        if "positional_embedding" in state_dict and not hasattr(model, "positional_embedding"):
+            state_dict = convert_to_custom_text_state_dict(state_dict)
+        for name in ("logit_scale", "logit_bias"):
+            target = getattr(model, name, None)
+            if name in state_dict and target is not None and target.ndim != state_dict[name].ndim:
+                state_dict[name] = state_dict[name].reshape(target.shape)
+        if getattr(model, "logit_bias", None) is not None and "logit_bias" not in state_dict:
+            state_dict["logit_bias"] = model.logit_bias.detach().clone().zero_()
+        state_dict.pop("text.transformer.embeddings.position_ids", None)
+        resize_pos_embed(state_dict, model)
+        resize_text_pos_embed(state_dict, model)
+        model.load_state_dict(state_dict, strict=True)
+    except Exception as error:
+        detail = " ".join(str(error).split())
+        if len(detail) > 300:
+            detail = detail[:300] + "..."
+        raise ModelLoadError(
+            f"the weights in {source} do not fit the {arch} architecture: {detail}"
+        ) from error
+
+
+# ---------------------------------------------------------------------------------------------
+# The open_clip encoder
+
+
+class OpenClipEncoder:
+    """An open_clip model as an `Encoder`. Build it with `load_encoder`."""
+
+    def __init__(
+        self,
+        model: Any,
+        preprocess: Any,
+        tokenizer: Any,
+        model_key: str,
+        device: str,
+        spec: ModelSpec,
+    ) -> None:
+        import torch
+
+        self.model = model.to(device).eval()
+        self._transform = preprocess
+        self._tokenizer = tokenizer
+        self.model_key = model_key
+        self.device = device
+        self.spec = spec
+        # fp16 autocast on the GPU halves memory and time; on CPU it would only cost accuracy.
+        self._autocast = (
+            torch.autocast(device_type="cuda", dtype=torch.float16)
+            if device.startswith("cuda")
+            else contextlib.nullcontext()
+        )
+        self.dim = int(self.encode_texts(["a photo"]).shape[1])
+
+    def __repr__(self) -> str:
+        return f"OpenClipEncoder({self.model_key!r}, dim={self.dim}, device={self.device!r})"
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor:
+        """Resize, crop and normalise one image for the model (CPU; safe in worker threads)."""
+        return self._transform(image.convert("RGB"))
+
+    def encode_preprocessed(self, batch: Sequence[torch.Tensor]) -> np.ndarray:
+        """Encode preprocessed images: an (n, dim) float32 array of unit vectors."""
+        import torch
+
+        if len(batch) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with torch.inference_mode(), self._autocast:
+            features = self.model.encode_image(torch.stack(list(batch)).to(self.device))
+        return _normalised(features)
+
+    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """Encode PIL images: an (n, dim) float32 array of unit vectors."""
+        parts = [
+            self.encode_preprocessed(
+                [self.preprocess(image) for image in images[i : i + _IMAGE_BATCH]]
+            )
+            for i in range(0, len(images), _IMAGE_BATCH)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode texts (truncated at the model's context length): (n, dim) unit vectors."""
+        import torch
+
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = []
+        for i in range(0, len(texts), _TEXT_BATCH):
+            tokens = self._tokenizer(list(texts[i : i + _TEXT_BATCH]))
+            with torch.inference_mode(), self._autocast:
+                parts.append(_normalised(self.model.encode_text(tokens.to(self.device))))
+        return np.concatenate(parts)
+
+
+def _normalised(features: torch.Tensor) -> np.ndarray:
+    import torch
+
+    features = torch.nn.functional.normalize(features.float(), dim=-1)
+    return features.cpu().numpy().astype(np.float32, copy=False)
+
+
+class _DropRandomInitWarning(logging.Filter):
+    """open_clip warns "initialized randomly" when it builds an architecture we are about to
+    fill with weights ourselves; the warning would mislead users."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No pretrained weights loaded")
+
+
+@contextlib.contextmanager
+def _quiet_random_init() -> Iterator[None]:
+    root = logging.getLogger()
+    drop = _DropRandomInitWarning()
+    root.addFilter(drop)
+    try:
+        yield
+    finally:
+        root.removeFilter(drop)
+
+
+def _known_arch(arch: str) -> None:
+    import open_clip
+
+    names = open_clip.list_models()
+    if arch in names:
+        return
+    close = difflib.get_close_matches(arch, names, n=5, cutoff=0.5)
+    common = [
+        n
+        for n in ("ViT-B-32", "ViT-B-16", "ViT-L-14", "RN50", "ViT-SO400M-14-SigLIP")
+        if n in names
+    ]
+    shown = list(dict.fromkeys(close + common))[:8]
+    raise ModelLoadError(
+        f"unknown model architecture '{arch}'; known ones include {', '.join(shown)} "
+        f"({len(names)} in all)"
+    )
+
+
+def _set_cpu_threads() -> None:
+    """Leave a share of the cores to the threads that decode images while the model encodes."""
+    import torch
+
+    cores = os.cpu_count() or 1
+    wanted = max(1, cores - cores // 4)
+    if torch.get_num_threads() > wanted:
+        torch.set_num_threads(wanted)
+
+
+def load_encoder(
+    spec: str | ModelSpec, device: str = "auto", cache_dir: Path | None = None
+) -> OpenClipEncoder:
+    """Load the model named by `spec` on `device` ("auto": cuda, mps, cpu).
+
+    Named pretrained models and hub models are downloaded into `cache_dir` (the user cache by
+    default) on first use. Any failure -> `ModelLoadError` with a one-line reason;
+    a malformed spec or unavailable device -> `BadInputError`.
+    """
+    import open_clip
+
+    model_spec = parse_model_spec(spec) if isinstance(spec, str) else spec
+    device = choose_device(device)
+    if device == "cpu":
+        _set_cpu_threads()
+    cache = str(cache_dir or default_cache_dir())
+    _register_demo_config()
+
+    if model_spec.kind in ("demo", "checkpoint"):
+        arch = DEMO_ARCH if model_spec.kind == "demo" else model_spec.arch
+        path = (
+            _resource_path(f"{DEMO_ARCH}.safetensors")
+            if model_spec.kind == "demo"
+            else model_spec.path
+        )
+        assert arch is not None and path is not None
+        _known_arch(arch)
+        state_dict = read_weights(path)
+        with _quiet_random_init():
+            model, _, preprocess = open_clip.create_model_and_transforms(arch)
+        _apply_state_dict(model, state_dict, path, arch)
+        tokenizer = open_clip.get_tokenizer(arch)
+        key = f"{arch}:sha256-{_file_digest(path)[:16]}"
+    elif model_spec.kind == "local-dir":
+        assert model_spec.path is not None
+        model, preprocess, tokenizer, key = _load_local_dir(model_spec.path)
+    elif model_spec.kind == "pretrained":
+        assert model_spec.arch is not None and model_spec.pretrained is not None
+        model, preprocess, tokenizer = _load_pretrained(
+            model_spec.arch, model_spec.pretrained, cache
+        )
+        key = f"{model_spec.arch}:{model_spec.pretrained}"
+    else:
+        assert model_spec.hub_id is not None
+        model, preprocess, tokenizer = _load_from_hub(model_spec.hub_id, cache)
+        key = f"hf-hub:{model_spec.hub_id}"
+    encoder = OpenClipEncoder(model, preprocess, tokenizer, key, device, model_spec)
+    log.info("loaded %s on %s (%d dimensions)", key, device, encoder.dim)
+    return encoder
+
+
+def _load_local_dir(folder: Path) -> tuple[Any, Any, Any, str]:
+    import open_clip
+
+    config_path = folder / "open_clip_config.json"
+    if not config_path.is_file():
+        raise ModelLoadError(f"{folder} is not an open_clip model folder: no open_clip_config.json")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"{config_path} is not a valid open_clip config: {error}") from error
+    if not isinstance(config, dict) or "model_cfg" not in config:
+        raise ModelLoadError(f"{config_path} is not a valid open_clip config: no model_cfg")
+    candidates = [
+        folder / name
+        for name in (
+            "open_clip_model.safetensors",
+            "open_clip_pytorch_model.safetensors",
+            "model.safetensors",
+            "open_clip_pytorch_model.bin",
+            "pytorch_model.bin",
+            "open_clip_pytorch_model.pth",
+            "model.pth",
+        )
+    ]
+    weights = next((p for p in candidates if p.is_file()), None)
+    if weights is None:
+        raise ModelLoadError(f"no weights file in {folder} (expected open_clip_model.safetensors)")
+    state_dict = read_weights(weights)
+    name = f"local-dir:{folder}"
+    try:
+        with _quiet_random_init():
+            model, _, preprocess = open_clip.create_model_and_transforms(name, load_weights=False)
+        tokenizer = open_clip.get_tokenizer(name)
+    except Exception as error:
+        raise ModelLoadError(
+            f"could not build the model described in {config_path}: {error}"
+        ) from error
+    _apply_state_dict(model, state_dict, weights, name)
+    return model, preprocess, tokenizer, f"local-dir:sha256-{_file_digest(weights)[:16]}"
+
+
+def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
+    import open_clip
+    from open_clip.pretrained import download_pretrained, get_pretrained_cfg
+
+    _known_arch(arch)
+    tags = open_clip.list_pretrained_tags_by_model(arch)
+    if tag not in tags:
+        known = ", ".join(tags) if tags else "none (give a checkpoint file: ARCH:/path/to/file)"
+        raise ModelLoadError(f"unknown pretrained tag '{tag}' for {arch}; known tags: {known}")
+    try:
+        download_pretrained(get_pretrained_cfg(arch, tag), cache_dir=cache)
+    except Exception as error:
+        raise ModelLoadError(f"could not download {arch}:{tag}: {_one_line(error)}") from error
+    try:
+        # Downloaded (cached) files come from the tag's known source; open_clip loads them
+        # with weights_only=True.
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            arch, pretrained=tag, cache_dir=cache
+        )
+        tokenizer = open_clip.get_tokenizer(arch, cache_dir=cache)
+    except Exception as error:
+        raise ModelLoadError(f"could not load {arch}:{tag}: {_one_line(error)}") from error
+    return model, preprocess, tokenizer
+
+
+def _load_from_hub(hub_id: str, cache: str) -> tuple[Any, Any, Any]:
+    import open_clip
+    from open_clip.pretrained import download_pretrained_from_hf
+
+    try:
+        download_pretrained_from_hf(hub_id, filename="open_clip_config.json", cache_dir=cache)
+        download_pretrained_from_hf(hub_id, cache_dir=cache)
+    except Exception as error:
+        raise ModelLoadError(f"could not download hf-hub:{hub_id}: {_one_line(error)}") from error
+    name = f"hf-hub:{hub_id}"
+    try:
+        model, _, preprocess = open_clip.create_model_and_transforms(name, cache_dir=cache)
+        tokenizer = open_clip.get_tokenizer(name, cache_dir=cache)
+    except Exception as error:
+        raise ModelLoadError(f"could not load {name}: {_one_line(error)}") from error
+    return model, preprocess, tokenizer
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
