@@ -1,0 +1,193 @@
+"""Builds the window and its controllers and wires them together (the composition root)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, QUrl
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+
+from app import paths
+from app.controllers.errors import ErrorReporter
+from app.controllers.library import LibraryController
+from app.controllers.search import SearchController
+from app.controllers.session import EncoderLoader, LibrarySession
+from app.controllers.thumbnails import ThumbnailLoader
+from app.settings import QueryHistory, Settings, load_settings, save_settings
+from app.workers import TaskRunner
+from engine.errors import QuadratError
+from widgets.main_window import WINDOW_TITLE, MainWindow
+from widgets.settings_dialog import SettingsDialog
+
+log = logging.getLogger(__name__)
+
+DEMO_MODEL = "demo"
+
+
+def _window_settings() -> QSettings:
+    """Window geometry only, in an INI file beside the settings (never the registry)."""
+    return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+
+
+class Application:
+    """The window, the controllers and the shared task runner of one running Quadrat."""
+
+    def __init__(
+        self,
+        *,
+        folder: Path | None = None,
+        demo: bool = False,
+        settings: Settings | None = None,
+        log_file: Path | None = None,
+        encoder_loader: EncoderLoader | None = None,
+    ) -> None:
+        problems: list[str] = []
+        if settings is None:
+            loaded = load_settings()
+            settings, problems = loaded.settings, loaded.problems
+        self.settings = settings
+        self.demo = demo
+        self.folder = folder
+        self.window = MainWindow()
+        self.errors = ErrorReporter(lambda: self.window, log_file)
+        self.runner = TaskRunner(error_handler=self.errors)
+        library_dir = paths.demo_library_dir() if demo else settings.library_path()
+        self.session = LibrarySession(
+            self.runner,
+            library_dir,
+            settings,
+            fixed_model=DEMO_MODEL if demo else None,
+            encoder_loader=encoder_loader,
+        )
+        self.thumbnails = ThumbnailLoader(self.runner, self.session.thumbnail_cache)
+        w = self.window
+        self.library = LibraryController(self.runner, self.session, w.library_panel, w.ask_yes_no)
+        self.search = SearchController(
+            self.runner,
+            self.session,
+            w.query_bar,
+            w.results_model,
+            w.detail_pane,
+            self.thumbnails,
+            QueryHistory(),
+        )
+        w.results.currentItemChanged.connect(self.search.show_item)
+        w.results.moreLikeThisRequested.connect(self.search.more_like_this)
+        w.results.openFolderRequested.connect(
+            lambda p: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(p).parent)))
+        )
+        w.results.copyPathRequested.connect(lambda p: QGuiApplication.clipboard().setText(p))
+        w.results.activated.connect(lambda _index: w.detail_dock.show())
+        for source in (self.library.message, self.search.message):
+            source.connect(w.set_status)
+        self.search.searchFinished.connect(
+            lambda outcome: w.show_empty("No photo matched." if not outcome.items else "")
+        )
+        self.session.modelChanged.connect(lambda spec: w.set_model_name(f"Model: {spec}"))
+        self.session.opened.connect(self._on_opened)
+        w.settingsRequested.connect(self.open_settings)
+        w.openLogFolderRequested.connect(
+            lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(paths.log_dir())))
+        )
+        w.close_guard = self.confirm_close
+        w.setWindowTitle(
+            f"{WINDOW_TITLE} — demo collection" if demo else f"{WINDOW_TITLE} — {library_dir}"
+        )
+        self._startup_problems = problems
+        self._closed = False
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def show(self) -> None:
+        self.window.restore_geometry(_window_settings())
+        self.window.show()
+        self.window.query_bar.edit.setFocus()
+        self.window.activateWindow()
+
+    def start(self) -> None:
+        """Begin loading in the background (call once the window is shown)."""
+        self.session.start()
+        if self.demo:
+            self.library.open_demo()
+        elif self.folder is not None:
+            self.library.add_folder(self.folder)
+        if self._startup_problems:
+            self.errors.report(
+                QuadratError("\n".join(self._startup_problems)), "Reading the settings"
+            )
+
+    def _on_opened(self) -> None:
+        if self.session.model_key is None and not self.demo and self.folder is None:
+            self.window.show_empty(
+                "The library is empty. Add a photo folder (File › Add folder…, or drop a folder on "
+                "the window) to index it; then type what you are looking for."
+            )
+        elif self.window.results_model.rowCount() == 0:
+            self.window.show_empty("Type what you are looking for and press Enter.")
+
+    def confirm_close(self) -> bool:
+        """Closing while indexing asks first, then stops the run cleanly."""
+        if self.library.indexing and not self.window.ask_yes_no(
+            "Indexing is running",
+            "Stop indexing and quit?\n\nPhotos indexed so far are kept; the rest are "
+            "indexed the next time you re-scan the folder.",
+        ):
+            return False
+        self.shutdown()
+        return True
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Cancel running work, wait for the workers, close the library. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.library.cancel_indexing()
+        self.runner.cancel_all()
+        if not self.runner.wait(timeout_s):
+            log.warning("background work still running at shutdown")
+        self.window.save_geometry(_window_settings())
+        for dialog in list(self.errors.dialogs):
+            dialog.done(0)
+        self.session.close()
+
+    # -- settings ---------------------------------------------------------------------------------
+
+    def open_settings(self) -> SettingsDialog:
+        dialog = SettingsDialog(
+            self.settings,
+            detected_device=self.session.detected_device,
+            default_library=str(paths.default_library_dir()),
+            parent=self.window,
+        )
+        dialog.accepted.connect(lambda: self.apply_settings(dialog.result_settings()))
+        dialog.open()
+        return dialog
+
+    def apply_settings(self, new: Settings | None) -> None:
+        if new is None:
+            return
+        old = self.settings
+        try:
+            save_settings(new)
+        except QuadratError as exc:
+            self.errors.report(exc, "Saving the settings")
+            return
+        self.settings = new
+        self.session.apply_settings(new)
+        if new.library_dir != old.library_dir and not self.demo:
+            self.window.set_status("The new library folder is used the next time Quadrat starts")
+        model_changed = new.model != old.model and not self.demo
+        if (
+            model_changed
+            and self.session.model_key is not None
+            and self.window.ask_yes_no(
+                "Re-index with the new model?",
+                f"Searching with {new.model} needs every collection re-indexed with it. "
+                "Re-index now? (Until then searches use the model the library was indexed with.)",
+            )
+        ):
+            self.session.target_model = new.model
+            self.library.reindex_all()
+        self.settings = replace(new)

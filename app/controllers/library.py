@@ -1,0 +1,256 @@
+"""Collections: listing their counts, adding (indexing), re-scanning, removing; the demo.
+
+Indexing and removals run on the single write pool, one after another; the counts are read
+on the read pool. One indexing run is active at a time; more folders queue behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app import paths
+from app.controllers.session import LibrarySession
+from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
+from engine.progress import Progress
+from widgets.library_panel import LibraryPanel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexOutcome:
+    report: Any  # engine.indexer.IndexReport
+    model_key: str | None
+    model_spec: str | None
+
+
+class LibraryController(QObject):
+    """Connects the library panel to the engine."""
+
+    indexingStarted = Signal(str)
+    indexingFinished = Signal(object)  # IndexOutcome, or None when it failed
+    statsChanged = Signal(list)
+    message = Signal(str)  # for the status line
+
+    def __init__(
+        self, runner: TaskRunner, session: LibrarySession, panel: LibraryPanel, ask: Any
+    ) -> None:
+        super().__init__()
+        self.runner = runner
+        self.session = session
+        self.panel = panel
+        self._ask = ask  # (title, text) -> bool
+        self._index_tasks: list[TaskHandle] = []
+        self.last_report: Any = None
+        self.stats: list[Any] = []
+        panel.addFolderRequested.connect(self.add_folder)
+        panel.rescanRequested.connect(self.rescan)
+        panel.removeRequested.connect(self.remove)
+        panel.progress.cancelRequested.connect(self.cancel_indexing)
+        session.opened.connect(self.refresh)
+
+    # -- counts -----------------------------------------------------------------------------------
+
+    def refresh(self) -> TaskHandle | None:
+        library = self.session.library
+        if library is None:
+            return None
+
+        def read(ctx: TaskContext) -> list[Any]:
+            from engine.collections import collection_stats
+
+            return collection_stats(library, self.session.model_key, scan_disk=True)
+
+        return self.runner.submit(
+            read,
+            title="Counting photos",
+            pool=READ,
+            group="collection-stats",
+            on_success=self._show_stats,
+        )
+
+    def _show_stats(self, stats: list[Any]) -> None:
+        self.stats = stats
+        self.panel.set_collections(stats)
+        self.statsChanged.emit(stats)
+
+    # -- indexing ----------------------------------------------------------------------------------
+
+    @property
+    def indexing(self) -> bool:
+        return any(not h.done for h in self._index_tasks)
+
+    def add_folder(self, folder: str | Path) -> TaskHandle | None:
+        folder = Path(folder).expanduser()
+        if not folder.is_dir():
+            self.message.emit(f"Not a folder: {folder}")
+            return None
+        return self.index_folder(folder)
+
+    def rescan(self, collection_id: int) -> TaskHandle | None:
+        stats = self.panel.stats(collection_id)
+        return self.index_folder(Path(stats.root)) if stats is not None else None
+
+    def index_folder(
+        self, folder: Path, *, reindex: bool = False, metadata: Path | None = None
+    ) -> TaskHandle:
+        """Index `folder` (new photos, changes, removals); progress shows in the panel."""
+        session = self.session
+        batch_size = session.settings.batch_size
+
+        def run(ctx: TaskContext) -> IndexOutcome:
+            from engine.indexer import Indexer
+
+            ctx.progress(Progress(0, 0, message="loading the model"))
+            encoder = session.ensure_encoder()
+            library = session.library
+            assert library is not None
+            indexer = Indexer(library, encoder, batch_size=batch_size)
+            report = indexer.run(
+                folder, metadata=metadata, reindex=reindex, progress=ctx.progress, cancel=ctx.cancel
+            )
+            return IndexOutcome(report, library.model_key, library.model_spec)
+
+        def when_library_open() -> TaskHandle:
+            return self._submit_index(run, folder)
+
+        if session.library is None:
+            # Still opening: queue behind the start-up (the write pool runs tasks in order).
+            holder: list[TaskHandle] = []
+
+            def start() -> None:
+                session.opened.disconnect(start)
+                holder.append(when_library_open())
+
+            session.opened.connect(start)
+            self.message.emit(f"{folder.name} will be indexed once the library is open")
+            return None  # type: ignore[return-value]
+        return when_library_open()
+
+    def _submit_index(self, run: Any, folder: Path) -> TaskHandle:
+        name = folder.name or str(folder)
+        handle = self.runner.submit(
+            run,
+            title=f"Indexing {name}",
+            pool=WRITE,
+            on_success=self._index_done,
+            on_failure=lambda exc: self._index_failed(exc, name),
+            on_progress=self._index_progress,
+            on_cancelled=lambda: self._index_done(None),
+        )
+        handle.started_title = f"Indexing {name}"  # type: ignore[attr-defined]
+        self._index_tasks.append(handle)
+        if len([h for h in self._index_tasks if not h.done]) == 1:
+            self.panel.progress.start(f"Indexing {name}")
+        self.panel.set_busy(True)
+        self.indexingStarted.emit(name)
+        self.message.emit(f"Indexing {name}…")
+        return handle
+
+    def _index_progress(self, p: Progress) -> None:
+        self.panel.progress.update_progress(p.done, p.total, p.rate, p.eta_seconds, p.message)
+
+    def _finish_one(self) -> None:
+        self._index_tasks = [h for h in self._index_tasks if not h.done]
+        if self._index_tasks:
+            self.panel.progress.start(getattr(self._index_tasks[0], "started_title", "Indexing"))
+        else:
+            self.panel.progress.finish()
+            self.panel.set_busy(False)
+
+    def _index_done(self, outcome: IndexOutcome | None) -> None:
+        self._finish_one()
+        if outcome is not None:
+            self.last_report = outcome.report
+            report = outcome.report
+            self.session.note_library_model(outcome.model_key, outcome.model_spec)
+            text = report.summary()
+            self.message.emit(f"{Path(report.collection).name}: {text}")
+        self.refresh()
+        self.indexingFinished.emit(outcome)
+
+    def _index_failed(self, exc: BaseException, name: str) -> None:
+        self._finish_one()
+        self.refresh()
+        self.indexingFinished.emit(None)
+        self.message.emit(f"Indexing {name} failed")
+        if self.runner.error_handler is not None:
+            self.runner.error_handler(exc, f"Indexing {name}")
+
+    def cancel_indexing(self) -> None:
+        """Stop the running and queued indexing runs; committed photos are kept."""
+        for handle in self._index_tasks:
+            handle.token.cancel()  # not `cancel()`: the report of a cancelled run still counts
+        self.message.emit("Stopping…")
+
+    def reindex_all(self) -> None:
+        """Re-encode every collection with the session's search model (after a model change)."""
+        roots = [Path(s.root) for s in self.stats]
+        for number, root in enumerate(roots):
+            self.index_folder(root, reindex=number == 0)
+
+    # -- removal ---------------------------------------------------------------------------------
+
+    def remove(self, collection_id: int, *, confirm: bool = True) -> TaskHandle | None:
+        stats = self.panel.stats(collection_id)
+        if stats is None:
+            return None
+        if self.indexing:
+            self.message.emit(
+                "Wait for indexing to finish (or cancel it) before removing a collection"
+            )
+            return None
+        if confirm and not self._ask(
+            "Remove collection",
+            f"Remove “{stats.name}” from the library?\n\n{stats.indexed:,} indexed photos will be "
+            "forgotten. The photo files themselves are not touched.",
+        ):
+            return None
+        library = self.session.library
+
+        def run(ctx: TaskContext) -> tuple[int, str | None, str | None]:
+            from engine.collections import remove_collection
+
+            removed = remove_collection(library, collection_id)
+            return removed, library.model_key, library.model_spec
+
+        def done(result: tuple[int, str | None, str | None]) -> None:
+            removed, key, spec = result
+            self.message.emit(f"Removed {stats.name} ({removed:,} photos)")
+            self.session.note_library_model(key, spec)
+            self.refresh()
+
+        return self.runner.submit(run, title=f"Removing {stats.name}", pool=WRITE, on_success=done)
+
+    # -- the demo collection -----------------------------------------------------------------------
+
+    def open_demo(self) -> TaskHandle:
+        """Write the demo collection on first use, then index it (incremental afterwards)."""
+        dest = paths.demo_collection_dir()
+
+        def write(ctx: TaskContext) -> Path:
+            from engine.demo import write_demo_collection
+
+            return write_demo_collection(dest, progress=ctx.progress).root
+
+        self.panel.progress.start("Preparing the demo collection")
+        return self.runner.submit(
+            write,
+            title="Writing the demo collection",
+            pool=WRITE,
+            on_success=lambda root: (self.panel.progress.finish(), self.index_folder(Path(root))),
+            on_progress=self._index_progress,
+            on_failure=lambda exc: (
+                self.panel.progress.finish(),
+                self._report(exc, "Writing the demo collection"),
+            ),
+        )
+
+    def _report(self, exc: BaseException, title: str) -> None:
+        if self.runner.error_handler is not None:
+            self.runner.error_handler(exc, title)

@@ -1,0 +1,211 @@
+"""The open library and the encoder that searches it, loaded off the GUI thread.
+
+At start-up a read task imports torch, open_clip and FAISS, opens the library (migrations,
+consistency check) and loads the encoder the library was indexed with; the window is already
+on screen. `ensure_encoder` may be called from any worker: loading is serialised by a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app import paths
+from app.settings import Settings
+from app.workers import READ, TaskContext, TaskRunner
+
+log = logging.getLogger(__name__)
+
+EncoderLoader = Callable[[str, str], Any]
+
+
+def default_encoder_loader(spec: str, device: str) -> Any:
+    from engine.encoders import load_encoder
+
+    return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
+
+
+@dataclass(frozen=True)
+class _Opened:
+    library: Any
+    encoder: Any | None
+    detected_device: str
+    model_key: str | None
+    model_spec: str | None
+    seconds: float
+
+
+class LibrarySession(QObject):
+    """State shared by the controllers: library, encoder, readiness."""
+
+    opened = Signal()  # the library is open (collections can be listed)
+    readyChanged = Signal(bool, str)  # can search?, a message for the query bar
+    modelChanged = Signal(str)  # the model spec searches use
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        library_dir: Path,
+        settings: Settings,
+        *,
+        fixed_model: str | None = None,
+        encoder_loader: EncoderLoader | None = None,
+    ) -> None:
+        super().__init__()
+        self.runner = runner
+        self.library_dir = Path(library_dir)
+        self.settings = settings
+        self.fixed_model = fixed_model  # the demo library always uses the demo model
+        self._load_encoder = encoder_loader or default_encoder_loader
+        self._lock = threading.Lock()
+        self.library: Any | None = None
+        self._encoder: Any | None = None
+        self._encoder_spec: str | None = None
+        self.target_model: str | None = None  # a model chosen for the next re-index
+        self.model_key: str | None = None  # the library's, as last read by a worker
+        self.library_spec: str | None = None
+        self.detected_device: str | None = None
+        self.ready = False
+        self.started_at = time.monotonic()
+        self.ready_after: float | None = None
+
+    # -- start-up ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.readyChanged.emit(False, "Loading the search engine…")
+        self.runner.submit(
+            self._open,
+            title="Opening the library",
+            pool=READ,
+            on_success=self._on_opened,
+            on_failure=self._on_open_failed,
+        )
+
+    def _open(self, ctx: TaskContext) -> _Opened:
+        started = time.monotonic()
+        # The heavy imports, here rather than on the GUI thread.
+        import faiss  # noqa: F401
+        import open_clip  # noqa: F401
+        import torch  # noqa: F401
+
+        from engine.encoders import choose_device
+        from engine.library import Library
+
+        library = Library.open(self.library_dir)
+        try:
+            detected = choose_device("auto")
+            model_key, model_spec = library.model_key, library.model_spec
+            spec = self._choose_model(model_spec)
+            encoder = None
+            if model_key is not None or self.fixed_model:
+                encoder = self.ensure_encoder(spec)
+            if model_key is not None:
+                library.vector_index(model_key)  # load and check it now, not on first search
+        except BaseException:
+            library.close()
+            raise
+        return _Opened(
+            library, encoder, detected, model_key, model_spec, time.monotonic() - started
+        )
+
+    def _on_opened(self, opened: _Opened) -> None:
+        self.library = opened.library
+        self.detected_device = opened.detected_device
+        self.model_key, self.library_spec = opened.model_key, opened.model_spec
+        log.info("library %s opened in %.2f s", self.library_dir, opened.seconds)
+        self.opened.emit()
+        self.modelChanged.emit(self.search_model())
+        self.update_ready()
+
+    def _on_open_failed(self, exc: BaseException) -> None:
+        self.readyChanged.emit(False, "The library could not be opened")
+        from app.controllers.errors import describe_error
+
+        log.error("cannot open the library: %s", describe_error(exc))
+        if self.runner.error_handler is not None:
+            self.runner.error_handler(exc, "Opening the library")
+
+    # -- model ------------------------------------------------------------------------------------
+
+    def search_model(self) -> str:
+        """The model spec searches use: fixed, else the library's, else the settings'."""
+        return self._choose_model(self.library_spec)
+
+    def _choose_model(self, library_spec: str | None) -> str:
+        return self.fixed_model or self.target_model or library_spec or self.settings.model
+
+    def note_library_model(self, model_key: str | None, model_spec: str | None) -> None:
+        """Record the library's model as a worker read it (after indexing or a removal)."""
+        self.model_key, self.library_spec = model_key, model_spec
+        if self.target_model and model_spec == self.target_model:
+            self.target_model = None
+        self.modelChanged.emit(self.search_model())
+        self.update_ready()
+
+    def ensure_encoder(self, spec: str | None = None) -> Any:
+        """The encoder for `spec` (default: the search model), loading it if needed.
+        Blocks: call from a worker."""
+        spec = spec or self.search_model()
+        with self._lock:
+            if self._encoder is None or self._encoder_spec != spec:
+                log.info("loading model %s on %s", spec, self.settings.device)
+                self._encoder = self._load_encoder(spec, self.settings.device)
+                self._encoder_spec = spec
+            return self._encoder
+
+    @property
+    def encoder(self) -> Any | None:
+        return self._encoder
+
+    def update_ready(self) -> None:
+        """Recompute whether searches can run and tell the query bar."""
+        if self.library is None:
+            return
+        has_vectors = self.model_key is not None
+        encoder_ok = self._encoder is not None and self._encoder_spec == self.search_model()
+        if not has_vectors:
+            self._set_ready(False, "Add a photo folder to the library to start searching")
+        elif not encoder_ok:
+            self._set_ready(False, "Loading the model…")
+            self.runner.submit(
+                lambda ctx: self.ensure_encoder(),
+                title="Loading the model",
+                pool=READ,
+                group="load-model",
+                on_success=lambda _enc: self.update_ready(),
+            )
+        else:
+            self._set_ready(True, "")
+
+    def _set_ready(self, ready: bool, message: str) -> None:
+        if ready and self.ready_after is None:
+            self.ready_after = time.monotonic() - self.started_at
+            log.info("ready to search after %.2f s", self.ready_after)
+        self.ready = ready
+        self.readyChanged.emit(ready, message)
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.settings = settings
+        self.modelChanged.emit(self.search_model())
+
+    def thumbnail_cache(self) -> Any | None:
+        if self.library is None:
+            return None
+        from engine.thumbnails import ThumbnailCache
+
+        cache = getattr(self, "_thumbs", None)
+        if cache is None:
+            cache = self._thumbs = ThumbnailCache(self.library.root / "cache" / "thumbnails")
+        return cache
+
+    def close(self) -> None:
+        if self.library is not None:
+            self.library.close()
+            self.library = None

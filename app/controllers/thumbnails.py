@@ -1,0 +1,99 @@
+"""Loads thumbnails off the GUI thread: disk cache -> QImage (worker) -> QPixmap (GUI thread).
+
+A RAM cache of pixmaps sits over the engine's disk cache. A new result set (`reset`) cancels
+the loads still queued for the old one, and their late results are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QImage, QPixmap
+
+from app.workers import THUMBNAILS, TaskContext, TaskHandle, TaskRunner
+
+log = logging.getLogger(__name__)
+
+
+class ThumbnailLoader(QObject):
+    """The results model's `ThumbnailSource`."""
+
+    thumbnailReady = Signal(int)  # image id
+
+    def __init__(
+        self, runner: TaskRunner, cache: Callable[[], object | None], ram_limit: int = 3000
+    ) -> None:
+        super().__init__()
+        self._runner = runner
+        self._cache = cache  # -> engine.thumbnails.ThumbnailCache of the open library, or None
+        self._ram_limit = ram_limit
+        self._pixmaps: OrderedDict[int, QPixmap] = OrderedDict()
+        self._failed: set[int] = set()
+        self._pending: dict[int, TaskHandle] = {}
+        self._generation = 0
+
+    def pixmap(self, image_id: int) -> QPixmap | None:
+        pixmap = self._pixmaps.get(image_id)
+        if pixmap is not None:
+            self._pixmaps.move_to_end(image_id)
+        return pixmap
+
+    def request(self, image_id: int, path: str, content_hash: str | None) -> None:
+        if image_id in self._pending or image_id in self._failed or image_id in self._pixmaps:
+            return
+        cache = self._cache()
+        if cache is None:
+            return
+        generation = self._generation
+
+        def load(ctx: TaskContext) -> QImage:
+            ctx.check()  # superseded while queued: skip the work
+            data = cache.get_or_create(path, content_hash)  # type: ignore[attr-defined]
+            image = QImage.fromData(data)
+            if image.isNull():
+                raise ValueError("undecodable thumbnail")
+            return image
+
+        handle = self._runner.submit(
+            load,
+            title="Loading a thumbnail",
+            pool=THUMBNAILS,
+            on_success=lambda image: self._loaded(image_id, generation, image),
+            on_failure=lambda exc: self._failed_load(image_id, generation, exc),
+        )
+        handle.cancelled.connect(lambda: self._forget(image_id, handle))
+        self._pending[image_id] = handle
+
+    def _forget(self, image_id: int, handle: TaskHandle) -> None:
+        if self._pending.get(image_id) is handle:
+            del self._pending[image_id]
+
+    def _loaded(self, image_id: int, generation: int, image: QImage) -> None:
+        self._pending.pop(image_id, None)
+        if generation != self._generation:
+            return
+        self._pixmaps[image_id] = QPixmap.fromImage(image)
+        while len(self._pixmaps) > self._ram_limit:
+            self._pixmaps.popitem(last=False)
+        self.thumbnailReady.emit(image_id)
+
+    def _failed_load(self, image_id: int, generation: int, exc: BaseException) -> None:
+        self._pending.pop(image_id, None)
+        if generation == self._generation:
+            log.info("no thumbnail for image %s: %s", image_id, exc)
+            self._failed.add(image_id)
+
+    def reset(self) -> None:
+        """A new result set: cancel queued loads (the RAM cache stays)."""
+        self._generation += 1
+        for handle in self._pending.values():
+            handle.cancel()
+        self._pending.clear()
+
+    def clear(self) -> None:
+        self.reset()
+        self._pixmaps.clear()
+        self._failed.clear()

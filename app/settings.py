@@ -1,0 +1,234 @@
+"""User settings: one typed, versioned JSON file in the platformdirs config folder.
+
+Only window geometry lives in QSettings; everything a user chooses lives here, so the command
+line, the GUI and support requests see the same file. Older files are migrated step by step
+(`_MIGRATIONS`); a file that cannot be read or holds bad values gives the defaults for those
+values plus a readable list of problems (`LoadedSettings.problems`) for the window to show.
+No Qt here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from app import paths
+from engine.errors import BadInputError, QuadratError
+
+log = logging.getLogger(__name__)
+
+SETTINGS_VERSION = 1
+SETTINGS_FILE = "settings.json"
+HISTORY_FILE = "query-history.json"
+DEVICES = ("auto", "cpu", "cuda", "mps")
+MAX_BATCH_SIZE = 1024
+MAX_HISTORY = 50
+DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
+
+# Offered in the settings dialog; any other valid spec may be typed in.
+COMMON_MODELS: tuple[tuple[str, str], ...] = (
+    ("demo", "Demo model (bundled, for the demo collection)"),
+    ("ViT-B-32:laion2b_s34b_b79k", "ViT-B/32, LAION-2B (fast, good default)"),
+    ("ViT-B-16:laion2b_s34b_b88k", "ViT-B/16, LAION-2B (more accurate, ~4x slower)"),
+    ("ViT-L-14:laion2b_s32b_b82k", "ViT-L/14, LAION-2B (accurate, needs a GPU)"),
+    ("ViT-B-32:openai", "ViT-B/32, OpenAI"),
+    ("ViT-L-14:openai", "ViT-L/14, OpenAI (needs a GPU)"),
+    ("hf-hub:imageomics/bioclip", "BioCLIP (tree-of-life, from the Hugging Face hub)"),
+)
+
+
+class SettingsError(BadInputError):
+    """A settings value is invalid; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every user setting, with its default."""
+
+    model: str = DEFAULT_MODEL  # SPEC.md §5 model spec
+    device: str = "auto"
+    batch_size: int = 32
+    library_dir: str = ""  # empty: the default library folder
+    top_k: int = 1000  # results per search
+    version: int = SETTINGS_VERSION
+
+    def library_path(self) -> Path:
+        """The library folder to open."""
+        return (
+            Path(self.library_dir).expanduser() if self.library_dir else paths.default_library_dir()
+        )
+
+    def validate(self) -> Settings:
+        """Return self, or raise `SettingsError` naming the first bad value."""
+        for problem in self.problems():
+            raise SettingsError(problem)
+        return self
+
+    def problems(self) -> list[str]:
+        """Readable descriptions of every invalid value (empty when all are fine)."""
+        out: list[str] = []
+        try:
+            validate_model_spec(self.model)
+        except BadInputError as exc:
+            out.append(f"Model: {exc}")
+        if self.device not in DEVICES:
+            out.append(f"Device: '{self.device}' is not one of {', '.join(DEVICES)}")
+        if not isinstance(self.batch_size, int) or not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            out.append(f"Batch size: must be a whole number from 1 to {MAX_BATCH_SIZE}")
+        if not isinstance(self.top_k, int) or not 1 <= self.top_k <= 100_000:
+            out.append("Results per search: must be a whole number from 1 to 100000")
+        if self.library_dir:
+            folder = Path(self.library_dir).expanduser()
+            if folder.exists() and not folder.is_dir():
+                out.append(f"Library folder: {folder} exists and is not a folder")
+            elif not folder.is_absolute():
+                out.append(f"Library folder: give a full path, not '{self.library_dir}'")
+        return out
+
+
+def validate_model_spec(spec: str) -> str:
+    """Check a model spec's form (and that a checkpoint file exists) without loading torch."""
+    from engine.encoders import parse_model_spec
+
+    parsed = parse_model_spec(spec)
+    if (
+        parsed.kind in ("checkpoint", "local-dir")
+        and parsed.path is not None
+        and not parsed.path.exists()
+    ):
+        raise BadInputError(f"the model file {parsed.path} does not exist")
+    return parsed.spec
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    problems: list[str] = field(default_factory=list)
+
+
+def settings_path() -> Path:
+    return paths.config_dir() / SETTINGS_FILE
+
+
+# Each step turns a version-n dict into a version-(n+1) dict.
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def _migrate(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.get("version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise SettingsError(f"unknown settings version {version!r}")
+    if version > SETTINGS_VERSION:
+        raise SettingsError(
+            f"the settings file was written by a newer Quadrat (version {version}); "
+            "using the defaults for this session"
+        )
+    while version < SETTINGS_VERSION:
+        data = _MIGRATIONS[version](data)
+        version += 1
+        data["version"] = version
+    return data
+
+
+def load_settings(path: Path | None = None) -> LoadedSettings:
+    """Read the settings file; missing -> defaults; bad values -> defaults plus problems."""
+    path = path or settings_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return LoadedSettings(Settings())
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read settings %s: %s", path, exc)
+        return LoadedSettings(Settings(), [f"Cannot read {path}: {exc}. Using the defaults."])
+    if not isinstance(raw, dict):
+        return LoadedSettings(Settings(), [f"{path} does not hold settings. Using the defaults."])
+    try:
+        raw = _migrate(raw)
+    except SettingsError as exc:
+        return LoadedSettings(Settings(), [str(exc)])
+
+    defaults = Settings()
+    known = {f.name: f for f in fields(Settings)}
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, value in raw.items():
+        if name not in known:
+            log.info("ignoring unknown setting %r", name)
+            continue
+        expected = type(getattr(defaults, name))
+        if type(value) is not expected:  # bool is not an int here
+            problems.append(
+                f"{name}: expected {expected.__name__}, found {value!r}; using the default"
+            )
+            continue
+        values[name] = value
+    settings = replace(defaults, **values)
+    # Each bad value falls back to its default, keeping the good ones.
+    for problem in settings.problems():
+        problems.append(problem + "; using the default")
+    if problems:
+        fixed = {}
+        for name in values:
+            trial = replace(defaults, **{name: values[name]})
+            if not trial.problems():
+                fixed[name] = values[name]
+        settings = replace(defaults, **fixed)
+    return LoadedSettings(settings, problems)
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> Path:
+    """Validate and write atomically. Raises `SettingsError` for a bad value."""
+    settings.validate()
+    path = path or settings_path()
+    _write_json(path, asdict(replace(settings, version=SETTINGS_VERSION)))
+    return path
+
+
+def _write_json(path: Path, data: Any) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=2)
+                handle.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise QuadratError(f"cannot save {path}: {exc.strerror or exc}") from exc
+
+
+class QueryHistory:
+    """Recent query texts, newest last, deduplicated, kept in the data folder."""
+
+    def __init__(self, path: Path | None = None, limit: int = MAX_HISTORY) -> None:
+        self.path = path or paths.data_dir() / HISTORY_FILE
+        self.limit = limit
+        self.items: list[str] = []
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(raw, list):
+                self.items = [q for q in raw if isinstance(q, str) and q.strip()][-limit:]
+        except (OSError, ValueError):
+            pass
+
+    def add(self, query: str) -> None:
+        query = " ".join(query.split())
+        if not query:
+            return
+        if query in self.items:
+            self.items.remove(query)
+        self.items.append(query)
+        del self.items[: -self.limit]
+        try:
+            _write_json(self.path, self.items)
+        except QuadratError as exc:
+            log.warning("%s", exc)

@@ -1,0 +1,56 @@
+"""Fixtures for the window tests: a real Application on a throwaway library, the demo model,
+and a teardown that fails the test if a worker thread is left running."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+
+
+@pytest.fixture
+def photos(tmp_path: Path, small_demo_collection) -> Path:
+    """A private copy of the small demo collection (60 photos) the test may change."""
+    dest = tmp_path / "photos"
+    shutil.copytree(small_demo_collection.root, dest)
+    return dest
+
+
+@pytest.fixture
+def make_app(qtbot, demo_encoder, tmp_path: Path) -> Iterator[Callable[..., object]]:
+    """Builds, shows and starts an `Application` searching with the demo model."""
+    from app.controllers.application import Application
+
+    made: list[Application] = []
+
+    def make(settings: Settings | None = None, start: bool = True, **kwargs: object) -> Application:
+        settings = settings or Settings(model="demo", library_dir=str(tmp_path / "library"), batch_size=16)
+        app = Application(
+            settings=settings,
+            log_file=tmp_path / "quadrat.log",
+            encoder_loader=lambda spec, device: demo_encoder,
+            **kwargs,
+        )
+        qtbot.addWidget(app.window)
+        app.show()
+        if start:
+            app.start()
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.shutdown(timeout_s=30)
+        assert app.runner.idle(), "a worker thread was left running after the test"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The offscreen platform plugin warns that it cannot propagate size hints (dock widgets ask
+    # for it); that says nothing about the application, so only it is ignored.
+    for item in items:
+        if "tests/gui" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.qt_log_ignore("does not support propagateSizeHints"))

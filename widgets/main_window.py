@@ -1,0 +1,182 @@
+"""The main window: query bar, results grid and status line in the centre; the library on the
+left, the photo's details on the right. The bottom dock area is kept free for the metrics panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from widgets.detail_pane import DetailPane
+from widgets.library_panel import LibraryPanel, dropped_folders
+from widgets.query_bar import QueryBar
+from widgets.results import ResultsModel, ResultsView
+
+WINDOW_TITLE = "Quadrat"
+
+
+class MainWindow(QMainWindow):
+    """Lays out the widgets; controllers connect to their signals."""
+
+    settingsRequested = Signal()
+    openLogFolderRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.setWindowTitle(WINDOW_TITLE)
+        self.setAcceptDrops(True)
+        self.resize(1360, 860)
+        # Asked before the window closes; returns False to keep it open.
+        self.close_guard: Callable[[], bool] = lambda: True
+
+        self.query_bar = QueryBar(self)
+        self.results_model = ResultsModel(self)
+        self.results = ResultsView(self)
+        self.results.setModel(self.results_model)
+        self.status_line = QLabel(self)
+        self.status_line.setObjectName("statusLine")
+        self.empty_label = QLabel(self)
+        self.empty_label.setObjectName("resultsEmpty")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+
+        centre = QWidget(self)
+        centre.setObjectName("centre")
+        layout = QVBoxLayout(centre)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.query_bar)
+        layout.addWidget(self.results, 1)
+        layout.addWidget(self.empty_label, 1)
+        layout.addWidget(self.status_line)
+        self.setCentralWidget(centre)
+        self.show_empty("Add a photo folder to the library, then type what you are looking for.")
+
+        self.library_panel = LibraryPanel(self)
+        self.library_dock = self._dock(
+            "Library", "libraryDock", self.library_panel, Qt.DockWidgetArea.LeftDockWidgetArea
+        )
+        self.detail_pane = DetailPane(self)
+        self.detail_dock = self._dock(
+            "Photo", "detailDock", self.detail_pane, Qt.DockWidgetArea.RightDockWidgetArea
+        )
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.resizeDocks(
+            [self.library_dock, self.detail_dock], [330, 380], Qt.Orientation.Horizontal
+        )
+
+        self.model_label = QLabel(self)
+        self.model_label.setObjectName("modelLabel")
+        self.statusBar().addPermanentWidget(self.model_label)
+        self._build_menus()
+        self.results_model.modelReset.connect(self._update_empty)
+
+    def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetClosable
+        )
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.add_folder_action = QAction("&Add folder…", self)
+        self.add_folder_action.setShortcut(QKeySequence("Ctrl+O"))
+        self.add_folder_action.triggered.connect(self.library_panel.choose_folder)
+        self.settings_action = QAction("&Settings…", self)
+        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        self.settings_action.triggered.connect(self.settingsRequested)
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addActions([self.add_folder_action, self.settings_action])
+        file_menu.addSeparator()
+        file_menu.addAction(quit_action)
+
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.addAction(self.library_dock.toggleViewAction())
+        view_menu.addAction(self.detail_dock.toggleViewAction())
+        focus = QAction("Focus the query", self)
+        focus.setShortcut(QKeySequence("Ctrl+L"))
+        focus.triggered.connect(lambda: self.query_bar.edit.setFocus())
+        view_menu.addAction(focus)
+
+        help_menu = self.menuBar().addMenu("&Help")
+        log_action = QAction("Open the log folder", self)
+        log_action.triggered.connect(self.openLogFolderRequested)
+        help_menu.addAction(log_action)
+
+    # -- state shown by controllers ---------------------------------------------------------------
+
+    def show_empty(self, message: str) -> None:
+        self.empty_label.setText(message)
+        self._update_empty()
+
+    def _update_empty(self) -> None:
+        empty = self.results_model.rowCount() == 0
+        self.results.setVisible(not empty)
+        self.empty_label.setVisible(empty)
+
+    def set_status(self, text: str) -> None:
+        self.status_line.setText(text)
+
+    def set_model_name(self, text: str) -> None:
+        self.model_label.setText(text)
+
+    def ask_yes_no(self, title: str, text: str) -> bool:
+        """A modal question; tests replace this method."""
+        answer = QMessageBox.question(self, title, text)
+        return answer == QMessageBox.StandardButton.Yes
+
+    # -- geometry (the only thing kept in QSettings) --------------------------------------------
+
+    def restore_geometry(self, settings: QSettings) -> None:
+        geometry = settings.value("window/geometry")
+        state = settings.value("window/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+
+    def save_geometry(self, settings: QSettings) -> None:
+        settings.setValue("window/geometry", self.saveGeometry())
+        settings.setValue("window/state", self.saveState())
+
+    # -- events -----------------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        if self.close_guard():
+            event.accept()
+        else:
+            event.ignore()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if dropped_folders(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        folders = dropped_folders(event)
+        if not folders:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        for folder in folders:
+            self.library_panel.addFolderRequested.emit(str(folder))

@@ -1,0 +1,323 @@
+"""The results grid: a list model of result ids, a thumbnail delegate, and the view.
+
+The model holds small `ResultItem`s, never images. The delegate paints a cached thumbnail or a
+placeholder; asking the model for `ResultRole.Thumbnail` schedules a load through the
+`ThumbnailSource` the application gives it, so only rows that are painted load. When a
+thumbnail arrives only its row is refreshed.
+
+Relevance marking slots in through `ResultRole.Judgment` (None = not judged, 1 relevant,
+0 not relevant): the model stores it, the delegate marks judged photos.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Protocol
+
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QRect,
+    QSize,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QAction, QColor, QFont, QFontMetrics, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QListView,
+    QMenu,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
+
+THUMB_SIZE = 160
+CELL = QSize(THUMB_SIZE + 16, THUMB_SIZE + 44)
+
+
+class ResultRole(IntEnum):
+    Item = Qt.ItemDataRole.UserRole + 1
+    ImageId = Qt.ItemDataRole.UserRole + 2
+    Rank = Qt.ItemDataRole.UserRole + 3
+    Score = Qt.ItemDataRole.UserRole + 4
+    Path = Qt.ItemDataRole.UserRole + 5
+    Thumbnail = Qt.ItemDataRole.UserRole + 6
+    Judgment = Qt.ItemDataRole.UserRole + 7
+
+
+@dataclass(frozen=True)
+class ResultItem:
+    """One ranked photo as the grid shows it. `details` is the catalog record for the
+    detail pane (any object with the attributes it reads)."""
+
+    rank: int
+    score: float
+    image_id: int
+    path: str
+    title: str  # common name, else scientific name, else file name
+    content_hash: str | None = None
+    details: Any = None
+
+
+class ThumbnailSource(Protocol):
+    """Where the model gets thumbnails: a cache lookup and a request to load one."""
+
+    def pixmap(self, image_id: int) -> QPixmap | None: ...
+
+    def request(self, image_id: int, path: str, content_hash: str | None) -> None: ...
+
+
+class ResultsModel(QAbstractListModel):
+    """Ranked results of one search."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._items: list[ResultItem] = []
+        self._rows: dict[int, int] = {}  # image id -> row
+        self._judgments: dict[int, int] = {}
+        self._thumbnails: ThumbnailSource | None = None
+
+    def set_thumbnail_source(self, source: ThumbnailSource | None) -> None:
+        self._thumbnails = source
+
+    def set_results(self, items: list[ResultItem]) -> None:
+        """Replace every row (a new search)."""
+        self.beginResetModel()
+        self._items = list(items)
+        self._rows = {item.image_id: row for row, item in enumerate(self._items)}
+        self.endResetModel()
+
+    def clear(self) -> None:
+        self.set_results([])
+
+    def item(self, row: int) -> ResultItem | None:
+        return self._items[row] if 0 <= row < len(self._items) else None
+
+    def items(self) -> list[ResultItem]:
+        return list(self._items)
+
+    def row_of(self, image_id: int) -> int | None:
+        return self._rows.get(image_id)
+
+    def thumbnail_ready(self, image_id: int) -> None:
+        """Refresh only the row showing `image_id` (a thumbnail arrived)."""
+        row = self._rows.get(image_id)
+        if row is not None:
+            index = self.index(row, 0)
+            self.dataChanged.emit(index, index, [ResultRole.Thumbnail])
+
+    # -- Qt model interface -----------------------------------------------------------------
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self._items)
+
+    def data(
+        self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._items):
+            return None
+        item = self._items[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return item.title
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"#{item.rank}  score {item.score:.4f}\n{item.title}\n{item.path}"
+        if role == ResultRole.Item:
+            return item
+        if role == ResultRole.ImageId:
+            return item.image_id
+        if role == ResultRole.Rank:
+            return item.rank
+        if role == ResultRole.Score:
+            return item.score
+        if role == ResultRole.Path:
+            return item.path
+        if role == ResultRole.Judgment:
+            return self._judgments.get(item.image_id)
+        if role == ResultRole.Thumbnail:
+            if self._thumbnails is None:
+                return None
+            pixmap = self._thumbnails.pixmap(item.image_id)
+            if pixmap is None:
+                self._thumbnails.request(item.image_id, item.path, item.content_hash)
+            return pixmap
+        return None
+
+    def setData(
+        self,
+        index: QModelIndex | QPersistentModelIndex,
+        value: Any,
+        role: int = Qt.ItemDataRole.EditRole,
+    ) -> bool:  # noqa: N802
+        if role != ResultRole.Judgment or not index.isValid() or index.row() >= len(self._items):
+            return False
+        image_id = self._items[index.row()].image_id
+        if value is None:
+            self._judgments.pop(image_id, None)
+        else:
+            self._judgments[image_id] = int(value)
+        self.dataChanged.emit(index, index, [ResultRole.Judgment])
+        return True
+
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return (
+            Qt.ItemFlag.ItemIsEnabled
+            | Qt.ItemFlag.ItemIsSelectable
+            | Qt.ItemFlag.ItemNeverHasChildren
+        )
+
+
+class ThumbnailDelegate(QStyledItemDelegate):
+    """Paints a card: thumbnail (or placeholder), rank badge, score, caption."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._badge_font = QFont()
+        self._badge_font.setPointSizeF(max(7.0, self._badge_font.pointSizeF() * 0.85))
+        self._badge_font.setBold(True)
+        self._score_font = QFont(self._badge_font)
+        self._score_font.setBold(False)
+        self._placeholder = QColor("#e4e7ea")
+        self._card = QColor("#ffffff")
+        self._accent = QColor("#2f6f4f")
+        self._relevant = QColor("#2e9d57")
+        self._not_relevant = QColor("#c8453c")
+
+    def sizeHint(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QSize:  # noqa: N802
+        return CELL
+
+    def paint(
+        self,
+        painter: QPainter,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> None:
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        rect = option.rect.adjusted(3, 3, -3, -3)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        painter.setPen(QPen(self._accent, 2) if selected else QPen(QColor("#d5d9dd"), 1))
+        painter.setBrush(QColor("#e8f1ec") if selected else self._card)
+        painter.drawRoundedRect(rect, 6, 6)
+
+        thumb_rect = QRect(rect.left() + 5, rect.top() + 5, rect.width() - 10, THUMB_SIZE)
+        pixmap = index.data(ResultRole.Thumbnail)
+        if isinstance(pixmap, QPixmap) and not pixmap.isNull():
+            scaled = pixmap.size().scaled(thumb_rect.size(), Qt.AspectRatioMode.KeepAspectRatio)
+            target = QRect(0, 0, scaled.width(), scaled.height())
+            target.moveCenter(thumb_rect.center())
+            painter.drawPixmap(target, pixmap)
+        else:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(self._placeholder)
+            painter.drawRoundedRect(thumb_rect, 4, 4)
+
+        judgment = index.data(ResultRole.Judgment)
+        if judgment is not None:
+            colour = self._relevant if judgment else self._not_relevant
+            painter.setPen(QPen(colour, 3))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(thumb_rect.adjusted(1, 1, -1, -1), 4, 4)
+
+        rank = index.data(ResultRole.Rank)
+        painter.setFont(self._badge_font)
+        metrics = QFontMetrics(self._badge_font)
+        badge_text = f"{rank}"
+        badge = QRect(
+            thumb_rect.left() + 4,
+            thumb_rect.top() + 4,
+            metrics.horizontalAdvance(badge_text) + 10,
+            metrics.height() + 2,
+        )
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(20, 30, 25, 190))
+        painter.drawRoundedRect(badge, 4, 4)
+        painter.setPen(QColor("#ffffff"))
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, badge_text)
+
+        text_rect = QRect(
+            rect.left() + 6,
+            thumb_rect.bottom() + 4,
+            rect.width() - 12,
+            rect.bottom() - thumb_rect.bottom() - 6,
+        )
+        score = index.data(ResultRole.Score)
+        score_text = f"{score:.3f}" if isinstance(score, float) else ""
+        painter.setFont(self._score_font)
+        score_width = QFontMetrics(self._score_font).horizontalAdvance(score_text) + 6
+        painter.setPen(QColor("#5b6570"))
+        painter.drawText(
+            text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, score_text
+        )
+        painter.setFont(option.font)
+        painter.setPen(option.palette.text().color())
+        title = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
+        elided = option.fontMetrics.elidedText(
+            title, Qt.TextElideMode.ElideRight, text_rect.width() - score_width
+        )
+        painter.drawText(
+            text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided
+        )
+        painter.restore()
+
+
+class ResultsView(QListView):
+    """The grid. Emits the current item and the context-menu requests; decides nothing."""
+
+    currentItemChanged = Signal(object)  # ResultItem or None
+    moreLikeThisRequested = Signal(object)  # ResultItem
+    openFolderRequested = Signal(str)
+    copyPathRequested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("resultsGrid")
+        self.setViewMode(QListView.ViewMode.IconMode)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setMovement(QListView.Movement.Static)
+        self.setUniformItemSizes(True)
+        self.setWrapping(True)
+        self.setSpacing(4)
+        self.setGridSize(CELL + QSize(4, 4))
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.verticalScrollBar().setSingleStep(24)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
+        self.setItemDelegate(ThumbnailDelegate(self))
+        self.setDragEnabled(False)
+
+    def setModel(self, model: Any) -> None:  # noqa: N802
+        super().setModel(model)
+        if self.selectionModel() is not None:
+            self.selectionModel().currentChanged.connect(self._on_current_changed)
+        model.modelReset.connect(lambda: self.currentItemChanged.emit(None))
+
+    def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        self.currentItemChanged.emit(current.data(ResultRole.Item) if current.isValid() else None)
+
+    def current_item(self) -> ResultItem | None:
+        index = self.currentIndex()
+        return index.data(ResultRole.Item) if index.isValid() else None
+
+    def contextMenuEvent(self, event: Any) -> None:  # noqa: N802
+        index = self.indexAt(event.pos())
+        if not index.isValid():
+            return
+        item: ResultItem = index.data(ResultRole.Item)
+        menu = QMenu(self)
+        more = QAction("More like this", menu)
+        more.triggered.connect(lambda: self.moreLikeThisRequested.emit(item))
+        folder = QAction("Show in folder", menu)
+        folder.triggered.connect(lambda: self.openFolderRequested.emit(item.path))
+        copy = QAction("Copy path", menu)
+        copy.triggered.connect(lambda: self.copyPathRequested.emit(item.path))
+        menu.addActions([more, folder, copy])
+        menu.exec(event.globalPos())
