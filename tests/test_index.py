@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import engine.index as index_module
-from engine.errors import QuadratError
+from engine.errors import Cancelled, QuadratError
 from engine.index import VectorIndex
+from engine.progress import CancelToken, Progress
 
 DIM = 32
 
@@ -149,6 +150,30 @@ def test_ivf_add_remove_and_re_add(clustered, clustered_ivf) -> None:
     assert len(index) == 3900
     assert index.search(vectors[0], 1) == [(int(ids[100]), pytest.approx(1.0))]
     np.testing.assert_array_equal(index.ids(), np.sort(ids[100:]))
+
+
+def test_build_keeps_the_last_vector_of_a_repeated_id() -> None:
+    vectors = random_vectors(3, seed=13)
+    index = VectorIndex.build(np.array([7, 8, 7]), vectors)
+    assert len(index) == 2 and index.ids().tolist() == [7, 8]
+    assert index.search(vectors[2], 1) == [(7, pytest.approx(1.0))]
+
+
+def test_build_reports_progress_and_can_be_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "_ADD_CHUNK", 100)
+    ids, vectors = np.arange(1, 351), random_vectors(350)
+    reports: list[Progress] = []
+    VectorIndex.build(ids, vectors, progress=reports.append)
+    assert [(p.done, p.total) for p in reports] == [(100, 350), (200, 350), (300, 350), (350, 350)]
+
+    token = CancelToken()
+
+    def cancel_after_first_chunk(progress: Progress) -> None:
+        if progress.done >= 100:
+            token.cancel()
+
+    with pytest.raises(Cancelled):
+        VectorIndex.build(ids, vectors, kind="ivf", progress=cancel_after_first_chunk, cancel=token)
 
 
 def test_bad_input_is_rejected_with_value_error() -> None:

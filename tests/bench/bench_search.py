@@ -186,7 +186,8 @@ def run_child(size: int, kind: str, n_queries: int, nprobes: list[int]) -> list[
         load_seconds = time.perf_counter() - start
 
     allowed_set = set(allowed.tolist())
-    settings = nprobes if kind == "ivf" else [0]
+    default_nprobe = index.nprobe
+    settings = sorted({*nprobes, default_nprobe}) if kind == "ivf" else [0]
     rows = []
     for nprobe in settings:
         if kind == "ivf":
@@ -204,6 +205,7 @@ def run_child(size: int, kind: str, n_queries: int, nprobes: list[int]) -> list[
                 "kind": kind,
                 "nlist": index.nlist,
                 "nprobe": nprobe,
+                "default": nprobe == default_nprobe,
                 "build_s": build_seconds,
                 "peak_rss_gb": peak_delta / 1e9,
                 "after_rss_gb": after_delta / 1e9,
@@ -229,7 +231,8 @@ def markdown(rows: list[dict]) -> str:
     ]
     for row in rows:
         lines.append(
-            f"| {row['size']:,} | {row['kind']} | {row['nlist'] or '–'} | {row['nprobe'] or '–'} "
+            f"| {row['size']:,} | {row['kind']} | {row['nlist'] or '–'} "
+            f"| {row['nprobe'] or '–'}{' (default)' if row['default'] and row['nprobe'] else ''} "
             f"| {row['build_s']:.1f} | {row['peak_rss_gb']:.2f} | {row['median_ms']:.2f} "
             f"| {row['p95_ms']:.2f} | {row['recall']:.3f} | {row['filtered_median_ms']:.2f} |"
         )
