@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -220,22 +221,33 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
             raise ModelLoadError(f"{path} is not a valid safetensors file: {error}") from error
     else:
         try:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's pickle-protocol warnings: we decide below
+                loaded = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:
-            message = str(error)
-            if "Weights only load failed" in message and "TorchScript" not in message:
-                raise ModelLoadError(
-                    f"refusing to load {path}: it is not a plain weights file "
-                    "(it contains code or other objects)"
-                ) from error
-            if "TorchScript" in message:
-                loaded = _read_torchscript(path)
-            else:
-                first_line = (
-                    message.strip().splitlines()[0] if message.strip() else type(error).__name__
-                )
-                raise ModelLoadError(f"{path} is not a model checkpoint: {first_line}") from error
+            loaded = _explain_unreadable(path, error)
     return _as_state_dict(loaded, path)
+
+
+def _explain_unreadable(path: Path, error: Exception) -> Any:
+    """Turn torch.load's refusal into a one-line `ModelLoadError` (or read a TorchScript file)."""
+    message = str(error)
+    if "TorchScript" in message:
+        return _read_torchscript(path)
+    if "Weights only load failed" in message:
+        imported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", message)
+        if imported:
+            raise ModelLoadError(
+                f"refusing to load {path}: it is not a plain weights file "
+                f"(it contains code: {imported.group(1)})"
+            ) from error
+        raise ModelLoadError(
+            f"refusing to load {path}: it is not a plain weights file "
+            "(the safe loader cannot read it: another kind of file, or a pickle that may run code)"
+        ) from error
+    raise ModelLoadError(
+        f"{path} is not a model checkpoint (neither a safetensors nor a PyTorch weights file)"
+    ) from error
 
 
 def _read_torchscript(path: Path) -> Any:
@@ -244,7 +256,9 @@ def _read_torchscript(path: Path) -> Any:
     import torch
 
     try:
-        return torch.jit.load(str(path), map_location="cpu").state_dict()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
+            return torch.jit.load(str(path), map_location="cpu").state_dict()
     except Exception as error:
         raise ModelLoadError(f"{path} is not a readable TorchScript checkpoint: {error}") from error
 
@@ -332,6 +346,9 @@ class OpenClipEncoder:
             if device.startswith("cuda")
             else contextlib.nullcontext()
         )
+        size = getattr(model.visual, "image_size", 224)
+        # The side the model sees: decoders may decode large JPEGs at a reduced scale down to it.
+        self.image_size = int(max(size) if isinstance(size, (tuple, list)) else size)
         self.dim = int(self.encode_texts(["a photo"]).shape[1])
 
     def __repr__(self) -> str:
