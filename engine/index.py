@@ -15,8 +15,8 @@ Two kinds, chosen by size:
 Vectors are L2-normalised on the way in (a no-op for vectors that already are), so scores are
 cosine similarities. Results are a strict order: score descending, ties broken by smaller id.
 
-Not safe to use from several threads at once by itself; every public method takes an internal
-lock, so concurrent searches and updates are serialised rather than corrupting the index.
+Safe to share between threads: FAISS must not be searched while it is modified, so every
+public method takes an internal lock and concurrent searches and updates run one at a time.
 """
 
 from __future__ import annotations
