@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import sys
 from pathlib import Path
 
 from app.paths import log_dir
+
+
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is at the time of the message (it may be replaced)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
 
 
 def setup_logging(stderr_level: int = logging.WARNING) -> Path | None:
@@ -16,7 +29,7 @@ def setup_logging(stderr_level: int = logging.WARNING) -> Path | None:
     for handler in list(root.handlers):
         if getattr(handler, "_quadrat", False):
             root.removeHandler(handler)
-    console = logging.StreamHandler()
+    console = _CurrentStderrHandler()
     console.setLevel(stderr_level)
     console.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
     console._quadrat = True  # type: ignore[attr-defined]

@@ -208,7 +208,19 @@ class Indexer:
     # -- planning ----------------------------------------------------------------------------
 
     def _spec(self) -> str:
-        return str(getattr(self.encoder, "spec", self.model_key))
+        """The model spec to remember, with local paths made absolute (the CLI may have been
+        given a path relative to another working folder)."""
+        spec = getattr(self.encoder, "spec", None)
+        if spec is None:
+            return self.model_key
+        if isinstance(spec, str):
+            return spec
+        path = getattr(spec, "path", None)
+        if spec.kind == "checkpoint" and path is not None:
+            return f"{spec.arch}:{Path(path).expanduser().resolve()}"
+        if spec.kind == "local-dir" and path is not None:
+            return f"local-dir:{Path(path).expanduser().resolve()}"
+        return str(spec.spec)
 
     def _load_metadata(self, root: Path, metadata: str | Path | None) -> dict[str, ImageMeta]:
         if metadata is not None:
