@@ -140,6 +140,13 @@ def test_writing_again_is_idempotent_and_foreign_folders_are_refused(tmp_path) -
     assert second.labels == first.labels
     assert {p: p.stat().st_mtime_ns for p in first.root.rglob("*")} == stamps
 
+    # An interrupted write (some photos and the CSV files missing) is completed, identically.
+    digests = _digests(first.root)
+    next(iter((first.root / "train").rglob("*.jpg"))).unlink()
+    (first.root / "judgments.csv").unlink()
+    write_demo_collection(tmp_path / "demo", images_per_class=2)
+    assert _digests(first.root) == digests
+
     bigger = write_demo_collection(tmp_path / "demo", images_per_class=4)  # replaces the old one
     assert len(list((tmp_path / "demo" / "train").rglob("*.jpg"))) == bigger.image_count == 48
 
