@@ -63,7 +63,12 @@ class Application:
         )
         self.thumbnails = ThumbnailLoader(self.runner, self.session.thumbnail_cache)
         w = self.window
-        self.library = LibraryController(self.runner, self.session, w.library_panel, w.ask_yes_no)
+        self.library = LibraryController(
+            self.runner,
+            self.session,
+            w.library_panel,
+            lambda title, text: w.ask_yes_no(title, text),
+        )
         self.search = SearchController(
             self.runner,
             self.session,
