@@ -108,9 +108,8 @@ def test_cancel_stops_within_a_second_and_keeps_committed_rows(
 ) -> None:
     import time
 
-    from tests.gui.conftest import SlowEncoder
-
     from app.settings import Settings
+    from tests.gui.conftest import SlowEncoder
 
     monkeypatch.setenv("QUADRAT_CHECKPOINT_EVERY", "16")
     settings = Settings(model="demo", library_dir=str(photos.parent / "lib"), batch_size=8)
