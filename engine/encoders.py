@@ -336,6 +336,7 @@ class OpenClipEncoder:
 
         self.model = model.to(device).eval()
         self._transform = preprocess
+        self._pil_steps, self._mean, self._std = _split_transform(preprocess)
         self._tokenizer = tokenizer
         self.model_key = model_key
         self.device = device
@@ -354,18 +355,34 @@ class OpenClipEncoder:
     def __repr__(self) -> str:
         return f"OpenClipEncoder({self.model_key!r}, dim={self.dim}, device={self.device!r})"
 
-    def preprocess(self, image: Image.Image) -> torch.Tensor:
-        """Resize, crop and normalise one image for the model (CPU; safe in worker threads)."""
-        return self._transform(image.convert("RGB"))
+    def preprocess(self, image: Image.Image) -> torch.Tensor | np.ndarray:
+        """Resize and crop one image for the model (CPU; safe in worker threads).
 
-    def encode_preprocessed(self, batch: Sequence[torch.Tensor]) -> np.ndarray:
+        Returns a uint8 (H, W, 3) array when the model's transform is the usual PIL steps
+        followed by to-tensor and normalise: decode threads then run no torch operation, whose
+        OpenMP thread teams would otherwise compete with the encoder's (measured: 3x slower
+        indexing). Scaling and normalising happen batched in `encode_preprocessed`.
+        """
+        image = image.convert("RGB")
+        if self._pil_steps is None:
+            return self._transform(image)
+        for step in self._pil_steps:
+            image = step(image)
+        return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+    def encode_preprocessed(self, batch: Sequence[torch.Tensor | np.ndarray]) -> np.ndarray:
         """Encode preprocessed images: an (n, dim) float32 array of unit vectors."""
         import torch
 
         if len(batch) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if isinstance(batch[0], np.ndarray):
+            pixels = torch.from_numpy(np.stack(batch)).permute(0, 3, 1, 2).float().div(255.0)
+            pixels = (pixels - self._mean) / self._std
+        else:
+            pixels = torch.stack(list(batch))
         with torch.inference_mode(), self._autocast:
-            features = self.model.encode_image(torch.stack(list(batch)).to(self.device))
+            features = self.model.encode_image(pixels.to(self.device))
         return _normalised(features)
 
     def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
@@ -390,6 +407,21 @@ class OpenClipEncoder:
             with torch.inference_mode(), self._autocast:
                 parts.append(_normalised(self.model.encode_text(tokens.to(self.device))))
         return np.concatenate(parts)
+
+
+def _split_transform(transform: Any) -> tuple[list[Any] | None, Any, Any]:
+    """Split an open_clip transform into its PIL steps and the (mean, std) of its final
+    normalisation, or (None, None, None) when it is not of that plain shape."""
+    import torch
+
+    steps = list(getattr(transform, "transforms", []))
+    names = [type(step).__name__ for step in steps]
+    if len(steps) < 2 or names[-1] != "Normalize" or "ToTensor" not in names[-2]:
+        return None, None, None
+    normalize = steps[-1]
+    mean = torch.tensor(normalize.mean, dtype=torch.float32).view(1, -1, 1, 1)
+    std = torch.tensor(normalize.std, dtype=torch.float32).view(1, -1, 1, 1)
+    return steps[:-2], mean, std
 
 
 def _normalised(features: torch.Tensor) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -104,7 +105,9 @@ def test_first_run_indexes_every_photo_and_skips_bad_files_with_reasons(
     assert library.catalog.integrity_check() == "ok"
 
 
-def test_metadata_from_folder_names_and_coco_json_lands_in_the_catalog(folder, library, demo_encoder):
+def test_metadata_from_folder_names_and_coco_json_lands_in_the_catalog(
+    folder, library, demo_encoder
+):
     Indexer(library, demo_encoder).run(folder)
     with library.catalog.session() as s:
         img = s.scalars(select(Image).where(Image.status == "ok")).first()
@@ -160,7 +163,9 @@ def test_added_modified_deleted_moved_and_touched_files_are_handled_exactly(
     assert report.unchanged == n - 2
     assert consistency(library, demo_encoder.model_key) == (n + 1, n + 1, n + 1)
     with library.catalog.session() as s:
-        assert s.scalar(select(Image.rel_path).where(Image.id == moved_id)) == "elsewhere/renamed.jpg"
+        assert (
+            s.scalar(select(Image.rel_path).where(Image.id == moved_id)) == "elsewhere/renamed.jpg"
+        )
         judgment = s.get(Judgment, (query.id, moved_id))
         assert judgment is not None and judgment.relevance == 1
 
@@ -173,7 +178,9 @@ def test_empty_and_missing_folders_are_refused_with_clear_messages(tmp_path, lib
         Indexer(library, demo_encoder).run(tmp_path / "empty")
 
 
-def test_a_folder_that_went_empty_removes_nothing(folder, library, demo_encoder, small_demo_collection):
+def test_a_folder_that_went_empty_removes_nothing(
+    folder, library, demo_encoder, small_demo_collection
+):
     Indexer(library, demo_encoder).run(folder)
     for photo in folder.rglob("*.jpg"):
         photo.unlink()
@@ -237,43 +244,61 @@ def test_searching_with_another_model_names_the_model_to_use(folder, library, de
     assert report.indexed > 0 and library.model_key == other.model_key
 
 
-@pytest.mark.slow
+KILLER = """
+import os, signal, sys
+from engine.encoders import load_encoder
+from engine.indexer import Indexer
+from engine.library import Library
+
+folder, library, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def kill_midway(progress):
+    # A real SIGKILL while decode threads run and photos wait uncommitted.
+    if progress.done >= kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+with Library.open(library) as lib:
+    Indexer(lib, load_encoder("demo", device="cpu"), batch_size=8, checkpoint_every=32).run(
+        folder, progress=kill_midway
+    )
+"""
+
+
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, demo_collection):
-    """Kill an indexing process while it writes, resume, and check catalog and index agree."""
+    """Kill an indexing process mid-run, resume it, and check catalog and index agree."""
     photos = tmp_path / "photos"
     shutil.copytree(demo_collection.root, photos)
     lib_dir = tmp_path / "lib"
-    db = lib_dir / "catalog.sqlite3"
-    cmd = [
-        sys.executable, "-m", "app.cli", "index", str(photos), "--library", str(lib_dir),
-        "--model", "demo", "--device", "cpu", "--batch-size", "4", "--workers", "1", "--json",
-    ]
-    env = dict(os.environ, QUADRAT_CHECKPOINT_EVERY="8")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    committed = 0
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if db.exists():
-            try:
-                with sqlite3.connect(db, timeout=1) as conn:
-                    committed = conn.execute("select count(*) from embeddings").fetchone()[0]
-            except sqlite3.OperationalError:
-                committed = 0
-            if committed >= 40:
-                break
-        time.sleep(0.05)
-    assert proc.poll() is None, "indexing finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert committed < demo_collection.image_count
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, str(photos), str(lib_dir), "150"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with sqlite3.connect(lib_dir / "catalog.sqlite3") as conn:
+        committed = conn.execute("select count(*) from embeddings").fetchone()[0]
+    assert 0 < committed < demo_collection.image_count
 
-    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "index",
+            str(photos),
+            "--library",
+            str(lib_dir),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
-    import json
-
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
-    assert summary["indexed"] + summary["unchanged"] == demo_collection.image_count
-    assert summary["unchanged"] >= committed
+    assert summary["unchanged"] == committed
+    assert summary["indexed"] == demo_collection.image_count - committed
 
     with Library.open(lib_dir) as lib:
         key = lib.model_key
@@ -283,4 +308,4 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, demo
         assert lib.catalog.integrity_check() == "ok"
         with lib.catalog.session() as s:
             paths = s.scalars(select(Image.rel_path)).all()
-        assert len(paths) == len(set(paths))
+        assert len(paths) == len(set(paths)) == demo_collection.image_count
