@@ -123,7 +123,8 @@ class QueryBar(QWidget):
             else "Describe what to find, e.g. “a red circle”, or drop a photo here"
         )
         self.hint.setText("" if ready else message)
-        self.hint.setVisible(not ready)
+        self.hint.setVisible(False)  # the placeholder says it; kept for tests and tooltips
+        self.edit.setToolTip("" if ready else message)
 
     # -- query --------------------------------------------------------------------------------
 

@@ -87,6 +87,7 @@ class Application:
         w.results.activated.connect(lambda _index: w.detail_dock.show())
         for source in (self.library.message, self.search.message):
             source.connect(w.set_status)
+        self.library.indexingFinished.connect(self._on_indexing_finished)
         self.search.searchFinished.connect(
             lambda outcome: w.show_empty("No photo matched." if not outcome.items else "")
         )
@@ -102,6 +103,7 @@ class Application:
         )
         self._startup_problems = problems
         self._closed = False
+        self._indexed_once = False
 
     # -- life cycle -------------------------------------------------------------------------------
 
@@ -124,13 +126,23 @@ class Application:
             )
 
     def _on_opened(self) -> None:
-        if self.session.model_key is None and not self.demo and self.folder is None:
+        """Say in the empty results area what the user can do now."""
+        if self.session.model_key is not None:
+            if self.window.results_model.rowCount() == 0:
+                self.window.show_empty("Type what you are looking for and press Enter.")
+            return
+        first_run_pending = (self.demo or self.folder is not None) and not self._indexed_once
+        if self.session.indexing or first_run_pending:
+            self.window.show_empty("Indexing… you can search as soon as the first photos are in.")
+        else:
             self.window.show_empty(
                 "The library is empty. Add a photo folder (File › Add folder…, or drop a folder on "
                 "the window) to index it; then type what you are looking for."
             )
-        elif self.window.results_model.rowCount() == 0:
-            self.window.show_empty("Type what you are looking for and press Enter.")
+
+    def _on_indexing_finished(self, _outcome: object) -> None:
+        self._indexed_once = True
+        self._on_opened()
 
     def confirm_close(self) -> bool:
         """Closing while indexing asks first, then stops the run cleanly."""

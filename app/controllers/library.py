@@ -148,6 +148,8 @@ class LibraryController(QObject):
         if len([h for h in self._index_tasks if not h.done]) == 1:
             self.panel.progress.start(f"Indexing {name}")
         self.panel.set_busy(True)
+        self.session.indexing = True
+        self.session.update_ready()
         self.indexingStarted.emit(name)
         self.message.emit(f"Indexing {name}…")
         return handle
@@ -162,9 +164,12 @@ class LibraryController(QObject):
         else:
             self.panel.progress.finish()
             self.panel.set_busy(False)
+            self.session.indexing = False
 
     def _index_done(self, outcome: IndexOutcome | None) -> None:
         self._finish_one()
+        if outcome is None:
+            self.session.update_ready()
         if outcome is not None:
             self.last_report = outcome.report
             report = outcome.report
@@ -176,6 +181,7 @@ class LibraryController(QObject):
 
     def _index_failed(self, exc: BaseException, name: str) -> None:
         self._finish_one()
+        self.session.update_ready()
         self.refresh()
         self.indexingFinished.emit(None)
         self.message.emit(f"Indexing {name} failed")

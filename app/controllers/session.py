@@ -73,6 +73,7 @@ class LibrarySession(QObject):
         self.library_spec: str | None = None
         self.detected_device: str | None = None
         self.ready = False
+        self.indexing = False  # set by the library controller
         self.started_at = time.monotonic()
         self.ready_after: float | None = None
 
@@ -170,7 +171,9 @@ class LibrarySession(QObject):
             return
         has_vectors = self.model_key is not None
         encoder_ok = self._encoder is not None and self._encoder_spec == self.search_model()
-        if not has_vectors:
+        if not has_vectors and self.indexing:
+            self._set_ready(False, "Indexing… searching starts when the first photos are in")
+        elif not has_vectors:
             self._set_ready(False, "Add a photo folder to the library to start searching")
         elif not encoder_ok:
             self._set_ready(False, "Loading the model…")

@@ -96,7 +96,9 @@ def test_thumbnails_load_lazily_for_visible_rows_only(qtbot, make_app, photos) -
     qtbot.waitUntil(lambda: app.session.ready, timeout=20_000)
     search(qtbot, app, "green triangle")
     loader = app.thumbnails
-    qtbot.waitUntil(lambda: loader.pixmap(app.window.results_model.item(0).image_id) is not None, timeout=10_000)
+    qtbot.waitUntil(
+        lambda: loader.pixmap(app.window.results_model.item(0).image_id) is not None, timeout=10_000
+    )
     requested = len(loader._pixmaps) + len(loader._pending)
     assert 0 < requested < 60  # only what the grid painted
     cached = list((app.session.library.root / "cache" / "thumbnails").rglob("*.jpg"))
@@ -118,7 +120,9 @@ def test_cancel_stops_within_a_second_and_keeps_committed_rows(
     progress = app.window.library_panel.progress
     app.library.add_folder(photos)
     # 8 photos per batch, a checkpoint every 16: at 24 done at least 16 are committed.
-    qtbot.waitUntil(lambda: progress.bar.maximum() == 60 and progress.bar.value() >= 24, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: progress.bar.maximum() == 60 and progress.bar.value() >= 24, timeout=30_000
+    )
     qtbot.waitUntil(progress.isVisible)  # shown once the run took longer than 0.5 s
     started = time.monotonic()
     with qtbot.waitSignal(app.library.indexingFinished, timeout=5_000) as blocker:
@@ -182,7 +186,9 @@ def test_remove_collection_forgets_its_photos(qtbot, make_app, photos) -> None:
     app.window.ask_yes_no = lambda title, text: True
     qtbot.waitUntil(lambda: bool(app.library.stats), timeout=10_000)
     collection_id = app.library.stats[0].id
-    with qtbot.waitSignal(app.library.statsChanged, timeout=20_000, check_params_cb=lambda s: s == []):
+    with qtbot.waitSignal(
+        app.library.statsChanged, timeout=20_000, check_params_cb=lambda s: s == []
+    ):
         app.window.library_panel.removeRequested.emit(collection_id)
     assert app.window.library_panel.tree.topLevelItemCount() == 0
     assert len(app.session.library.vector_index(app.session.encoder.model_key)) == 0

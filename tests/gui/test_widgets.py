@@ -1,0 +1,121 @@
+"""Widgets on their own: the results model (qtmodeltester), query history, GUI responsiveness."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+
+from widgets.query_bar import QueryBar
+from widgets.results import ResultItem, ResultRole, ResultsModel
+
+
+def items(n: int) -> list[ResultItem]:
+    return [
+        ResultItem(i + 1, 1.0 - i / 1000, 100 + i, f"/p/{i}.jpg", f"photo {i}") for i in range(n)
+    ]
+
+
+def test_results_model_passes_the_model_tester(qtmodeltester) -> None:
+    model = ResultsModel()
+    model.set_results(items(50))
+    qtmodeltester.check(model, force_py=True)
+    assert model.rowCount() == 50
+    index = model.index(3, 0)
+    assert model.data(index, ResultRole.Rank) == 4
+    assert model.data(index, ResultRole.ImageId) == 103
+    assert model.data(index, ResultRole.Judgment) is None
+    # The judgment role is where relevance marking will live: only that row changes.
+    changed: list[int] = []
+    model.dataChanged.connect(lambda top, bottom, roles: changed.append(top.row()))
+    assert model.setData(index, 1, ResultRole.Judgment)
+    assert model.data(index, ResultRole.Judgment) == 1
+    assert changed == [3]
+    model.thumbnail_ready(107)
+    assert changed == [3, 7]
+
+
+def test_query_history_steps_with_up_and_down(qtbot) -> None:
+    bar = QueryBar()
+    qtbot.addWidget(bar)
+    bar.set_history(["godwit feeding", "red circle"])
+    bar.edit.setText("draft")
+    qtbot.keyClick(bar.edit, Qt.Key.Key_Up)
+    assert bar.text() == "red circle"
+    qtbot.keyClick(bar.edit, Qt.Key.Key_Up)
+    assert bar.text() == "godwit feeding"
+    qtbot.keyClick(bar.edit, Qt.Key.Key_Up)
+    assert bar.text() == "godwit feeding"
+    qtbot.keyClick(bar.edit, Qt.Key.Key_Down)
+    qtbot.keyClick(bar.edit, Qt.Key.Key_Down)
+    assert bar.text() == "draft"
+    with qtbot.waitSignal(bar.searchRequested) as blocker:
+        qtbot.keyClick(bar.edit, Qt.Key.Key_Return)
+    assert blocker.args == ["draft", None, ""]
+
+
+def test_history_is_kept_between_sessions(qtbot, make_app, photos) -> None:
+    from app.settings import QueryHistory
+    from tests.gui.test_window import indexed_app, search
+
+    app = indexed_app(qtbot, make_app, photos)
+    search(qtbot, app, "yellow   square")
+    assert QueryHistory().items == ["yellow square"]
+
+
+def test_gui_stays_responsive_while_indexing(qtbot, make_app, demo_collection, monkeypatch) -> None:
+    # The full demo collection (480 photos, only read): long enough to measure.
+    monkeypatch.setenv("QUADRAT_CHECKPOINT_EVERY", "16")
+    app = make_app()
+    qtbot.waitUntil(lambda: app.session.library is not None, timeout=20_000)
+    gaps: list[float] = []
+    clock = QElapsedTimer()
+    last = [0.0]
+
+    def tick() -> None:
+        now = clock.nsecsElapsed() / 1e6
+        gaps.append(now - last[0])
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(tick)
+    clock.start()
+    timer.start()
+    started = time.monotonic()
+    with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000) as blocker:
+        app.library.add_folder(demo_collection.root)
+    timer.stop()
+    assert blocker.args[0].report.indexed == demo_collection.image_count
+    assert time.monotonic() - started > 0.5, "the run was too short to measure anything"
+    assert len(gaps) > 20
+    assert max(gaps[1:]) < 200, f"the GUI thread froze for {max(gaps[1:]):.0f} ms"
+
+
+def test_dropping_an_image_searches_by_image(
+    qtbot, make_app, photos, small_demo_collection
+) -> None:
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    from tests.gui.test_window import indexed_app
+
+    app = indexed_app(qtbot, make_app, photos)
+    query = next(p for p, label in small_demo_collection.labels.items() if label == "blue triangle")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(photos / query))])
+    bar = app.window.query_bar
+    event = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    with qtbot.waitSignal(app.search.searchFinished, timeout=20_000):
+        bar.dropEvent(event)
+    assert bar.image() == photos / query
+    top = app.window.results_model.item(0)
+    assert Path(top.path) == photos / query  # the photo itself is its own best match
+    assert app.window.results_model.item(1).title == "blue triangle"
