@@ -1,0 +1,82 @@
+"""The thumbnail disk cache: upright, bounded size, keyed by content, atomic, bad files refused."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from engine.errors import BadImageError
+from engine.scan import content_hash
+from engine.thumbnails import ThumbnailCache, load_preview, make_thumbnail
+
+
+def write_photo(path: Path, size: tuple[int, int], orientation: int | None = None) -> Path:
+    image = Image.new("RGB", size, (200, 40, 40))
+    # A blue band on the left edge shows where "left" ends up after orientation.
+    image.paste((30, 30, 220), (0, 0, size[0] // 4, size[1]))
+    exif = Image.Exif()
+    if orientation:
+        exif[0x0112] = orientation
+    image.save(path, format="JPEG", quality=95, exif=exif.tobytes())
+    return path
+
+
+def decode(data: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(data))
+    image.load()
+    return image
+
+
+def test_thumbnail_fits_the_size_and_keeps_the_aspect(tmp_path: Path) -> None:
+    photo = write_photo(tmp_path / "wide.jpg", (1200, 600))
+    thumb = decode(make_thumbnail(photo, 256))
+    assert thumb.format == "JPEG"
+    assert thumb.size == (256, 128)
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    # Orientation 6: the camera was turned; the stored 400x200 photo is shown 200x400.
+    photo = write_photo(tmp_path / "turned.jpg", (400, 200), orientation=6)
+    thumb = decode(make_thumbnail(photo, 100))
+    assert thumb.size == (50, 100)
+    r, g, b = thumb.convert("RGB").getpixel((25, 5))
+    assert b > 150 and r < 100  # the blue band is now along the top
+    assert load_preview(photo, 1000).size == (200, 400)
+
+
+def test_cache_is_keyed_by_content_and_reused(tmp_path: Path) -> None:
+    cache = ThumbnailCache(tmp_path / "cache", size=64)
+    photo = write_photo(tmp_path / "a.jpg", (300, 300))
+    digest = content_hash(photo)
+    assert cache.get(digest) is None
+    data = cache.get_or_create(photo, digest)
+    stored = cache.path_for(digest)
+    assert stored.read_bytes() == data
+    assert stored.relative_to(tmp_path / "cache").parts[:2] == ("64", digest[:2])
+    # A renamed copy of the same photo finds the same thumbnail without decoding again.
+    renamed = photo.rename(tmp_path / "b.jpg")
+    stored.write_bytes(b"marker")
+    assert cache.get_or_create(renamed) == b"marker"
+    assert not list((tmp_path / "cache").rglob(".tmp-*"))
+    assert cache.clear() == 1
+    assert cache.get(digest) is None
+
+
+def test_bad_files_raise_with_a_reason(tmp_path: Path) -> None:
+    cache = ThumbnailCache(tmp_path / "cache")
+    broken = tmp_path / "broken.jpg"
+    broken.write_text("not a photo")
+    with pytest.raises(BadImageError, match="not an image"):
+        cache.get_or_create(broken)
+    with pytest.raises(BadImageError, match="not found"):
+        cache.get_or_create(tmp_path / "missing.jpg")
+    assert not list((tmp_path / "cache").rglob("*.jpg"))
+
+
+def test_keys_that_are_not_hashes_are_refused(tmp_path: Path) -> None:
+    cache = ThumbnailCache(tmp_path)
+    with pytest.raises(ValueError, match="not a content hash"):
+        cache.path_for("../../etc/passwd")
