@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,26 @@ from engine.errors import Cancelled, QuadratError
 from engine.progress import CancelToken, Progress
 
 log = logging.getLogger(__name__)
+
+
+def keep_none_alive() -> None:
+    """Work around PySide6 wheels built for Python >= 3.12 running on 3.11.
+
+    There, None is immortal, so the wheels' void methods return it without adding a
+    reference. On 3.11 every such call (painter.save(), setPen(), ...) drops one reference to
+    None, and after a few thousand calls Python aborts with "deallocating None". Giving None a
+    reference count no program can use up restores 3.12's behaviour. No-op on 3.12 and later.
+    """
+    if sys.version_info >= (3, 12) or getattr(keep_none_alive, "done", False):
+        return
+    import ctypes
+
+    # ob_refcnt is the first field of every CPython object, at the object's address.
+    ctypes.c_ssize_t.from_address(id(None)).value += 1 << 48
+    keep_none_alive.done = True  # type: ignore[attr-defined]
+
+
+keep_none_alive()
 
 READ, WRITE, THUMBNAILS = "read", "write", "thumbnails"
 PROGRESS_INTERVAL_S = 0.1

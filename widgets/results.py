@@ -173,6 +173,19 @@ class ResultsModel(QAbstractListModel):
         )
 
 
+def model_data(index: QModelIndex | QPersistentModelIndex, role: int) -> Any:
+    """`index.data(role)`, asked of our Python model directly when possible.
+
+    PySide6 6.12's `QModelIndex.data()` drops a reference to None each time a role has no
+    value; a grid painting thousands of cells would crash Python 3.11 ("deallocating None").
+    """
+    model = index.model()
+    if isinstance(model, ResultsModel):
+        return model.data(index, role)
+    value = index.data(role)
+    return value
+
+
 class ThumbnailDelegate(QStyledItemDelegate):
     """Paints a card: thumbnail (or placeholder), rank badge, score, caption."""
 
@@ -209,7 +222,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         painter.drawRoundedRect(rect, 6, 6)
 
         thumb_rect = QRect(rect.left() + 5, rect.top() + 5, rect.width() - 10, THUMB_SIZE)
-        pixmap = index.data(ResultRole.Thumbnail)
+        pixmap = model_data(index, ResultRole.Thumbnail)
         if isinstance(pixmap, QPixmap) and not pixmap.isNull():
             scaled = pixmap.size().scaled(thumb_rect.size(), Qt.AspectRatioMode.KeepAspectRatio)
             target = QRect(0, 0, scaled.width(), scaled.height())
@@ -220,14 +233,14 @@ class ThumbnailDelegate(QStyledItemDelegate):
             painter.setBrush(self._placeholder)
             painter.drawRoundedRect(thumb_rect, 4, 4)
 
-        judgment = index.data(ResultRole.Judgment)
+        judgment = model_data(index, ResultRole.Judgment)
         if judgment is not None:
             colour = self._relevant if judgment else self._not_relevant
             painter.setPen(QPen(colour, 3))
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(thumb_rect.adjusted(1, 1, -1, -1), 4, 4)
 
-        rank = index.data(ResultRole.Rank)
+        rank = model_data(index, ResultRole.Rank)
         painter.setFont(self._badge_font)
         metrics = QFontMetrics(self._badge_font)
         badge_text = f"{rank}"
@@ -249,7 +262,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
             rect.width() - 12,
             rect.bottom() - thumb_rect.bottom() - 6,
         )
-        score = index.data(ResultRole.Score)
+        score = model_data(index, ResultRole.Score)
         score_text = f"{score:.3f}" if isinstance(score, float) else ""
         painter.setFont(self._score_font)
         score_width = QFontMetrics(self._score_font).horizontalAdvance(score_text) + 6
@@ -259,7 +272,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         )
         painter.setFont(option.font)
         painter.setPen(option.palette.text().color())
-        title = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
+        title = str(model_data(index, Qt.ItemDataRole.DisplayRole) or "")
         elided = option.fontMetrics.elidedText(
             title, Qt.TextElideMode.ElideRight, text_rect.width() - score_width
         )
@@ -301,17 +314,19 @@ class ResultsView(QListView):
         model.modelReset.connect(lambda: self.currentItemChanged.emit(None))
 
     def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        self.currentItemChanged.emit(current.data(ResultRole.Item) if current.isValid() else None)
+        self.currentItemChanged.emit(
+            model_data(current, ResultRole.Item) if current.isValid() else None
+        )
 
     def current_item(self) -> ResultItem | None:
         index = self.currentIndex()
-        return index.data(ResultRole.Item) if index.isValid() else None
+        return model_data(index, ResultRole.Item) if index.isValid() else None
 
     def contextMenuEvent(self, event: Any) -> None:  # noqa: N802
         index = self.indexAt(event.pos())
         if not index.isValid():
             return
-        item: ResultItem = index.data(ResultRole.Item)
+        item: ResultItem = model_data(index, ResultRole.Item)
         menu = QMenu(self)
         more = QAction("More like this", menu)
         more.triggered.connect(lambda: self.moreLikeThisRequested.emit(item))

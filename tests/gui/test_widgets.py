@@ -119,3 +119,17 @@ def test_dropping_an_image_searches_by_image(
     top = app.window.results_model.item(0)
     assert Path(top.path) == photos / query  # the photo itself is its own best match
     assert app.window.results_model.item(1).title == "blue triangle"
+
+
+def test_many_qt_calls_do_not_exhaust_none(qtbot) -> None:
+    # PySide6 wheels built for Python >= 3.12 drop a reference to None per void call on 3.11;
+    # without the guard in app.workers this aborts Python ("deallocating None").
+    import sys
+
+    from PySide6.QtCore import QRect
+
+    rect = QRect(0, 0, 5, 5)
+    before = sys.getrefcount(None)
+    for _ in range(max(50_000, 2 * before if before < 10**9 else 0)):
+        rect.setWidth(3)
+    assert sys.getrefcount(None) > 0
