@@ -35,14 +35,19 @@ INSTALL_HINT = (
 
 def _free_display() -> int:
     for number in range(99, 160):
-        if not Path(f"/tmp/.X{number}-lock").exists() and not Path(f"/tmp/.X11-unix/X{number}").exists():
+        if (
+            not Path(f"/tmp/.X{number}-lock").exists()
+            and not Path(f"/tmp/.X11-unix/X{number}").exists()
+        ):
             return number
     raise SystemExit("no free X display number between :99 and :159")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "screenshots", help="folder for the PNGs")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "screenshots", help="folder for the PNGs"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -68,7 +73,13 @@ def main(argv: list[str] | None = None) -> int:
             env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", QUADRAT_HOME=home)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
             child = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(args.out.resolve())],
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--child",
+                    "--out",
+                    str(args.out.resolve()),
+                ],
                 env=env,
                 check=False,
             )
@@ -122,7 +133,11 @@ def _drive_window(out: Path) -> int:
         pump(0.4)
         path = out / f"{name}.png"
         importer = shutil.which("import")
-        if widget is None and importer and Path(importer).resolve().parts[:3] != ("/", "usr", "local"):
+        if (
+            widget is None
+            and importer
+            and Path(importer).resolve().parts[:3] != ("/", "usr", "local")
+        ):
             subprocess.run([importer, "-window", "root", str(path)], check=True)
         else:
             (widget or window).grab().save(str(path))
@@ -143,7 +158,9 @@ def _drive_window(out: Path) -> int:
     model = window.results_model
     window.results.setCurrentIndex(model.index(0, 0))
     wait_for(lambda: window.detail_pane.photo.photo() is not None)
-    wait_for(lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30)
+    wait_for(
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30
+    )
     capture("03-results")
 
     dialog = app.open_settings()
@@ -155,7 +172,9 @@ def _drive_window(out: Path) -> int:
     wait_for(lambda: app.search.last_outcome.request.image is not None)
     window.results.setCurrentIndex(model.index(1, 0))
     wait_for(lambda: window.detail_pane.photo.photo() is not None)
-    wait_for(lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30)
+    wait_for(
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30
+    )
     capture("05-more-like-this")
 
     app.shutdown()
