@@ -23,7 +23,12 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
+# PNGs of the main views from the real window under Xvfb (see README).
+screenshots:
+	$(PYTHON) tools/screenshots.py --out screenshots
+
 # On-demand benchmarks; each prints a Markdown table.
 bench:
 	$(PYTHON) tests/bench/bench_search.py
 	$(PYTHON) tests/bench/bench_indexing.py
+	$(PYTHON) tests/bench/bench_gui.py
