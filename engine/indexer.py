@@ -42,6 +42,8 @@ from engine.scan import (
 
 log = logging.getLogger(__name__)
 
+CPU_CANCEL_SLICE = 8  # photos encoded between two cancel checks on a CPU
+
 
 @dataclass(frozen=True)
 class SkippedFile:
@@ -423,11 +425,19 @@ class Indexer:
         last_save = time.monotonic()
         progress(meter.update(0, "indexing"))
 
+        # On a CPU a batch of a real CLIP model takes seconds; encoding it in slices with a
+        # cancel check between them keeps Cancel responsive within about a second.
+        on_cpu = str(getattr(self.encoder, "device", "cpu")).startswith("cpu")
+        slice_size = min(self.batch_size, CPU_CANCEL_SLICE) if on_cpu else self.batch_size
+
         def encode_batch() -> None:
-            if batch:
-                vectors = self.encoder.encode_preprocessed([p.tensor for p in batch])
-                ready.extend(zip(batch, vectors, strict=True))
-                batch.clear()
+            while batch:
+                part = batch[:slice_size]
+                vectors = self.encoder.encode_preprocessed([p.tensor for p in part])
+                ready.extend(zip(part, vectors, strict=True))
+                del batch[: len(part)]
+                if batch:
+                    cancel.check()
 
         def checkpoint() -> None:
             nonlocal last_save

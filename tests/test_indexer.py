@@ -309,3 +309,21 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, demo
         with lib.catalog.session() as s:
             paths = s.scalars(select(Image.rel_path)).all()
         assert len(paths) == len(set(paths)) == demo_collection.image_count
+
+
+def test_cancel_interrupts_a_large_cpu_batch_between_slices(folder, library, demo_encoder):
+    """With a real CLIP model a CPU batch of 32 takes seconds: Cancel must not wait for it."""
+    token = CancelToken()
+
+    class CancelsAfterFirstSlice(CountingEncoder):
+        def encode_preprocessed(self, batch):
+            vectors = super().encode_preprocessed(batch)
+            token.cancel()  # the user presses Cancel while the model is busy
+            return vectors
+
+    encoder = CancelsAfterFirstSlice(demo_encoder)
+    report = Indexer(library, encoder, batch_size=32).run(folder, cancel=token)
+    assert report.cancelled
+    assert encoder.encoded == 8  # one slice, not the whole batch of 32
+    assert report.indexed == 8
+    assert consistency(library, demo_encoder.model_key) == (8, 8, 8)
