@@ -1,0 +1,60 @@
+"""The catalog database: schema from migrations, SQLite settings, clear errors."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlalchemy import text
+
+from engine.catalog import Base, open_catalog
+from engine.errors import QuadratError
+
+
+def test_migrations_build_exactly_the_schema_the_models_describe(tmp_path):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    catalog = open_catalog(tmp_path / "c.sqlite3")
+    with catalog.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path):
+    catalog = open_catalog(tmp_path / "c.sqlite3")
+    with catalog.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+    assert catalog.integrity_check() == "ok"
+
+
+def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    catalog = open_catalog(path)
+    with catalog.session() as s:
+        s.execute(text("INSERT INTO library_meta(key, value) VALUES ('k', 'v')"))
+    catalog.dispose()
+    again = open_catalog(path)
+    with again.session() as s:
+        assert s.execute(text("SELECT value FROM library_meta WHERE key='k'")).scalar() == "v"
+
+
+def test_a_catalog_from_a_newer_version_is_refused_untouched(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    open_catalog(path).dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    with pytest.raises(QuadratError, match="newer Quadrat"):
+        open_catalog(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("9999",)
+
+
+def test_a_file_that_is_not_a_database_gives_a_clear_error(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    path.write_bytes(b"definitely not sqlite" * 100)
+    with pytest.raises(QuadratError, match="cannot open the catalog"):
+        open_catalog(path)
+    assert path.read_bytes().startswith(b"definitely not sqlite")
