@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from app import paths
+from app.cli_args import positive_int
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
 
 log = logging.getLogger("quadrat.cli")
@@ -29,16 +30,6 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("folder", type=Path)
     library_option(index)
     model_option(index)
-    index.add_argument("--batch-size", type=_positive_int, default=32)
-    index.add_argument("--workers", type=_positive_int, default=None, help="decode threads")
+    index.add_argument("--batch-size", type=positive_int, default=32)
+    index.add_argument("--workers", type=positive_int, default=None, help="decode threads")
     index.add_argument("--metadata", type=Path, help="COCO-style metadata JSON")
     index.add_argument("--reindex", action="store_true", help="re-encode with a new model")
     index.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -78,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("text", nargs="?", default="")
     library_option(search)
     model_option(search)
-    search.add_argument("--top", type=_positive_int, default=20)
+    search.add_argument("--top", type=positive_int, default=20)
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
     search.add_argument("--method", default="text", choices=["text", "visret", "rerank", "hybrid"])
     search.add_argument("--taxon", help="only photos of this taxon (any rank or common name)")
@@ -90,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="write the demo collection to DIR")
     demo.add_argument("dir", type=Path)
-    demo.add_argument("--images-per-class", type=_positive_int, default=40)
+    demo.add_argument("--images-per-class", type=positive_int, default=40)
     demo.set_defaults(func=cmd_demo)
 
     export = sub.add_parser("export", help="export judgments, or copy the photos judged relevant")
@@ -98,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("out", type=Path, help="output file (judgments) or folder (photos)")
     library_option(export)
     export.add_argument("--format", default="csv", choices=["csv", "qrels"])
-    export.add_argument("--query", type=_positive_int, action="append", help="saved query id")
+    export.add_argument("--query", type=positive_int, action="append", help="saved query id")
     export.set_defaults(func=cmd_export)
 
     imp = sub.add_parser("import", help="import benchmark queries (and judgments) as saved queries")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from app.cli_args import positive_int
 from engine.errors import BadInputError
 
 
@@ -17,7 +18,7 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     p.add_argument("--model", help="model spec (default: the library's model)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--protocol", default="fullrank", choices=["fullrank", "rerank"])
-    p.add_argument("--k", type=int, default=50)
+    p.add_argument("--k", type=positive_int, default=50)
     p.add_argument("--method", default="text", choices=["text", "visret", "rerank", "hybrid"])
     p.add_argument("--run-out", help="write the ranked lists as a TREC run file")
     p.add_argument("--json", action="store_true")
@@ -38,8 +39,6 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     )
     from engine.search import Searcher
 
-    if args.k < 1:
-        raise BadInputError(f"--k must be at least 1, got {args.k}")
     queries = load_queries_csv(args.queries)
     judgments = load_judgments(args.judgments)
     with open_library(Path(args.library) if args.library else None) as library:

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from app.cli_args import positive_int
 from engine.evaluate import (
     evaluate_run,
     load_judgments,
@@ -20,16 +21,6 @@ from engine.evaluate import (
     qrels_for_run,
 )
 from engine.metrics import PROTOCOLS, MeanMetrics
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -44,7 +35,7 @@ def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type
         "--qrels", required=True, metavar="QRELS", help="TREC qrels or INQUIRE judgments CSV"
     )
     parser.add_argument(
-        "--k", type=_positive_int, default=50, help="cut-off rank (default: %(default)s)"
+        "--k", type=positive_int, default=50, help="cut-off rank (default: %(default)s)"
     )
     parser.add_argument(
         "--protocol",

@@ -275,6 +275,19 @@ class Indexer:
                 zip((e.rel_path for e in entries), pool.map(safe_hash, entries), strict=True)
             )
 
+    @staticmethod
+    def _known_content(
+        entry: FileEntry, row: _Row, embedded: set[int], report: IndexReport, jobs: list[_Job]
+    ) -> None:
+        """A file whose content the catalog already knows: skipped before, indexed, or pending
+        for this model."""
+        if row.status == STATUS_SKIPPED:
+            report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or "skipped"))
+        elif row.id in embedded:
+            report.unchanged += 1
+        else:
+            jobs.append(_Job(entry, row.id, row.content_hash))
+
     def _plan(
         self,
         root: Path,
@@ -296,12 +309,7 @@ class Indexer:
             if row is None:
                 new.append(entry)
             elif row.size == entry.size and row.mtime_ns == entry.mtime_ns:
-                if row.status == STATUS_SKIPPED:
-                    report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or "skipped"))
-                elif row.id in embedded:
-                    report.unchanged += 1
-                else:
-                    jobs.append(_Job(entry, row.id, row.content_hash))
+                self._known_content(entry, row, embedded, report, jobs)
             else:
                 changed.append((entry, row))
         cancel.check()
@@ -335,12 +343,7 @@ class Indexer:
                     row = vanished.pop(candidates.pop(0))
                     moves.append((row.id, entry))
                     report.moved += 1
-                    if row.status == STATUS_SKIPPED:
-                        report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or ""))
-                    elif row.id in embedded:
-                        report.unchanged += 1
-                    else:
-                        jobs.append(_Job(entry, row.id, row.content_hash))
+                    self._known_content(entry, row, embedded, report, jobs)
                 else:
                     still_new.append(entry)
             new = still_new
