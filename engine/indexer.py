@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,17 @@ class Indexer:
                 coll = s.get(Collection, collection_id)
                 if coll is not None and not report.cancelled:
                     coll.last_scanned_at = utcnow()
+        if not report.cancelled and index.needs_rebuild():
+            # The collection crossed the exact-search limit (or shrank far below it): switch the
+            # index kind now, with progress, rather than on the next open without any.
+            try:
+                self.library.rebuild_index(
+                    self.model_key,
+                    progress=lambda p: progress(replace(p, message="building the search index")),
+                    cancel=cancel,
+                )
+            except Cancelled:
+                log.info("index rebuild cancelled; the exact index stays in use")
         report.seconds = time.monotonic() - started
         log.info("%s: %s", root, report.summary())
         return report

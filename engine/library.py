@@ -18,6 +18,7 @@ from sqlalchemy import delete, select
 
 from engine.catalog import Catalog, Embedding, LibraryMeta, open_catalog
 from engine.errors import ModelMismatchError, QuadratError
+from engine.progress import CancelToken, ProgressCallback, no_progress
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,9 @@ class Library:
             ids = s.scalars(select(Embedding.image_id).where(Embedding.model_key == model_key))
             return np.fromiter(ids, dtype=np.int64)
 
-    def load_vectors(self, model_key: str, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def load_vectors(
+        self, model_key: str, ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of `model_key` from the catalog (all, or those of `ids`): (ids, vectors)."""
         dim = self._dim(model_key)
         out_ids: list[int] = []
@@ -168,7 +171,9 @@ class Library:
         if model_key == self.model_key and (dim := self.meta(META_MODEL_DIM)):
             return int(dim)
         with self.catalog.session() as s:
-            blob = s.scalar(select(Embedding.vector).where(Embedding.model_key == model_key).limit(1))
+            blob = s.scalar(
+                select(Embedding.vector).where(Embedding.model_key == model_key).limit(1)
+            )
         if blob is None:
             raise QuadratError(f"no vectors stored for model {model_key}")
         return len(blob) // 4
@@ -229,6 +234,26 @@ class Library:
             index, report = self._load_and_repair(model_key, None)
             self._indexes[model_key] = index
             return report
+
+    def rebuild_index(
+        self,
+        model_key: str,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ):  # -> VectorIndex
+        """Build the model's index afresh from the catalog (the kind chosen by size) and save it.
+
+        At a million photos an approximate (IVF) build takes minutes: it reports progress and
+        can be cancelled, leaving the previous index in place.
+        """
+        from engine.index import VectorIndex
+
+        ids, vectors = self.load_vectors(model_key)
+        log.info("building the vector index of %s for %d photos", model_key, len(ids))
+        index = VectorIndex.build(ids, vectors, progress=progress, cancel=cancel)
+        index.save(self.index_path(model_key))
+        self.set_index(model_key, index)
+        return index
 
     def save_index(self, model_key: str) -> None:
         with self._lock:

@@ -327,3 +327,20 @@ def test_cancel_interrupts_a_large_cpu_batch_between_slices(folder, library, dem
     assert encoder.encoded == 8  # one slice, not the whole batch of 32
     assert report.indexed == 8
     assert consistency(library, demo_encoder.model_key) == (8, 8, 8)
+
+
+def test_crossing_the_exact_search_limit_switches_to_an_approximate_index(
+    folder, library, demo_encoder, small_demo_collection, monkeypatch
+):
+    import engine.index
+
+    monkeypatch.setattr(engine.index, "EXACT_LIMIT", 20)
+    messages: list[str] = []
+    Indexer(library, demo_encoder).run(folder, progress=lambda p: messages.append(p.message))
+    index = library.vector_index(demo_encoder.model_key)
+    assert index.kind == "ivf"
+    assert "building the search index" in messages
+    n = small_demo_collection.image_count
+    assert consistency(library, demo_encoder.model_key) == (n, n, n)
+    hits = Searcher(library, demo_encoder).text("green square", top_k=3).hits
+    assert len(hits) == 3
