@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -156,7 +157,19 @@ class _TqdmProgress:
 # -- commands -------------------------------------------------------------------------------
 
 
+def _no_display() -> bool:
+    """True on a Linux/BSD session with no screen, where Qt would abort with a core dump."""
+    if sys.platform.startswith(("win", "darwin")) or os.environ.get("QT_QPA_PLATFORM"):
+        return False
+    return not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
+    if _no_display():
+        raise QuadratError(
+            "no display found for the window; run it on a desktop, or use the command line "
+            "(quadrat --help)"
+        )
     try:
         from app.main import run_gui
     except ImportError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -238,3 +239,16 @@ def test_import_then_export_judgments_and_copy_relevant_photos(
     )
     assert code == 0
     assert len(list((tmp_path / "copies").iterdir())) == expected // 12
+
+
+def test_the_window_without_a_display_gives_one_clear_line(tmp_path):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0 and "no display" in proc.stderr
