@@ -1,0 +1,30 @@
+"""HEIC photos (phones' default format) are indexed when pillow-heif is installed."""
+
+from __future__ import annotations
+
+import pytest
+
+pillow_heif = pytest.importorskip("pillow_heif")
+
+from PIL import Image  # noqa: E402
+
+from engine.indexer import Indexer  # noqa: E402
+from engine.library import Library  # noqa: E402
+from engine.scan import decode_image, walk_images  # noqa: E402
+
+
+def test_heic_files_are_listed_decoded_and_indexed(tmp_path, demo_encoder):
+    pillow_heif.register_heif_opener()
+    folder = tmp_path / "phone"
+    folder.mkdir()
+    Image.new("RGB", (64, 48), (200, 20, 20)).save(folder / "IMG_0001.HEIC")
+    Image.new("RGB", (64, 48), (20, 20, 200)).save(folder / "IMG_0002.heif")
+
+    assert [e.rel_path for e in walk_images(folder)] == ["IMG_0001.HEIC", "IMG_0002.heif"]
+    decoded = decode_image(folder / "IMG_0001.HEIC")
+    assert (decoded.width, decoded.height) == (64, 48)
+    r, g, b = decoded.image.getpixel((10, 10))
+    assert r > 150 and g < 60 and b < 60
+    with Library.open(tmp_path / "lib") as lib:
+        report = Indexer(lib, demo_encoder).run(folder)
+    assert report.indexed == 2 and report.skipped == []
