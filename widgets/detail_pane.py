@@ -89,6 +89,7 @@ class DetailPane(QWidget):
     """Everything known about the selected result. Emits requests; decides nothing."""
 
     moreLikeThisRequested = Signal(object)  # ResultItem
+    judgmentRequested = Signal(object)  # 1 relevant, 0 not relevant, None clear
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -143,10 +144,32 @@ class DetailPane(QWidget):
         buttons.addWidget(self.folder_button)
         buttons.addStretch(1)
 
+        self.relevant_button = QPushButton("✓ Relevant  (R)", self)
+        self.relevant_button.setObjectName("judgeRelevant")
+        self.not_relevant_button = QPushButton("✗ Not relevant  (N)", self)
+        self.not_relevant_button.setObjectName("judgeNotRelevant")
+        self.clear_button = QPushButton("Clear  (U)", self)
+        self.clear_button.setObjectName("judgeClear")
+        self.judgment_label = QLabel(self)
+        self.judgment_label.setObjectName("detailJudgment")
+        judging = QHBoxLayout()
+        for button, value in (
+            (self.relevant_button, 1),
+            (self.not_relevant_button, 0),
+            (self.clear_button, None),
+        ):
+            button.clicked.connect(lambda _checked=False, v=value: self.judgmentRequested.emit(v))
+            judging.addWidget(button)
+        for button in (self.relevant_button, self.not_relevant_button):
+            button.setCheckable(True)
+        judging.addStretch(1)
+
         body = QWidget(self)
         inner = QVBoxLayout(body)
         inner.setContentsMargins(10, 10, 10, 10)
         inner.addWidget(self.photo)
+        inner.addLayout(judging)
+        inner.addWidget(self.judgment_label)
         inner.addWidget(self.title)
         inner.addWidget(self.subtitle)
         line = QFrame(body)
@@ -171,7 +194,14 @@ class DetailPane(QWidget):
     def set_item(self, item: ResultItem | None) -> None:
         """Show `item`'s metadata at once; the large photo follows via `set_photo`."""
         self._item = item
-        for button in (self.more_button, self.copy_button, self.folder_button):
+        for button in (
+            self.more_button,
+            self.copy_button,
+            self.folder_button,
+            self.relevant_button,
+            self.not_relevant_button,
+            self.clear_button,
+        ):
             button.setEnabled(item is not None)
         if item is None:
             self.photo.set_photo(None, "Select a result to see it here")
@@ -206,6 +236,21 @@ class DetailPane(QWidget):
         self.fields["size"].setText(f"{width} × {height} px" if width and height else "—")
         self.fields["collection"].setText(getattr(d, "collection", None) or "—")
         self.fields["path"].setText(f'<a href="folder">{html.escape(item.path)}</a>')
+
+    def set_judgment(self, relevance: int | None, can_judge: bool = True) -> None:
+        """Show the selected photo's judgment for the open query."""
+        self.relevant_button.setChecked(relevance is not None and relevance > 0)
+        self.not_relevant_button.setChecked(relevance == 0)
+        for button in (self.relevant_button, self.not_relevant_button, self.clear_button):
+            button.setEnabled(self._item is not None and can_judge)
+        if self._item is None:
+            self.judgment_label.setText("")
+        elif relevance is None:
+            self.judgment_label.setText("Not judged for this query")
+        else:
+            self.judgment_label.setText(
+                "Judged relevant for this query" if relevance else "Judged not relevant"
+            )
 
     def set_photo(self, pixmap: QPixmap | None, error: str = "") -> None:
         self.photo.set_photo(pixmap, error or "No preview")

@@ -1,5 +1,5 @@
-"""The main window: query bar, results grid and status line in the centre; the library on the
-left, the photo's details on the right. The bottom dock area is kept free for the metrics panel.
+"""The main window: query bar, results grid and status line in the centre; the library and the
+saved queries (tabs) on the left, the photo's details on the right, the live metrics below.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
+    QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -19,7 +20,9 @@ from PySide6.QtWidgets import (
 
 from widgets.detail_pane import DetailPane
 from widgets.library_panel import LibraryPanel, dropped_folders
+from widgets.metrics_panel import MetricsPanel
 from widgets.query_bar import QueryBar
+from widgets.query_list import QueryListPanel
 from widgets.results import ResultsModel, ResultsView
 
 WINDOW_TITLE = "Quadrat"
@@ -30,6 +33,11 @@ class MainWindow(QMainWindow):
 
     settingsRequested = Signal()
     openLogFolderRequested = Signal()
+    benchmarkRequested = Signal()
+    importJudgmentsRequested = Signal()
+    exportJudgmentsRequested = Signal()
+    exportResultsRequested = Signal()
+    copyRelevantRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -71,16 +79,28 @@ class MainWindow(QMainWindow):
         self.detail_dock = self._dock(
             "Photo", "detailDock", self.detail_pane, Qt.DockWidgetArea.RightDockWidgetArea
         )
+        self.query_list = QueryListPanel(self)
+        self.queries_dock = self._dock(
+            "Queries", "queriesDock", self.query_list, Qt.DockWidgetArea.LeftDockWidgetArea
+        )
+        self.tabifyDockWidget(self.library_dock, self.queries_dock)
+        self.library_dock.raise_()
+        self.metrics_panel = MetricsPanel(self)
+        self.metrics_dock = self._dock(
+            "Metrics", "metricsDock", self.metrics_panel, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.resizeDocks(
             [self.library_dock, self.detail_dock], [330, 380], Qt.Orientation.Horizontal
         )
+        self.resizeDocks([self.metrics_dock], [230], Qt.Orientation.Vertical)
 
         self.model_label = QLabel(self)
         self.model_label.setObjectName("modelLabel")
         self.statusBar().addPermanentWidget(self.model_label)
         self._build_menus()
+        self._build_judging_actions()
         self.results_model.modelReset.connect(self._update_empty)
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
@@ -107,20 +127,63 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addActions([self.add_folder_action, self.settings_action])
         file_menu.addSeparator()
+        for label, signal in (
+            ("&Import queries and judgments…", self.importJudgmentsRequested),
+            ("Export &judgments…", self.exportJudgmentsRequested),
+            ("Export &results…", self.exportResultsRequested),
+            ("&Copy relevant photos to a folder…", self.copyRelevantRequested),
+        ):
+            action = QAction(label, self)
+            action.triggered.connect(signal)
+            file_menu.addAction(action)
+        file_menu.addSeparator()
         file_menu.addAction(quit_action)
 
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.library_dock.toggleViewAction())
+        view_menu.addAction(self.queries_dock.toggleViewAction())
         view_menu.addAction(self.detail_dock.toggleViewAction())
+        view_menu.addAction(self.metrics_dock.toggleViewAction())
         focus = QAction("Focus the query", self)
         focus.setShortcut(QKeySequence("Ctrl+L"))
         focus.triggered.connect(lambda: self.query_bar.edit.setFocus())
         view_menu.addAction(focus)
 
+        self.judge_menu = self.menuBar().addMenu("&Judge")
+        tools_menu = self.menuBar().addMenu("&Tools")
+        benchmark = QAction("&Benchmark…", self)
+        benchmark.triggered.connect(self.benchmarkRequested)
+        tools_menu.addAction(benchmark)
+
         help_menu = self.menuBar().addMenu("&Help")
         log_action = QAction("Open the log folder", self)
         log_action.triggered.connect(self.openLogFolderRequested)
         help_menu.addAction(log_action)
+
+    def _build_judging_actions(self) -> None:
+        """R / N / U / Ctrl+Z act where photos are looked at (the grid and the detail pane),
+        so typing in the query bar or the notes never judges a photo."""
+        self.relevant_action = QAction("Mark &relevant", self)
+        self.relevant_action.setShortcut(QKeySequence("R"))
+        self.not_relevant_action = QAction("Mark &not relevant", self)
+        self.not_relevant_action.setShortcut(QKeySequence("N"))
+        self.clear_judgment_action = QAction("&Clear the judgment", self)
+        self.clear_judgment_action.setShortcut(QKeySequence("U"))
+        self.undo_judgment_action = QAction("&Undo the last judgment", self)
+        self.undo_judgment_action.setShortcut(QKeySequence.StandardKey.Undo)
+        actions = [
+            self.relevant_action,
+            self.not_relevant_action,
+            self.clear_judgment_action,
+            self.undo_judgment_action,
+        ]
+        for action in actions:
+            action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.results.addActions(actions)
+        self.detail_pane.addActions(actions)
+        self.judge_menu.addActions(actions[:3])
+        self.judge_menu.addSeparator()
+        self.judge_menu.addAction(self.undo_judgment_action)
 
     # -- state shown by controllers ---------------------------------------------------------------
 
@@ -143,6 +206,20 @@ class MainWindow(QMainWindow):
         """A modal question; tests replace this method."""
         answer = QMessageBox.question(self, title, text)
         return answer == QMessageBox.StandardButton.Yes
+
+    def ask_open_file(self, caption: str, file_filter: str) -> str | None:
+        """A file to read, or None; tests replace this method."""
+        path, _ = QFileDialog.getOpenFileName(self, caption, "", file_filter)
+        return path or None
+
+    def ask_save_file(self, caption: str, suggested: str, file_filter: str) -> str | None:
+        """A file to write, or None; tests replace this method."""
+        path, _ = QFileDialog.getSaveFileName(self, caption, suggested, file_filter)
+        return path or None
+
+    def ask_folder(self, caption: str) -> str | None:
+        """A folder, or None; tests replace this method."""
+        return QFileDialog.getExistingDirectory(self, caption) or None
 
     # -- geometry (the only thing kept in QSettings) --------------------------------------------
 

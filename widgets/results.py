@@ -5,8 +5,10 @@ placeholder; asking the model for `ResultRole.Thumbnail` schedules a load throug
 `ThumbnailSource` the application gives it, so only rows that are painted load. When a
 thumbnail arrives only its row is refreshed.
 
-Relevance marking slots in through `ResultRole.Judgment` (None = not judged, 1 relevant,
-0 not relevant): the model stores it, the delegate marks judged photos.
+Relevance marking goes through `ResultRole.Judgment` (None = not judged, 1 relevant,
+0 not relevant): the model stores it, the delegate marks judged photos with a coloured border
+and a badge, and paints a toggle in the thumbnail's corner; clicking it asks the controller to
+cycle the judgment (relevant -> not relevant -> cleared).
 """
 
 from __future__ import annotations
@@ -17,15 +19,27 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import (
     QAbstractListModel,
+    QEvent,
     QModelIndex,
     QObject,
     QPersistentModelIndex,
+    QPoint,
     QRect,
     QSize,
     Qt,
     Signal,
 )
-from PySide6.QtGui import QAction, QColor, QFont, QFontMetrics, QPainter, QPen, QPixmap
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QMouseEvent,
+    QPainter,
+    QPainterPath,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QListView,
@@ -38,6 +52,7 @@ from PySide6.QtWidgets import (
 
 THUMB_SIZE = 160
 CELL = QSize(THUMB_SIZE + 16, THUMB_SIZE + 44)
+TOGGLE_SIZE = 24  # the judgment toggle in a thumbnail's top-right corner
 
 
 class ResultRole(IntEnum):
@@ -103,6 +118,28 @@ class ResultsModel(QAbstractListModel):
 
     def row_of(self, image_id: int) -> int | None:
         return self._rows.get(image_id)
+
+    def set_judgments(self, judgments: dict[int, int]) -> None:
+        """Replace every judgment (a query was opened); repaints the rows only."""
+        self._judgments = dict(judgments)
+        if self._items:
+            self.dataChanged.emit(
+                self.index(0, 0), self.index(len(self._items) - 1, 0), [ResultRole.Judgment]
+            )
+
+    def set_judgment(self, image_id: int, relevance: int | None) -> None:
+        """Change one photo's judgment; only its row (if shown) is refreshed."""
+        if relevance is None:
+            self._judgments.pop(image_id, None)
+        else:
+            self._judgments[image_id] = int(relevance)
+        row = self._rows.get(image_id)
+        if row is not None:
+            index = self.index(row, 0)
+            self.dataChanged.emit(index, index, [ResultRole.Judgment])
+
+    def judgment(self, image_id: int) -> int | None:
+        return self._judgments.get(image_id)
 
     def thumbnail_ready(self, image_id: int) -> None:
         """Refresh only the row showing `image_id` (a thumbnail arrived)."""
@@ -186,8 +223,20 @@ def model_data(index: QModelIndex | QPersistentModelIndex, role: int) -> Any:
     return value
 
 
+def toggle_rect(cell: QRect) -> QRect:
+    """Where a cell's judgment toggle is: the thumbnail's top-right corner."""
+    card = cell.adjusted(3, 3, -3, -3)
+    thumb_right, thumb_top = card.right() - 5, card.top() + 5
+    return QRect(thumb_right - TOGGLE_SIZE - 3, thumb_top + 4, TOGGLE_SIZE, TOGGLE_SIZE)
+
+
 class ThumbnailDelegate(QStyledItemDelegate):
-    """Paints a card: thumbnail (or placeholder), rank badge, score, caption."""
+    """Paints a card: thumbnail (or placeholder), rank badge, judgment toggle, score, caption.
+
+    A click on the toggle emits `toggleClicked` with the row; the view turns it into a request.
+    """
+
+    toggleClicked = Signal(int)  # row
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -236,9 +285,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
         judgment = model_data(index, ResultRole.Judgment)
         if judgment is not None:
             colour = self._relevant if judgment else self._not_relevant
-            painter.setPen(QPen(colour, 3))
+            painter.setPen(QPen(colour, 4))
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawRoundedRect(thumb_rect.adjusted(1, 1, -1, -1), 4, 4)
+            painter.drawRoundedRect(thumb_rect.adjusted(2, 2, -2, -2), 4, 4)
+        hovered = bool(option.state & QStyle.StateFlag.State_MouseOver)
+        self._paint_toggle(painter, toggle_rect(option.rect), judgment, hovered or selected)
 
         rank = model_data(index, ResultRole.Rank)
         painter.setFont(self._badge_font)
@@ -281,6 +332,55 @@ class ThumbnailDelegate(QStyledItemDelegate):
         )
         painter.restore()
 
+    def _paint_toggle(
+        self, painter: QPainter, rect: QRect, judgment: int | None, emphasised: bool
+    ) -> None:
+        """A round badge: green check (relevant), red cross (not relevant), or an empty ring
+        that invites a click (shown stronger on the hovered or selected card)."""
+        if judgment is None:
+            painter.setPen(QPen(QColor(255, 255, 255, 230 if emphasised else 150), 2))
+            painter.setBrush(QColor(20, 30, 25, 110 if emphasised else 60))
+            painter.drawEllipse(rect)
+            return
+        colour = self._relevant if judgment else self._not_relevant
+        painter.setPen(QPen(QColor("#ffffff"), 2))
+        painter.setBrush(colour)
+        painter.drawEllipse(rect)
+        pen = QPen(QColor("#ffffff"), 2.6)
+        pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+        pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+        painter.setPen(pen)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        x, y, w = rect.left(), rect.top(), rect.width()
+        path = QPainterPath()
+        if judgment:
+            path.moveTo(x + w * 0.27, y + w * 0.52)
+            path.lineTo(x + w * 0.44, y + w * 0.68)
+            path.lineTo(x + w * 0.74, y + w * 0.34)
+        else:
+            path.moveTo(x + w * 0.32, y + w * 0.32)
+            path.lineTo(x + w * 0.68, y + w * 0.68)
+            path.moveTo(x + w * 0.68, y + w * 0.32)
+            path.lineTo(x + w * 0.32, y + w * 0.68)
+        painter.drawPath(path)
+
+    def editorEvent(
+        self,
+        event: QEvent,
+        model: Any,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+    ) -> bool:  # noqa: N802
+        if (
+            event.type() == QEvent.Type.MouseButtonRelease
+            and isinstance(event, QMouseEvent)
+            and event.button() == Qt.MouseButton.LeftButton
+            and toggle_rect(option.rect).contains(event.position().toPoint())
+        ):
+            self.toggleClicked.emit(index.row())
+            return True
+        return super().editorEvent(event, model, option, index)
+
 
 class ResultsView(QListView):
     """The grid. Emits the current item and the context-menu requests; decides nothing."""
@@ -289,6 +389,8 @@ class ResultsView(QListView):
     moreLikeThisRequested = Signal(object)  # ResultItem
     openFolderRequested = Signal(str)
     copyPathRequested = Signal(str)
+    judgmentCycleRequested = Signal(object)  # ResultItem whose toggle was clicked
+    judgmentRequested = Signal(object, object)  # ResultItem, 1 / 0 / None (context menu)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -304,7 +406,10 @@ class ResultsView(QListView):
         self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.verticalScrollBar().setSingleStep(24)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
-        self.setItemDelegate(ThumbnailDelegate(self))
+        self.setMouseTracking(True)  # the hovered card shows its toggle stronger
+        self.delegate = ThumbnailDelegate(self)
+        self.delegate.toggleClicked.connect(self._on_toggle_clicked)
+        self.setItemDelegate(self.delegate)
         self.setDragEnabled(False)
 
     def setModel(self, model: Any) -> None:  # noqa: N802
@@ -322,6 +427,24 @@ class ResultsView(QListView):
         index = self.currentIndex()
         return model_data(index, ResultRole.Item) if index.isValid() else None
 
+    def select_row(self, row: int) -> None:
+        """Make `row` the current, selected and visible result (if it exists)."""
+        model = self.model()
+        if model is None or not 0 <= row < model.rowCount():
+            return
+        index = model.index(row, 0)
+        self.setCurrentIndex(index)
+        self.scrollTo(index)
+
+    def toggle_center(self, row: int) -> QPoint:
+        """The judgment toggle's centre of a row, in viewport coordinates (for tests)."""
+        return toggle_rect(self.visualRect(self.model().index(row, 0))).center()
+
+    def _on_toggle_clicked(self, row: int) -> None:
+        item = model_data(self.model().index(row, 0), ResultRole.Item)
+        if item is not None:
+            self.judgmentCycleRequested.emit(item)
+
     def contextMenuEvent(self, event: Any) -> None:  # noqa: N802
         index = self.indexAt(event.pos())
         if not index.isValid():
@@ -335,4 +458,11 @@ class ResultsView(QListView):
         copy = QAction("Copy path", menu)
         copy.triggered.connect(lambda: self.copyPathRequested.emit(item.path))
         menu.addActions([more, folder, copy])
+        menu.addSeparator()
+        for label, value in (("Relevant", 1), ("Not relevant", 0), ("Clear judgment", None)):
+            action = QAction(label, menu)
+            action.triggered.connect(
+                lambda _checked=False, v=value: self.judgmentRequested.emit(item, v)
+            )
+            menu.addAction(action)
         menu.exec(event.globalPos())

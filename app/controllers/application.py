@@ -10,7 +10,9 @@ from PySide6.QtCore import QSettings, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 
 from app import paths
+from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
+from app.controllers.judging import JudgingController
 from app.controllers.library import LibraryController
 from app.controllers.search import SearchController
 from app.controllers.session import EncoderLoader, LibrarySession
@@ -85,7 +87,30 @@ class Application:
         )
         w.results.copyPathRequested.connect(lambda p: QGuiApplication.clipboard().setText(p))
         w.results.activated.connect(lambda _index: w.detail_dock.show())
-        for source in (self.library.message, self.search.message):
+        self.judging = JudgingController(
+            self.runner,
+            self.session,
+            w.results_model,
+            w.results,
+            w.detail_pane,
+            w.metrics_panel,
+            w.query_list,
+            w.query_bar,
+            self.thumbnails,
+            lambda title, text: w.ask_yes_no(title, text),
+        )
+        self.search.searchFinished.connect(self.judging.on_search_finished)
+        w.relevant_action.triggered.connect(lambda: self.judging.judge_current(1))
+        w.not_relevant_action.triggered.connect(lambda: self.judging.judge_current(0))
+        w.clear_judgment_action.triggered.connect(lambda: self.judging.judge_current(None))
+        w.undo_judgment_action.triggered.connect(self.judging.undo)
+        self.benchmark = BenchmarkController(self.runner, self.session)
+        w.benchmarkRequested.connect(self.open_benchmark)
+        w.importJudgmentsRequested.connect(self.import_judgments)
+        w.exportJudgmentsRequested.connect(self.export_judgments)
+        w.exportResultsRequested.connect(self.export_results)
+        w.copyRelevantRequested.connect(self.copy_relevant)
+        for source in (self.library.message, self.search.message, self.judging.message):
             source.connect(w.set_status)
         self.library.indexingFinished.connect(self._on_indexing_finished)
         self.search.searchFinished.connect(
@@ -161,6 +186,8 @@ class Application:
             return
         self._closed = True
         self.library.cancel_indexing()
+        self.window.query_list.flush_notes()
+        self.benchmark.cancel()
         self.runner.cancel_all()
         if not self.runner.wait(timeout_s):
             log.warning("background work still running at shutdown")
@@ -168,6 +195,50 @@ class Application:
         for dialog in list(self.errors.dialogs):
             dialog.done(0)
         self.session.close()
+
+    # -- benchmark, import and export ------------------------------------------------------------
+
+    def open_benchmark(self) -> object:
+        dialog = self.benchmark.open_dialog(self.window)
+        if self.demo and not dialog.queries_edit.text():
+            # The demo collection ships INQUIRE-style benchmark files: offer them.
+            root = paths.demo_collection_dir()
+            if (root / "queries.csv").is_file():
+                dialog.set_files(str(root / "queries.csv"), str(root / "judgments.csv"))
+        return dialog
+
+    def import_judgments(self) -> None:
+        queries = self.window.ask_open_file(
+            "Benchmark queries to import (INQUIRE CSV)", "CSV (*.csv);;All files (*)"
+        )
+        if not queries:
+            return
+        judgments = self.window.ask_open_file(
+            "Their judgments (INQUIRE CSV or TREC qrels); cancel to import only the queries",
+            "Judgments (*.csv *.txt *.qrels);;All files (*)",
+        )
+        self.judging.import_judgments(queries, judgments)
+
+    def export_judgments(self) -> None:
+        path = self.window.ask_save_file(
+            "Export the judgments of every query",
+            "judgments.csv",
+            "INQUIRE-style CSV (*.csv);;TREC qrels (*.qrels *.txt)",
+        )
+        if path:
+            self.judging.export_judgments(path)
+
+    def export_results(self) -> None:
+        path = self.window.ask_save_file(
+            "Export the results shown, with judgments and metadata", "results.csv", "CSV (*.csv)"
+        )
+        if path:
+            self.judging.export_results(path)
+
+    def copy_relevant(self) -> None:
+        folder = self.window.ask_folder("Copy the photos judged relevant to…")
+        if folder:
+            self.judging.copy_relevant(folder)
 
     # -- settings ---------------------------------------------------------------------------------
 

@@ -1,0 +1,257 @@
+"""Benchmark runs from the window: the same engine calls as `quadrat evaluate`, in a worker,
+one pass per chosen method, with progress, Cancel and a CSV export of the tables."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from app.controllers.session import LibrarySession
+from app.workers import READ, TaskContext, TaskHandle, TaskRunner
+from engine.errors import BadInputError
+from engine.progress import Progress
+from widgets.benchmark_view import (
+    BenchmarkDialog,
+    BenchmarkRequest,
+    BenchmarkTables,
+    CategoryRow,
+    QueryRow,
+    SummaryRow,
+)
+
+log = logging.getLogger(__name__)
+
+
+def available_methods() -> tuple[str, ...]:
+    from engine.benchmark import METHODS
+
+    return tuple(METHODS)
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    request: BenchmarkRequest
+    tables: BenchmarkTables
+    results: dict[str, Any]  # method -> engine.evaluate.BenchmarkResult
+    seconds: float
+
+
+def build_tables(
+    request: BenchmarkRequest, texts: dict[str, str], results: dict[str, Any]
+) -> BenchmarkTables:
+    """The dialog's tables from one `BenchmarkResult` per method."""
+    summary, per_query, per_category = [], [], []
+    unresolved = 0
+    for method, result in results.items():
+        mean = result.mean
+        summary.append(SummaryRow(method, mean.queries, mean.mAP, mean.mean_nDCG, mean.MRR))
+        unresolved = max(unresolved, result.unresolved_judgments)
+        for m in result.per_query:
+            per_query.append(
+                QueryRow(m.query_id, texts.get(m.query_id, ""), method, m.AP, m.nDCG, m.RR, m.R)
+            )
+        for column, groups in result.by_category.items():
+            for value, group in groups.items():
+                per_category.append(
+                    CategoryRow(column, value, method, group.queries, group.mAP, group.mean_nDCG)
+                )
+    note = (
+        f"{unresolved:,} judgments name photos that are not in the library; they are left out of R"
+        if unresolved
+        else ""
+    )
+    return BenchmarkTables(request.k, request.protocol, summary, per_query, per_category, note)
+
+
+def tables_csv(tables: BenchmarkTables) -> str:
+    """One CSV with a `level` column: mean, query and category rows."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    k = tables.k
+    writer.writerow(
+        ["level", "method", "query_id", "text", "column", "value", "queries", "R",
+         f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "protocol"]
+    )  # fmt: skip
+    for r in tables.summary:
+        writer.writerow(
+            ["mean", r.method, "", "", "", "", r.queries, "",
+             f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol]
+        )  # fmt: skip
+    for q in tables.per_query:
+        writer.writerow(
+            ["query", q.method, q.query_id, q.text, "", "", "", q.R,
+             f"{q.AP:.6f}", f"{q.nDCG:.6f}", f"{q.RR:.6f}", tables.protocol]
+        )  # fmt: skip
+    for c in tables.per_category:
+        writer.writerow(
+            ["category", c.method, "", "", c.column, c.value, c.queries, "",
+             f"{c.mAP:.6f}", f"{c.mean_nDCG:.6f}", "", tables.protocol]
+        )  # fmt: skip
+    return buffer.getvalue()
+
+
+class BenchmarkController(QObject):
+    """Opens the benchmark view and runs what it asks for."""
+
+    finished = Signal(object)  # BenchmarkOutcome, or None when cancelled or failed
+
+    def __init__(self, runner: TaskRunner, session: LibrarySession) -> None:
+        super().__init__()
+        self.runner = runner
+        self.session = session
+        self.dialog: BenchmarkDialog | None = None
+        self.outcome: BenchmarkOutcome | None = None
+        self._handle: TaskHandle | None = None
+
+    def open_dialog(self, parent: QWidget | None = None) -> BenchmarkDialog:
+        if self.dialog is None:
+            dialog = BenchmarkDialog(available_methods(), parent)
+            dialog.runRequested.connect(self.run)
+            dialog.cancelRequested.connect(self.cancel)
+            dialog.exportRequested.connect(self.export)
+            dialog.rejected.connect(self.cancel)
+            self.dialog = dialog
+        self.dialog.show()
+        self.dialog.raise_()
+        return self.dialog
+
+    @property
+    def running(self) -> bool:
+        return self._handle is not None and self._handle.running
+
+    def run(self, request: BenchmarkRequest) -> TaskHandle | None:
+        dialog = self.dialog
+        problem = self._problem(request)
+        if problem:
+            if dialog is not None:
+                dialog.status.setText(problem)
+            return None
+        session = self.session
+        library = session.library
+
+        def work(ctx: TaskContext) -> BenchmarkOutcome:
+            import time
+
+            from engine.benchmark import JudgmentResolver, candidate_lists, method_search
+            from engine.evaluate import load_judgments, load_queries_csv, run_benchmark
+            from engine.search import Searcher
+
+            started = time.monotonic()
+            queries = load_queries_csv(request.queries)
+            judgments = load_judgments(request.judgments)
+            searcher = Searcher(library, session.ensure_encoder())
+            resolver = JudgmentResolver(library)
+            total = len(queries) * len(request.methods)
+            results: dict[str, Any] = {}
+            for number, method in enumerate(request.methods):
+                offset = number * len(queries)
+
+                def progress(p: Progress, offset: int = offset, method: str = method) -> None:
+                    ctx.progress(Progress(offset + p.done, total, message=f"{method}: {p.message}"))
+
+                results[method] = run_benchmark(
+                    queries,
+                    judgments,
+                    method_search(searcher, method, max(request.k, 100)),
+                    resolver,
+                    k=request.k,
+                    protocol=request.protocol,
+                    candidates=candidate_lists(searcher) if request.protocol == "rerank" else None,
+                    progress=progress,
+                    cancel=ctx.cancel,
+                )
+            texts = {q.query_id: q.text for q in queries}
+            return BenchmarkOutcome(
+                request, build_tables(request, texts, results), results, time.monotonic() - started
+            )
+
+        if dialog is not None:
+            dialog.set_running(True, "Running the benchmark…")
+        self._handle = self.runner.submit(
+            work,
+            title="Running the benchmark",
+            pool=READ,
+            group="benchmark",
+            on_success=self._done,
+            on_failure=self._failed,
+            on_progress=self._progress,
+            on_cancelled=self._cancelled,
+        )
+        return self._handle
+
+    def _problem(self, request: BenchmarkRequest) -> str:
+        if self.session.library is None or self.session.model_key is None:
+            return "The library has no indexed photos yet: add a folder first."
+        if not self.session.ready:
+            return "The search engine is still loading; try again in a moment."
+        for what, path in (("queries", request.queries), ("judgments", request.judgments)):
+            if not path:
+                return f"Choose a {what} file."
+            if not Path(path).is_file():
+                return f"The {what} file does not exist: {path}"
+        if not request.methods:
+            return "Choose at least one method."
+        return ""
+
+    def _progress(self, p: Progress) -> None:
+        if self.dialog is not None:
+            self.dialog.set_progress(p.done, p.total, p.message)
+
+    def _done(self, outcome: BenchmarkOutcome) -> None:
+        self.outcome = outcome
+        if self.dialog is not None:
+            self.dialog.set_running(False)
+            self.dialog.show_tables(outcome.tables)
+            best = max(outcome.tables.summary, key=lambda r: r.mAP, default=None)
+            if best is not None:
+                self.dialog.status.setText(
+                    (outcome.tables.note + "\n" if outcome.tables.note else "")
+                    + f"Done in {outcome.seconds:.1f} s: best mAP@{outcome.request.k} "
+                    f"{best.mAP:.3f} ({best.method}, {best.queries} queries)"
+                )
+        self.finished.emit(outcome)
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.dialog is not None:
+            self.dialog.set_running(False, "The benchmark failed.")
+        if isinstance(exc, BadInputError) and self.dialog is not None:
+            # A bad file is the user's to fix: say so in the dialog, no error box.
+            self.dialog.status.setText(str(exc))
+        elif self.runner.error_handler is not None:
+            self.runner.error_handler(exc, "Running the benchmark")
+        self.finished.emit(None)
+
+    def _cancelled(self) -> None:
+        if self.dialog is not None:
+            self.dialog.set_running(False, "Cancelled.")
+        self.finished.emit(None)
+
+    def cancel(self) -> None:
+        if self._handle is not None and self._handle.running:
+            self._handle.token.cancel()  # the run stops at the next query and says so
+
+    def export(self, path: str) -> TaskHandle | None:
+        outcome = self.outcome
+        if outcome is None:
+            return None
+        text = tables_csv(outcome.tables)
+
+        def write(ctx: TaskContext) -> Path:
+            out = Path(path)
+            out.write_text(text, encoding="utf-8", newline="")
+            return out
+
+        def written(out: Path) -> None:
+            if self.dialog is not None:
+                self.dialog.status.setText(f"Wrote {out}")
+
+        return self.runner.submit(
+            write, title="Exporting the benchmark", pool=READ, on_success=written
+        )

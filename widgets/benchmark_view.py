@@ -1,0 +1,284 @@
+"""The benchmark view: pick a queries file and a judgments file, the methods, k and the
+protocol; run with progress and Cancel; read the tables per query and per category; export.
+
+A non-modal dialog that shows a `BenchmarkTables` it is given and emits requests; the benchmark
+controller runs the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QTabWidget,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+K_CHOICES = (10, 20, 50, 100)
+FILE_FILTER = "Benchmark files (*.csv *.txt *.qrels);;All files (*)"
+
+
+@dataclass(frozen=True)
+class BenchmarkRequest:
+    queries: str
+    judgments: str
+    methods: tuple[str, ...]
+    k: int
+    protocol: str
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    method: str
+    queries: int  # queries with R > 0, over which the means are taken
+    mAP: float
+    mean_nDCG: float
+    MRR: float
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    query_id: str
+    text: str
+    method: str
+    AP: float
+    nDCG: float
+    RR: float
+    R: int
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    column: str
+    value: str
+    method: str
+    queries: int
+    mAP: float
+    mean_nDCG: float
+
+
+@dataclass(frozen=True)
+class BenchmarkTables:
+    k: int
+    protocol: str
+    summary: list[SummaryRow] = field(default_factory=list)
+    per_query: list[QueryRow] = field(default_factory=list)
+    per_category: list[CategoryRow] = field(default_factory=list)
+    note: str = ""
+
+
+def _tree(headers: Sequence[str], name: str, parent: QWidget) -> QTreeWidget:
+    tree = QTreeWidget(parent)
+    tree.setObjectName(name)
+    tree.setHeaderLabels(list(headers))
+    tree.setRootIsDecorated(False)
+    tree.setUniformRowHeights(True)
+    tree.setAlternatingRowColors(True)
+    tree.setSortingEnabled(True)
+    return tree
+
+
+def _fill(tree: QTreeWidget, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    tree.setSortingEnabled(False)
+    tree.clear()
+    tree.setHeaderLabels(list(headers))
+    for row in rows:
+        item = QTreeWidgetItem()
+        for column, value in enumerate(row):
+            if isinstance(value, float):
+                item.setText(column, f"{value:.3f}")
+                item.setData(column, Qt.ItemDataRole.UserRole, value)
+                item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
+            elif isinstance(value, int):
+                item.setText(column, str(value))
+                item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
+            else:
+                item.setText(column, str(value))
+        tree.addTopLevelItem(item)
+    header = tree.header()
+    for column in range(len(headers)):
+        header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+    tree.setSortingEnabled(True)
+    tree.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # keep the given order until clicked
+
+
+class BenchmarkDialog(QDialog):
+    """Runs benchmark files against the library. Emits requests; decides nothing."""
+
+    runRequested = Signal(object)  # BenchmarkRequest
+    cancelRequested = Signal()
+    exportRequested = Signal(str)  # path
+
+    def __init__(self, methods: Sequence[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("benchmarkDialog")
+        self.setWindowTitle("Quadrat — benchmark")
+        self.resize(900, 640)
+        self.tables: BenchmarkTables | None = None
+
+        self.queries_edit = QLineEdit(self)
+        self.queries_edit.setObjectName("benchmarkQueries")
+        self.queries_edit.setPlaceholderText("queries CSV (INQUIRE format)")
+        self.judgments_edit = QLineEdit(self)
+        self.judgments_edit.setObjectName("benchmarkJudgments")
+        self.judgments_edit.setPlaceholderText("judgments: INQUIRE CSV or TREC qrels")
+        self.method_boxes: dict[str, QCheckBox] = {}
+        methods_row = QHBoxLayout()
+        for method in methods:
+            box = QCheckBox(method, self)
+            box.setChecked(True)
+            self.method_boxes[method] = box
+            methods_row.addWidget(box)
+        methods_row.addStretch(1)
+        self.k_combo = QComboBox(self)
+        for k in K_CHOICES:
+            self.k_combo.addItem(str(k), k)
+        self.k_combo.setCurrentIndex(self.k_combo.findData(50))
+        self.protocol = QComboBox(self)
+        self.protocol.addItem("fullrank (rank the whole library)", "fullrank")
+        self.protocol.addItem("rerank (reorder the text method's top 100)", "rerank")
+
+        form = QFormLayout()
+        form.addRow("Queries:", self._file_row(self.queries_edit, "Choose a queries file"))
+        form.addRow("Judgments:", self._file_row(self.judgments_edit, "Choose a judgments file"))
+        form.addRow("Methods:", methods_row)
+        options = QHBoxLayout()
+        options.addWidget(QLabel("k:", self))
+        options.addWidget(self.k_combo)
+        options.addSpacing(16)
+        options.addWidget(QLabel("Protocol:", self))
+        options.addWidget(self.protocol)
+        options.addStretch(1)
+        form.addRow("", options)
+
+        self.run_button = QPushButton("Run", self)
+        self.run_button.setObjectName("benchmarkRun")
+        self.run_button.setDefault(True)
+        self.run_button.clicked.connect(self._run)
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.clicked.connect(self.cancelRequested)
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar(self)
+        self.progress.setTextVisible(True)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.export_button = QPushButton("Export CSV…", self)
+        self.export_button.setEnabled(False)
+        self.export_button.clicked.connect(self._export)
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.run_button)
+        run_row.addWidget(self.cancel_button)
+        run_row.addWidget(self.progress, 1)
+        run_row.addWidget(self.export_button)
+
+        self.status = QLabel(self)
+        self.status.setObjectName("benchmarkStatus")
+        self.status.setWordWrap(True)
+        self.summary = _tree([], "benchmarkSummary", self)
+        self.summary.setMaximumHeight(110)
+        self.per_query = _tree([], "benchmarkPerQuery", self)
+        self.per_category = _tree([], "benchmarkPerCategory", self)
+        tabs = QTabWidget(self)
+        tabs.addTab(self.per_query, "Per query")
+        tabs.addTab(self.per_category, "Per category")
+        self.tabs = tabs
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addLayout(run_row)
+        layout.addWidget(self.status)
+        layout.addWidget(self.summary)
+        layout.addWidget(tabs, 1)
+
+    def _file_row(self, edit: QLineEdit, caption: str) -> QHBoxLayout:
+        browse = QPushButton("Browse…", self)
+        browse.clicked.connect(lambda: self._browse(edit, caption))
+        row = QHBoxLayout()
+        row.addWidget(edit, 1)
+        row.addWidget(browse)
+        return row
+
+    def _browse(self, edit: QLineEdit, caption: str) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, caption, edit.text(), FILE_FILTER)
+        if path:
+            edit.setText(path)
+
+    def set_files(self, queries: str, judgments: str) -> None:
+        self.queries_edit.setText(queries)
+        self.judgments_edit.setText(judgments)
+
+    def request(self) -> BenchmarkRequest:
+        return BenchmarkRequest(
+            self.queries_edit.text().strip(),
+            self.judgments_edit.text().strip(),
+            tuple(m for m, box in self.method_boxes.items() if box.isChecked()),
+            int(self.k_combo.currentData()),
+            str(self.protocol.currentData()),
+        )
+
+    def _run(self) -> None:
+        self.runRequested.emit(self.request())
+
+    def _export(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export the benchmark tables", "benchmark.csv", "CSV (*.csv)"
+        )
+        if path:
+            self.exportRequested.emit(path)
+
+    # -- state shown by the controller ----------------------------------------------------------
+
+    def set_running(self, running: bool, message: str = "") -> None:
+        self.run_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.export_button.setEnabled(not running and self.tables is not None)
+        if running:
+            self.progress.setRange(0, 0)
+        self.status.setText(message)
+
+    def set_progress(self, done: int, total: int, message: str = "") -> None:
+        self.progress.setRange(0, max(1, total))
+        self.progress.setValue(min(done, total))
+        self.progress.setFormat(f"{done} / {total}")
+        if message:
+            self.status.setText(message)
+
+    def show_tables(self, tables: BenchmarkTables) -> None:
+        self.tables = tables
+        k = tables.k
+        _fill(
+            self.summary,
+            ["Method", "Queries", f"mAP@{k}", f"nDCG@{k}", f"MRR@{k}"],
+            [(r.method, r.queries, r.mAP, r.mean_nDCG, r.MRR) for r in tables.summary],
+        )
+        _fill(
+            self.per_query,
+            ["Query", "Text", "Method", f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "R"],
+            [(r.query_id, r.text, r.method, r.AP, r.nDCG, r.RR, r.R) for r in tables.per_query],
+        )
+        _fill(
+            self.per_category,
+            ["Column", "Value", "Method", "Queries", f"mAP@{k}", f"nDCG@{k}"],
+            [
+                (r.column, r.value, r.method, r.queries, r.mAP, r.mean_nDCG)
+                for r in tables.per_category
+            ],
+        )
+        self.export_button.setEnabled(True)
+        self.status.setText(tables.note)

@@ -1,0 +1,336 @@
+"""The live metrics panel: the current run's P@k, R@k, AP@k, nDCG@k, RR and judged@k, every
+run of the query side by side, a precision-at-rank chart and the stop-rule indicator.
+
+The panel only shows numbers it is given (`MetricsView`); the judging controller computes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPaintEvent, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+K_CHOICES = (10, 20, 50, 100)
+# (key in RunMetrics.values, label before "@k" or alone, shown as a percentage?)
+METRICS: tuple[tuple[str, str, bool], ...] = (
+    ("P", "P@{k}", False),
+    ("R_at_k", "R@{k}", False),
+    ("AP", "AP@{k}", False),
+    ("nDCG", "nDCG@{k}", False),
+    ("RR", "RR@{k}", False),
+    ("judged", "judged@{k}", True),
+)
+RUN_COLOURS = ("#2f6f4f", "#c0392b", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b")
+
+
+def format_metric(value: float, percent: bool = False) -> str:
+    return f"{value:.0%}" if percent else f"{value:.3f}"
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """One run's numbers at the panel's k."""
+
+    run_id: int
+    method: str
+    label: str  # e.g. "text · 14:03"
+    values: dict[str, float]  # keys of METRICS
+    curve: list[float]  # P@i for i = 1..min(k, len(run))
+    trailing_nonrelevant: int
+    last_relevant_rank: int | None
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    """Everything the panel shows, for one query."""
+
+    title: str
+    k: int
+    relevant: int  # R: judged relevant under any method
+    judged: int
+    current_run_id: int | None
+    runs: list[RunMetrics] = field(default_factory=list)
+
+    @property
+    def current(self) -> RunMetrics | None:
+        return next((r for r in self.runs if r.run_id == self.current_run_id), None)
+
+
+class PrecisionChart(QWidget):
+    """Precision at rank 1..k, one line per run (plain QPainter)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("precisionChart")
+        self.setMinimumSize(260, 140)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self._runs: list[RunMetrics] = []
+        self._current: int | None = None
+        self._k = 10
+
+    def set_runs(self, runs: Sequence[RunMetrics], current: int | None, k: int) -> None:
+        self._runs, self._current, self._k = list(runs), current, k
+        self.update()
+
+    def runs(self) -> list[RunMetrics]:
+        return list(self._runs)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(420, 170)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        painter.fillRect(self.rect(), QColor("#ffffff"))
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
+        painter.setFont(font)
+        metrics = painter.fontMetrics()
+        left, top = metrics.horizontalAdvance("1.0") + 10, 8
+        bottom = metrics.height() + 8
+        legend_w = max((metrics.horizontalAdvance(r.label) + 26 for r in self._runs), default=0)
+        plot = QRectF(
+            left, top, max(10.0, self.width() - left - legend_w - 14), self.height() - top - bottom
+        )
+        axis = QColor("#9aa3ab")
+        painter.setPen(QPen(QColor("#e6e9ec"), 1))
+        for fraction in (0.25, 0.5, 0.75, 1.0):
+            y = plot.bottom() - fraction * plot.height()
+            painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
+        painter.setPen(QPen(axis, 1))
+        painter.drawLine(plot.bottomLeft(), plot.bottomRight())
+        painter.drawLine(plot.bottomLeft(), plot.topLeft())
+        painter.setPen(QColor("#5b6570"))
+        for fraction, text in ((0.0, "0"), (0.5, ".5"), (1.0, "1.0")):
+            y = plot.bottom() - fraction * plot.height()
+            painter.drawText(
+                QRectF(0, y - metrics.height() / 2, left - 4, metrics.height()),
+                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                text,
+            )
+        k = max(1, self._k)
+
+        def x_of(rank: int) -> float:
+            return plot.left() + (rank - 1) / max(1, k - 1) * plot.width()
+
+        for rank in sorted({1, (k + 1) // 2, k}):
+            x = x_of(rank)
+            painter.drawText(
+                QRectF(x - 20, plot.bottom() + 2, 40, metrics.height()),
+                Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop,
+                str(rank),
+            )
+        if not self._runs:
+            painter.drawText(plot, Qt.AlignmentFlag.AlignCenter, "precision at rank")
+            return
+        for number, run in enumerate(self._runs):
+            colour = QColor(RUN_COLOURS[number % len(RUN_COLOURS)])
+            current = run.run_id == self._current
+            painter.setPen(QPen(colour, 2.4 if current else 1.4))
+            path = QPainterPath()
+            for rank, precision in enumerate(run.curve[:k], start=1):
+                point = QPointF(x_of(rank), plot.bottom() - precision * plot.height())
+                if rank == 1:
+                    path.moveTo(point)
+                else:
+                    path.lineTo(point)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawPath(path)
+            y = top + number * (metrics.height() + 4)
+            lx = plot.right() + 12
+            painter.drawLine(
+                QPointF(lx, y + metrics.height() / 2), QPointF(lx + 14, y + metrics.height() / 2)
+            )
+            painter.setPen(QColor("#2c3338"))
+            bold = QFont(font)
+            bold.setBold(current)
+            painter.setFont(bold)
+            painter.drawText(QPointF(lx + 18, y + metrics.ascent()), run.label)
+            painter.setFont(font)
+
+
+class MetricsPanel(QWidget):
+    """Shows a `MetricsView`. Emits the user's choice of k and of the run to show."""
+
+    kChanged = Signal(int)
+    runSelected = Signal(int)  # run id
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("metricsPanel")
+        self._view: MetricsView | None = None
+
+        self.title = QLabel("No query open", self)
+        self.title.setObjectName("metricsTitle")
+        title_font = QFont(self.title.font())
+        title_font.setBold(True)
+        self.title.setFont(title_font)
+        self.k_combo = QComboBox(self)
+        self.k_combo.setObjectName("metricsK")
+        for k in K_CHOICES:
+            self.k_combo.addItem(f"k = {k}", k)
+        self.k_combo.setToolTip("Cut-off rank of every metric")
+        self.k_combo.currentIndexChanged.connect(
+            lambda _row: self.kChanged.emit(int(self.k_combo.currentData()))
+        )
+        self.summary = QLabel(self)
+        self.summary.setObjectName("metricsSummary")
+        header = QHBoxLayout()
+        header.addWidget(self.title, 1)
+        header.addWidget(self.summary)
+        header.addWidget(self.k_combo)
+
+        tiles = QGridLayout()
+        tiles.setHorizontalSpacing(14)
+        tiles.setVerticalSpacing(2)
+        value_font = QFont(self.font())
+        value_font.setPointSizeF(value_font.pointSizeF() * 1.45)
+        value_font.setBold(True)
+        self.names: dict[str, QLabel] = {}
+        self.values: dict[str, QLabel] = {}
+        for column, (key, _label, _percent) in enumerate(METRICS):
+            name = QLabel(self)
+            name.setObjectName(f"metricName_{key}")
+            name.setStyleSheet("color: #5b6570;")
+            value = QLabel("—", self)
+            value.setObjectName(f"metric_{key}")
+            value.setFont(value_font)
+            row = column // 3 * 2
+            tiles.addWidget(name, row, column % 3)
+            tiles.addWidget(value, row + 1, column % 3)
+            self.names[key], self.values[key] = name, value
+        self.stop_rule = QLabel(self)
+        self.stop_rule.setObjectName("stopRule")
+        self.stop_rule.setWordWrap(True)
+        left = QVBoxLayout()
+        left.addLayout(tiles)
+        left.addWidget(self.stop_rule)
+        left.addStretch(1)
+
+        self.runs = QTreeWidget(self)
+        self.runs.setObjectName("runsTable")
+        self.runs.setRootIsDecorated(False)
+        self.runs.setUniformRowHeights(True)
+        self.runs.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.runs.setToolTip(
+            "Every method run for this query, on the same judgments; click to show"
+        )
+        self.runs.itemClicked.connect(self._run_clicked)
+        self.runs.setMinimumWidth(300)
+        self.chart = PrecisionChart(self)
+
+        body = QHBoxLayout()
+        body.addLayout(left, 0)
+        line = QFrame(self)
+        line.setFrameShape(QFrame.Shape.VLine)
+        body.addWidget(line)
+        body.addWidget(self.runs, 1)
+        body.addWidget(self.chart, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.addLayout(header)
+        layout.addLayout(body, 1)
+        self.set_k_choice(K_CHOICES[0])
+        self.show_metrics(None)
+
+    def k(self) -> int:
+        return int(self.k_combo.currentData())
+
+    def set_k_choice(self, k: int) -> None:
+        row = self.k_combo.findData(k)
+        if row >= 0 and row != self.k_combo.currentIndex():
+            self.k_combo.blockSignals(True)
+            self.k_combo.setCurrentIndex(row)
+            self.k_combo.blockSignals(False)
+
+    def view(self) -> MetricsView | None:
+        return self._view
+
+    def show_metrics(self, view: MetricsView | None) -> None:
+        """Show `view` (None: no query open)."""
+        self._view = view
+        k = view.k if view is not None else self.k()
+        for key, label, _percent in METRICS:
+            self.names[key].setText(label.format(k=k))
+        current = view.current if view is not None else None
+        if view is None:
+            self.title.setText("No query open — search, then mark photos with R / N / U")
+            self.summary.setText("")
+        else:
+            self.title.setText(f"“{view.title}”")
+            self.summary.setText(
+                f"R = {view.relevant} relevant  ·  {view.judged} judged  ·  "
+                f"{len(view.runs)} run{'s' * (len(view.runs) != 1)}"
+            )
+        for key, _label, percent in METRICS:
+            self.values[key].setText(
+                format_metric(current.values[key], percent) if current is not None else "—"
+            )
+        self.stop_rule.setText(self._stop_rule_text(current))
+        self._fill_runs(view)
+        self.chart.set_runs(view.runs if view else [], view.current_run_id if view else None, k)
+
+    @staticmethod
+    def _stop_rule_text(run: RunMetrics | None) -> str:
+        if run is None:
+            return ""
+        if run.last_relevant_rank is None:
+            return "Stop rule: no relevant photo judged in this run yet"
+        n = run.trailing_nonrelevant
+        return (
+            f"Stop rule: {n} non-relevant in a row after the last relevant "
+            f"(rank {run.last_relevant_rank})"
+        )
+
+    def _fill_runs(self, view: MetricsView | None) -> None:
+        self.runs.blockSignals(True)
+        self.runs.clear()
+        k = view.k if view is not None else self.k()
+        self.runs.setHeaderLabels(
+            ["Run"] + [label.format(k=k) for key, label, _p in METRICS if key != "R_at_k"]
+        )
+        if view is not None:
+            for number, run in enumerate(view.runs):
+                cells = [run.label] + [
+                    format_metric(run.values[key], percent)
+                    for key, _label, percent in METRICS
+                    if key != "R_at_k"
+                ]
+                item = QTreeWidgetItem(cells)
+                item.setData(0, Qt.ItemDataRole.UserRole, run.run_id)
+                item.setForeground(0, QColor(RUN_COLOURS[number % len(RUN_COLOURS)]))
+                for column in range(1, len(cells)):
+                    item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
+                self.runs.addTopLevelItem(item)
+                if run.run_id == view.current_run_id:
+                    font = QFont(self.runs.font())
+                    font.setBold(True)
+                    for column in range(len(cells)):
+                        item.setFont(column, font)
+                    item.setSelected(True)
+        header = self.runs.header()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, self.runs.columnCount()):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.runs.blockSignals(False)
+
+    def _run_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        run_id = item.data(0, Qt.ItemDataRole.UserRole)
+        if run_id is not None:
+            self.runSelected.emit(int(run_id))
