@@ -118,8 +118,10 @@ class BenchmarkController(QObject):
             dialog.exportRequested.connect(self.export)
             dialog.rejected.connect(self.cancel)
             self.dialog = dialog
-        self.dialog.show()
-        self.dialog.raise_()
+        if self.dialog.isVisible():
+            self.dialog.raise_()  # already open behind the window: bring it forward
+        else:
+            self.dialog.show()
         return self.dialog
 
     @property
