@@ -4,7 +4,8 @@
 
 Starts Xvfb, opens Quadrat on the demo collection (in a throwaway QUADRAT_HOME, so your own
 library is untouched), drives it like a user (index, search, select a result, open the
-settings, search by image) and writes one PNG per view into the output folder.
+settings, search by image, judge results and watch the metrics, run the benchmark) and writes
+one PNG per view into the output folder.
 
 Needs Xvfb and the X libraries Qt's xcb plugin loads; on Debian/Ubuntu:
 
@@ -168,14 +169,43 @@ def _drive_window(out: Path) -> int:
     capture("04-settings")
     dialog.reject()
 
-    app.search.more_like_this(model.item(5))
-    wait_for(lambda: app.search.last_outcome.request.image is not None)
+    # Judge the text run like an annotator: keys on the grid, then one click on a toggle.
+    wait_for(lambda: app.judging.query_id is not None)
+    window.results.setFocus()
+    window.results.select_row(0)
+    judging = app.judging
+    for relevance in (1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 0, 0):
+        judging.judge_current(relevance)
+    wait_for(lambda: judging.runner.idle())
+    window.results.select_row(15)
+    capture("05-judged")
+
+    window.results.setCurrentIndex(model.index(0, 0))
+    wait_for(lambda: window.detail_pane.photo.photo() is not None)
+    runs_before = len(judging.runs)
+    window.results.moreLikeThisRequested.emit(model.item(4))  # as the context menu does
+    wait_for(lambda: len(judging.runs) > runs_before)
     window.results.setCurrentIndex(model.index(1, 0))
     wait_for(lambda: window.detail_pane.photo.photo() is not None)
     wait_for(
         lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30
     )
-    capture("05-more-like-this")
+    capture("06-more-like-this-same-judgments")
+    capture("07-metrics-panel", window.metrics_panel)
+
+    window.queries_dock.raise_()
+    capture("08-query-list", window.queries_dock)
+    window.library_dock.raise_()
+
+    dialog = app.open_benchmark()
+    dialog.move(120, 80)
+    dialog.k_combo.setCurrentIndex(dialog.k_combo.findData(10))
+    dialog.run_button.click()
+    wait_for(lambda: not app.benchmark.running and app.benchmark.outcome is not None, timeout=120)
+    capture("09-benchmark")
+    dialog.tabs.setCurrentIndex(1)
+    capture("10-benchmark-categories", dialog)
+    dialog.close()
 
     app.shutdown()
     for path in shots:

@@ -90,12 +90,10 @@ def _tree(headers: Sequence[str], name: str, parent: QWidget) -> QTreeWidget:
     tree.setRootIsDecorated(False)
     tree.setUniformRowHeights(True)
     tree.setAlternatingRowColors(True)
-    tree.setSortingEnabled(True)
     return tree
 
 
 def _fill(tree: QTreeWidget, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    tree.setSortingEnabled(False)
     tree.clear()
     tree.setHeaderLabels(list(headers))
     for row in rows:
@@ -112,10 +110,9 @@ def _fill(tree: QTreeWidget, headers: Sequence[str], rows: Sequence[Sequence[obj
                 item.setText(column, str(value))
         tree.addTopLevelItem(item)
     header = tree.header()
+    header.setStretchLastSection(False)
     for column in range(len(headers)):
         header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-    tree.setSortingEnabled(True)
-    tree.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # keep the given order until clicked
 
 
 class BenchmarkDialog(QDialog):

@@ -36,6 +36,8 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("RR", "RR@{k}", False),
     ("judged", "judged@{k}", True),
 )
+LEGEND_TEXT_WIDTH = 120  # px; longer run labels are elided in the middle
+TABLE_COLUMNS = ("AP", "nDCG", "P", "judged")  # the runs table keeps to what fits beside the chart
 RUN_COLOURS = ("#2f6f4f", "#c0392b", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b")
 
 
@@ -104,7 +106,11 @@ class PrecisionChart(QWidget):
         metrics = painter.fontMetrics()
         left, top = metrics.horizontalAdvance("1.0") + 10, 8
         bottom = metrics.height() + 8
-        legend_w = max((metrics.horizontalAdvance(r.label) + 26 for r in self._runs), default=0)
+        labels = [
+            metrics.elidedText(r.label, Qt.TextElideMode.ElideMiddle, LEGEND_TEXT_WIDTH)
+            for r in self._runs
+        ]
+        legend_w = max((metrics.horizontalAdvance(t) + 26 for t in labels), default=0)
         plot = QRectF(
             left, top, max(10.0, self.width() - left - legend_w - 14), self.height() - top - bottom
         )
@@ -161,7 +167,7 @@ class PrecisionChart(QWidget):
             bold = QFont(font)
             bold.setBold(current)
             painter.setFont(bold)
-            painter.drawText(QPointF(lx + 18, y + metrics.ascent()), run.label)
+            painter.drawText(QPointF(lx + 18, y + metrics.ascent()), labels[number])
             painter.setFont(font)
 
 
@@ -233,6 +239,7 @@ class MetricsPanel(QWidget):
         )
         self.runs.itemClicked.connect(self._run_clicked)
         self.runs.setMinimumWidth(300)
+        self.runs.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.chart = PrecisionChart(self)
 
         body = QHBoxLayout()
@@ -302,17 +309,16 @@ class MetricsPanel(QWidget):
         self.runs.blockSignals(True)
         self.runs.clear()
         k = view.k if view is not None else self.k()
-        self.runs.setHeaderLabels(
-            ["Run"] + [label.format(k=k) for key, label, _p in METRICS if key != "R_at_k"]
-        )
+        labels = {key: label.format(k=k) for key, label, _p in METRICS}
+        percent = {key: p for key, _label, p in METRICS}
+        self.runs.setHeaderLabels(["Run"] + [labels[key] for key in TABLE_COLUMNS])
         if view is not None:
             for number, run in enumerate(view.runs):
-                cells = [run.label] + [
-                    format_metric(run.values[key], percent)
-                    for key, _label, percent in METRICS
-                    if key != "R_at_k"
+                cells = [run.method] + [
+                    format_metric(run.values[key], percent[key]) for key in TABLE_COLUMNS
                 ]
                 item = QTreeWidgetItem(cells)
+                item.setToolTip(0, run.label)
                 item.setData(0, Qt.ItemDataRole.UserRole, run.run_id)
                 item.setForeground(0, QColor(RUN_COLOURS[number % len(RUN_COLOURS)]))
                 for column in range(1, len(cells)):
@@ -325,6 +331,7 @@ class MetricsPanel(QWidget):
                         item.setFont(column, font)
                     item.setSelected(True)
         header = self.runs.header()
+        header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, self.runs.columnCount()):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)

@@ -285,6 +285,7 @@ class JudgingController(QObject):
         self.judgments = dict(loaded.judgments)
         self.model.set_judgments(self.judgments)
         self._show_queries(loaded.queries)
+        self.queries.select(loaded.query_id)  # its notes are the ones shown for editing
         self._show_item_judgment(self.view.current_item())
         self._refresh_metrics()
         if loaded.items is not None:

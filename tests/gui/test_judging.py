@@ -153,7 +153,8 @@ def test_a_judgment_made_under_one_method_shows_under_another(qtbot, judging_app
     assert "R = 2 relevant" in panel.summary.text()
     view_ = panel.view()
     assert view_ is not None and view_.current.method == "image"
-    assert panel.runs.topLevelItem(0).text(3) == text_ap  # AP column of the text run
+    assert panel.runs.headerItem().text(1) == "AP@10"
+    assert panel.runs.topLevelItem(0).text(1) == text_ap  # the text run's AP, unchanged
 
     # Clicking the text run in the panel shows it again, judgments included.
     with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
