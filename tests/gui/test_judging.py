@@ -312,3 +312,25 @@ def test_export_and_import_judgments(qtbot, judging_app, tmp_path) -> None:
     assert shown(app)["AP"] == "1.000"
     qtbot.waitUntil(lambda: app.window.query_list.tree.topLevelItemCount() == 12)
     assert sum(1 for v in app.judging.judgments.values() if v > 0) == 5
+
+
+def test_a_judgment_that_cannot_be_stored_is_taken_back_and_reported(qtbot, judging_app) -> None:
+    from engine.errors import QuadratError
+    from widgets.results import ResultRole
+
+    app = judging_app
+    model, view = app.window.results_model, app.window.results
+
+    def disk_full(*args: object) -> None:
+        raise QuadratError("the catalog could not be written: disk full")
+
+    app.judging.store.judge = disk_full
+    focus_grid(qtbot, app, 0)
+    qtbot.keyClick(view, Qt.Key.Key_R)
+    assert shown(app)["AP"] == "1.000"  # shown at once...
+    qtbot.waitUntil(lambda: bool(app.errors.dialogs), timeout=5_000)
+    # ...and taken back when the write failed: the screen never claims what is not stored.
+    assert model.data(model.index(0, 0), ResultRole.Judgment) is None
+    assert shown(app)["AP"] == "0.000"
+    assert "disk full" in app.errors.dialogs[-1].informativeText()
+    assert "Saving the judgment failed" in app.errors.dialogs[-1].text()
