@@ -35,6 +35,8 @@ class SettingsDialog(QDialog):
         detected_device: str | None = None,
         default_library: str = "",
         parent: QWidget | None = None,
+        library_model: str | None = None,
+        demo: bool = False,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
@@ -107,8 +109,22 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         self.buttons = buttons
-        note = QLabel("Changing the model means re-indexing your collections.", self)
+        if demo:
+            text = (
+                "The demo collection always uses the bundled demo model; the model chosen here "
+                "is for your own library."
+            )
+        elif library_model:
+            text = (
+                f"This library is indexed with {library_model}. "
+                "Changing the model means re-indexing your collections."
+            )
+        else:
+            text = "Changing the model means re-indexing your collections."
+        note = QLabel(text, self)
+        note.setWordWrap(True)
         note.setObjectName("settingsNote")
+        self.note = note
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(note)

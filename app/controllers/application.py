@@ -248,6 +248,8 @@ class Application:
             detected_device=self.session.detected_device,
             default_library=str(paths.default_library_dir()),
             parent=self.window,
+            library_model=self.session.library_spec,
+            demo=self.demo,
         )
         dialog.accepted.connect(lambda: self.apply_settings(dialog.result_settings()))
         dialog.open()
