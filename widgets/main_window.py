@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from widgets.detail_pane import DetailPane
-from widgets.library_panel import LibraryPanel, dropped_folders
+from widgets.library_panel import LibraryPanel
 from widgets.metrics_panel import MetricsPanel
 from widgets.query_bar import QueryBar
 from widgets.query_list import QueryListPanel
@@ -243,17 +243,9 @@ class MainWindow(QMainWindow):
         else:
             event.ignore()
 
+    # A folder dropped anywhere on the window is added as if dropped on the library panel.
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
-        if dropped_folders(event):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        self.library_panel.dragEnterEvent(event)
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
-        folders = dropped_folders(event)
-        if not folders:
-            event.ignore()
-            return
-        event.acceptProposedAction()
-        for folder in folders:
-            self.library_panel.addFolderRequested.emit(str(folder))
+        self.library_panel.dropEvent(event)

@@ -133,3 +133,27 @@ def test_many_qt_calls_do_not_exhaust_none(qtbot) -> None:
     for _ in range(max(50_000, 2 * before if before < 10**9 else 0)):
         rect.setWidth(3)
     assert sys.getrefcount(None) > 0
+
+
+def test_a_folder_dropped_on_the_window_is_added_to_the_library(qtbot, tmp_path) -> None:
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    from widgets.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(folder))])
+    event = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    with qtbot.waitSignal(window.library_panel.addFolderRequested) as blocker:
+        window.dropEvent(event)
+    assert blocker.args == [str(folder)]
