@@ -178,18 +178,25 @@ class Library:
             raise QuadratError(f"no vectors stored for model {model_key}")
         return len(blob) // 4
 
-    def vector_index(self, model_key: str, dim: int | None = None):  # -> VectorIndex
-        """The model's vector index, loaded and checked against the catalog on first use."""
+    def vector_index(
+        self, model_key: str, dim: int | None = None, progress: ProgressCallback = no_progress
+    ):  # -> VectorIndex
+        """The model's vector index, loaded and checked against the catalog on first use.
+
+        `progress` hears about a rebuild from the catalog (minutes at a million photos).
+        """
         with self._lock:
             index = self._indexes.get(model_key)
             if index is None:
-                index, report = self._load_and_repair(model_key, dim)
+                index, report = self._load_and_repair(model_key, dim, progress)
                 if report.changed:
                     log.info("repaired vector index for %s: %s", model_key, report)
                 self._indexes[model_key] = index
             return index
 
-    def _load_and_repair(self, model_key: str, dim: int | None):  # -> (VectorIndex, RepairReport)
+    def _load_and_repair(
+        self, model_key: str, dim: int | None, progress: ProgressCallback = no_progress
+    ):  # -> (VectorIndex, RepairReport)
         from engine.index import VectorIndex
 
         path = self.index_path(model_key)
@@ -209,7 +216,7 @@ class Library:
             if dim is None:
                 raise QuadratError("the library has no indexed photos yet: index a folder first")
             ids, vectors = self.load_vectors(model_key)
-            index = VectorIndex.build(ids, vectors)
+            index = VectorIndex.build(ids, vectors, progress=progress)
             index.save(path)
             return index, RepairReport(added=len(ids), rebuilt=True)
         file_ids = index.ids()

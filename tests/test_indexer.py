@@ -344,3 +344,18 @@ def test_crossing_the_exact_search_limit_switches_to_an_approximate_index(
     assert consistency(library, demo_encoder.model_key) == (n, n, n)
     hits = Searcher(library, demo_encoder).text("green square", top_k=3).hits
     assert len(hits) == 3
+
+
+def test_rebuilding_a_lost_index_file_reports_progress(
+    folder, tmp_path, demo_encoder, small_demo_collection
+):
+    with Library.open(tmp_path / "lib") as lib:
+        Indexer(lib, demo_encoder).run(folder)
+        path = lib.index_path(demo_encoder.model_key)
+    path.unlink()
+    reports: list[Progress] = []
+    with Library.open(tmp_path / "lib") as lib:
+        index = lib.vector_index(demo_encoder.model_key, progress=reports.append)
+        assert len(index) == small_demo_collection.image_count
+    assert reports and reports[-1].done == reports[-1].total > 0
+    assert path.exists()

@@ -87,7 +87,14 @@ class LibrarySession(QObject):
             pool=READ,
             on_success=self._on_opened,
             on_failure=self._on_open_failed,
+            on_progress=self._on_open_progress,
         )
+
+    def _on_open_progress(self, progress: Any) -> None:
+        if progress.total:
+            self.readyChanged.emit(
+                False, f"Preparing the search index: {progress.done:,} of {progress.total:,}…"
+            )
 
     def _open(self, ctx: TaskContext) -> _Opened:
         started = time.monotonic()
@@ -108,7 +115,8 @@ class LibrarySession(QObject):
             if model_key is not None or self.fixed_model:
                 encoder = self.ensure_encoder(spec)
             if model_key is not None:
-                library.vector_index(model_key)  # load and check it now, not on first search
+                # Load and check it now, not on the first search; a rebuild reports progress.
+                library.vector_index(model_key, progress=ctx.progress)
         except BaseException:
             library.close()
             raise
