@@ -383,3 +383,34 @@ def test_preprocessing_for_decode_threads_runs_no_torch_and_encodes_the_same(dem
     via_arrays = demo_encoder.encode_preprocessed([prepared])
     direct = demo_encoder.encode_preprocessed([demo_encoder._transform(image)])
     assert np.allclose(via_arrays, direct, atol=1e-5)
+
+
+def test_a_hub_model_in_the_download_cache_loads_through_the_download_path(
+    tiny_model_files, tmp_path, monkeypatch
+) -> None:
+    """What a user gets after the first-use download: the hub files in the user cache. Here
+    the cache is laid out by hand (no network) and loaded through the same `hf-hub:` code."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    _, folder = tiny_model_files
+    cache = tmp_path / "cache"
+    repo = cache / "models--quadrat--tiny-clip"
+    snapshot = repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+    (snapshot / "open_clip_config.json").write_text(
+        json.dumps({"model_cfg": TINY_CONFIG, "preprocess_cfg": {}})
+    )
+    shutil.copy(folder / "tiny.safetensors", snapshot / "open_clip_model.safetensors")
+
+    from_hub = load_encoder("hf-hub:quadrat/tiny-clip", device="cpu", cache_dir=cache)
+    local = load_encoder(f"{TINY_ARCH}:{folder / 'tiny.safetensors'}", device="cpu")
+    assert from_hub.model_key == "hf-hub:quadrat/tiny-clip"
+    np.testing.assert_allclose(
+        from_hub.encode_texts(["a frog calling"]), local.encode_texts(["a frog calling"]), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        from_hub.encode_images(_photos()), local.encode_images(_photos()), atol=1e-5
+    )
