@@ -168,6 +168,18 @@ class Indexer:
         if not root.is_dir():
             raise BadInputError(f"not a folder: {root}")
         root = root.resolve()
+        with self.library.writer_lock():
+            return self._run_locked(root, metadata, reindex, progress, cancel, started)
+
+    def _run_locked(
+        self,
+        root: Path,
+        metadata: str | Path | None,
+        reindex: bool,
+        progress: ProgressCallback,
+        cancel: CancelToken,
+        started: float,
+    ) -> IndexReport:
         report = IndexReport(collection=str(root))
 
         if reindex:

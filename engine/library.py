@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +73,25 @@ class Library:
         root.mkdir(parents=True, exist_ok=True)
         catalog = open_catalog(database_url or root / CATALOG_FILE)
         return cls(root, catalog)
+
+    @contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Held while indexing: a second process (the window and a script, say) indexing the
+        same library at once is refused with a clear message instead of racing the first."""
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.root / "indexing.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise QuadratError(
+                f"another Quadrat is indexing the library at {self.root}; wait for it to finish "
+                "or cancel it, then try again"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def close(self) -> None:
         self.catalog.dispose()

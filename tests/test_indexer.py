@@ -17,7 +17,7 @@ from PIL import Image as PILImage
 from sqlalchemy import func, select
 
 from engine.catalog import Embedding, Image, Judgment, Query, Taxon
-from engine.errors import BadInputError, ModelMismatchError
+from engine.errors import BadInputError, ModelMismatchError, QuadratError
 from engine.indexer import Indexer
 from engine.library import Library
 from engine.progress import CancelToken, Progress
@@ -359,3 +359,30 @@ def test_rebuilding_a_lost_index_file_reports_progress(
         assert len(index) == small_demo_collection.image_count
     assert reports and reports[-1].done == reports[-1].total > 0
     assert path.exists()
+
+
+def test_a_second_indexing_process_on_the_same_library_is_refused(folder, tmp_path, demo_encoder):
+    (tmp_path / "lib").mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            "lock = FileLock(sys.argv[1], timeout=0); lock.acquire(); print('held', flush=True); "
+            "time.sleep(60)",
+            str(tmp_path / "lib" / "indexing.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with Library.open(tmp_path / "lib") as lib:
+            with pytest.raises(QuadratError, match="another Quadrat is indexing"):
+                Indexer(lib, demo_encoder).run(folder)
+            assert lib.embedding_ids(demo_encoder.model_key).size == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    with Library.open(tmp_path / "lib") as lib:
+        assert Indexer(lib, demo_encoder).run(folder).indexed > 0
