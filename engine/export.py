@@ -16,7 +16,8 @@ from pathlib import Path
 from sqlalchemy import select
 
 from engine.benchmark import JudgmentResolver
-from engine.catalog import Collection, Image, Judgment, Query, Taxon
+from engine.catalog import Judgment, Query
+from engine.collections import PhotoDetails, photo_details
 from engine.errors import BadInputError
 from engine.evaluate import Judgment as FileJudgment
 from engine.evaluate import load_judgments, load_queries_csv, write_judgments_csv, write_trec_qrels
@@ -47,53 +48,24 @@ RESULT_COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class PhotoRecord:
-    image_id: int
-    path: Path
-    rel_path: str
-    external_id: int | None
-    row: dict[str, object]  # the metadata columns of RESULT_COLUMNS
-
-
-def photo_records(library: Library, image_ids: Sequence[int]) -> dict[int, PhotoRecord]:
-    """Catalog metadata for photos, keyed by image id."""
-    records: dict[int, PhotoRecord] = {}
-    ids = [int(i) for i in image_ids]
-    with library.catalog.session() as s:
-        for start in range(0, len(ids), 900):
-            stmt = (
-                select(Image, Collection.root, Taxon)
-                .join(Collection, Collection.id == Image.collection_id)
-                .outerjoin(Taxon, Taxon.id == Image.taxon_id)
-                .where(Image.id.in_(ids[start : start + 900]))
-            )
-            for img, root, taxon in s.execute(stmt):
-                path = Path(root) / img.rel_path
-                records[img.id] = PhotoRecord(
-                    img.id,
-                    path,
-                    img.rel_path,
-                    img.external_id,
-                    {
-                        "path": str(path),
-                        "image_id": img.id,
-                        "taxon": taxon.name if taxon else "",
-                        "common_name": (taxon.common_name or "") if taxon else "",
-                        "kingdom": (taxon.kingdom or "") if taxon else "",
-                        "phylum": (taxon.phylum or "") if taxon else "",
-                        "class": (taxon.class_ or "") if taxon else "",
-                        "order": (taxon.order or "") if taxon else "",
-                        "family": (taxon.family or "") if taxon else "",
-                        "genus": (taxon.genus or "") if taxon else "",
-                        "date": img.observed_at.isoformat() if img.observed_at else "",
-                        "latitude": "" if img.latitude is None else img.latitude,
-                        "longitude": "" if img.longitude is None else img.longitude,
-                        "license": img.license or "",
-                        "rights_holder": img.rights_holder or "",
-                    },
-                )
-    return records
+def _result_row(details: PhotoDetails) -> dict[str, object]:
+    """The metadata columns of RESULT_COLUMNS for one photo."""
+    ranks = dict(details.lineage)
+    return {
+        "path": details.path,
+        "image_id": details.image_id,
+        "taxon": details.taxon or "",
+        "common_name": details.common_name or "",
+        **{
+            rank: ranks.get(rank, "")
+            for rank in ("kingdom", "phylum", "class", "order", "family", "genus")
+        },
+        "date": details.observed_at.isoformat() if details.observed_at else "",
+        "latitude": "" if details.latitude is None else details.latitude,
+        "longitude": "" if details.longitude is None else details.longitude,
+        "license": details.license or "",
+        "rights_holder": details.rights_holder or "",
+    }
 
 
 def _atomic_text(path: Path, text: str) -> None:
@@ -116,7 +88,7 @@ def export_results_csv(
 ) -> int:
     """Write a ranked result list with judgments and metadata as CSV; returns rows written."""
     judgments = judgments or {}
-    records = photo_records(library, [i for i, _ in ranking])
+    records = photo_details(library, [int(i) for i, _ in ranking])
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=RESULT_COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -128,7 +100,7 @@ def export_results_csv(
         judged = judgments.get(int(image_id))
         writer.writerow(
             {
-                **record.row,
+                **_result_row(record),
                 "rank": rank,
                 "score": f"{score:.6f}",
                 "judgment": "" if judged is None else judged,
@@ -147,7 +119,7 @@ def _file_judgments(library: Library, query_ids: Sequence[int] | None) -> list[F
         if query_ids is not None:
             stmt = stmt.where(Judgment.query_id.in_(list(query_ids)))
         rows = s.execute(stmt).all()
-    records = photo_records(library, [r.image_id for r in rows])
+    records = photo_details(library, [r.image_id for r in rows])
     out = []
     for query_id, image_id, relevance in rows:
         record = records.get(image_id)
@@ -218,15 +190,16 @@ def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> l
             )
         )
     copied = []
-    for record in sorted(photo_records(library, ids).values(), key=lambda r: r.rel_path):
-        if not record.path.is_file():
-            log.warning("not copied, file is gone: %s", record.path)
+    for record in sorted(photo_details(library, ids).values(), key=lambda r: r.rel_path):
+        source = Path(record.path)
+        if not source.is_file():
+            log.warning("not copied, file is gone: %s", source)
             continue
-        target = dest / record.path.name
+        target = dest / source.name
         n = 1
         while target.exists():
-            target = dest / f"{record.path.stem}-{n}{record.path.suffix}"
+            target = dest / f"{source.stem}-{n}{source.suffix}"
             n += 1
-        shutil.copy2(record.path, target)
+        shutil.copy2(source, target)
         copied.append(target)
     return copied
