@@ -7,30 +7,24 @@ import json
 from app.cli import main
 
 
+def evaluate(capsys, demo_collection, lib, *extra: str) -> dict:
+    """Run `quadrat evaluate --k 10 --json` on the demo files; return its JSON."""
+    code = main([
+        "evaluate", "--queries", str(demo_collection.queries_path),
+        "--judgments", str(demo_collection.judgments_path), "--library", str(lib),
+        "--k", "10", "--json", *extra,
+    ])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
 def test_demo_benchmark_reaches_map_at_10_of_0_9(capsys, tmp_path, demo_collection):
     lib = tmp_path / "lib"
     assert main(["index", str(demo_collection.root), "--library", str(lib), "--model", "demo"]) == 0
     capsys.readouterr()
     run_file = tmp_path / "run.trec"
-    code = main(
-        [
-            "evaluate",
-            "--queries",
-            str(demo_collection.queries_path),
-            "--judgments",
-            str(demo_collection.judgments_path),
-            "--library",
-            str(lib),
-            "--k",
-            "10",
-            "--json",
-            "--run-out",
-            str(run_file),
-        ]
-    )
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    result = json.loads(out)
+    result = evaluate(capsys, demo_collection, lib, "--run-out", str(run_file))
     assert result["queries"] >= 12
     assert result["mAP@10"] >= 0.9, result
     assert {"nDCG@10", "MRR@10", "per_query"} <= set(result)
@@ -38,41 +32,15 @@ def test_demo_benchmark_reaches_map_at_10_of_0_9(capsys, tmp_path, demo_collecti
     assert result["unresolved_judgments"] == 0
 
     # The written run scores the same through `quadrat metrics`.
-    code = main(
-        [
-            "metrics",
-            "--run",
-            str(run_file),
-            "--qrels",
-            str(demo_collection.judgments_path),
-            "--k",
-            "10",
-            "--json",
-        ]
-    )
+    code = main([
+        "metrics", "--run", str(run_file), "--qrels", str(demo_collection.judgments_path),
+        "--k", "10", "--json",
+    ])  # fmt: skip
     out, _ = capsys.readouterr()
     assert code == 0
-    again = json.loads(out)
-    assert abs(again["mAP@10"] - result["mAP@10"]) < 1e-9
+    assert abs(json.loads(out)["mAP@10"] - result["mAP@10"]) < 1e-9
 
-    code = main(
-        [
-            "evaluate",
-            "--queries",
-            str(demo_collection.queries_path),
-            "--judgments",
-            str(demo_collection.judgments_path),
-            "--library",
-            str(lib),
-            "--k",
-            "10",
-            "--json",
-            "--protocol",
-            "rerank",
-        ]
-    )
-    out, _ = capsys.readouterr()
-    assert code == 0 and json.loads(out)["mAP@10"] >= 0.9
+    assert evaluate(capsys, demo_collection, lib, "--protocol", "rerank")["mAP@10"] >= 0.9
 
 
 def test_malformed_benchmark_file_gives_exit_2_naming_file_and_line(
