@@ -20,7 +20,6 @@ from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, Qua
 
 log = logging.getLogger("quadrat.cli")
 
-DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
@@ -48,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
             help="demo | ARCH:PRETRAINED | hf-hub:ORG/NAME | ARCH:/path/to/checkpoint "
             "(default: the library's model)",
         )
-        p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+        p.add_argument(
+            "--device", choices=["auto", "cpu", "cuda", "mps"], help="default: the settings' device"
+        )
 
     gui = sub.add_parser("gui", help="open the window")
     gui.add_argument("folder", nargs="?", type=Path)
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("folder", type=Path)
     library_option(index)
     model_option(index)
-    index.add_argument("--batch-size", type=positive_int, default=32)
+    index.add_argument("--batch-size", type=positive_int, help="default: the settings' batch size")
     index.add_argument("--workers", type=positive_int, default=None, help="decode threads")
     index.add_argument("--metadata", type=Path, help="COCO-style metadata JSON")
     index.add_argument("--reindex", action="store_true", help="re-encode with a new model")
@@ -117,20 +118,35 @@ def build_parser() -> argparse.ArgumentParser:
 # -- shared helpers -------------------------------------------------------------------------
 
 
+def user_settings():  # -> Settings
+    """The settings the window also uses; a bad file falls back to defaults (logged)."""
+    from app.settings import load_settings
+
+    loaded = load_settings()
+    for problem in loaded.problems:
+        log.warning("settings: %s", problem)
+    return loaded.settings
+
+
 def open_library(path: Path | None):  # -> Library
+    """The library at `path`, else the one the settings name (as the window opens it)."""
     from engine.library import Library
 
-    return Library.open(path or paths.default_library_dir())
+    settings = user_settings()
+    if path is not None:
+        return Library.open(path)
+    return Library.open(settings.library_path(), database_url=settings.database_url or None)
 
 
 def resolve_model_spec(requested: str | None, library: Any) -> str:
-    """The model to use: the one asked for, else the library's, else the default."""
-    return requested or library.model_spec or DEFAULT_MODEL
+    """The model to use: the one asked for, else the library's, else the settings' default."""
+    return requested or library.model_spec or user_settings().model
 
 
-def load_encoder_for(spec: str, device: str):  # -> Encoder
+def load_encoder_for(spec: str, device: str | None):  # -> Encoder
     from engine.encoders import load_encoder
 
+    device = device or user_settings().device
     return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
 
 
@@ -190,7 +206,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     with open_library(args.library) as library:
         spec = resolve_model_spec(args.model, library)
         encoder = load_encoder_for(spec, args.device)
-        indexer = Indexer(library, encoder, batch_size=args.batch_size, workers=args.workers)
+        batch_size = args.batch_size or user_settings().batch_size
+        indexer = Indexer(library, encoder, batch_size=batch_size, workers=args.workers)
         bar = _TqdmProgress("indexing")
         cancel = CancelToken()
         try:

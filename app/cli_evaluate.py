@@ -16,7 +16,7 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     p.add_argument("--judgments", required=True, help="judgments: INQUIRE CSV or TREC qrels")
     p.add_argument("--library", help="library folder")
     p.add_argument("--model", help="model spec (default: the library's model)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--protocol", default="fullrank", choices=["fullrank", "rerank"])
     p.add_argument("--k", type=positive_int, default=50)
     p.add_argument("--method", default="text", choices=["text", "visret", "rerank", "hybrid"])

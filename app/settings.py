@@ -56,6 +56,8 @@ class Settings:
     batch_size: int = 32
     library_dir: str = ""  # empty: the default library folder
     top_k: int = 1000  # results per search
+    # Empty: a SQLite file inside the library folder. Otherwise any SQLAlchemy URL.
+    database_url: str = ""
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -83,6 +85,11 @@ class Settings:
             out.append(f"Batch size: must be a whole number from 1 to {MAX_BATCH_SIZE}")
         if not isinstance(self.top_k, int) or not 1 <= self.top_k <= 100_000:
             out.append("Results per search: must be a whole number from 1 to 100000")
+        if self.database_url and "://" not in self.database_url:
+            out.append(
+                f"Database URL: '{self.database_url}' is not a URL "
+                "(e.g. sqlite:////path/catalog.sqlite3); leave it empty for the default"
+            )
         if self.library_dir:
             folder = Path(self.library_dir).expanduser()
             if folder.exists() and not folder.is_dir():

@@ -252,3 +252,24 @@ def test_the_window_without_a_display_gives_one_clear_line(tmp_path):
     )
     assert proc.returncode == 1
     assert proc.stderr.strip().count("\n") == 0 and "no display" in proc.stderr
+
+
+def test_the_command_line_uses_the_settings_the_window_saves(
+    capsys, tmp_path, small_demo_collection
+):
+    from app.settings import Settings, save_settings
+
+    library = tmp_path / "my-library"
+    database = tmp_path / "elsewhere" / "catalog.db"
+    database.parent.mkdir()
+    save_settings(
+        Settings(model="demo", device="cpu", batch_size=4, library_dir=str(library),
+                 database_url=f"sqlite:///{database}")
+    )  # fmt: skip
+    code, out, err = run(capsys, "index", small_demo_collection.root, "--json")
+    assert code == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["indexed"] == small_demo_collection.image_count
+    assert database.exists()  # the catalog went where the settings say
+    assert (library / "indexes").is_dir() and not (library / "catalog.sqlite3").exists()
+    code, out, _ = run(capsys, "search", "red circle", "--top", 3, "--json")
+    assert code == 0 and len(out.strip().splitlines()) == 3

@@ -106,7 +106,9 @@ class LibrarySession(QObject):
         from engine.encoders import choose_device
         from engine.library import Library
 
-        library = Library.open(self.library_dir)
+        # The demo library (fixed model) always keeps its own SQLite file.
+        database_url = None if self.fixed_model else (self.settings.database_url or None)
+        library = Library.open(self.library_dir, database_url=database_url)
         try:
             detected = choose_device("auto")
             model_key, model_spec = library.model_key, library.model_spec
