@@ -94,8 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--query", type=positive_int, action="append", help="saved query id")
     export.set_defaults(func=cmd_export)
 
-    imp = sub.add_parser("import", help="import benchmark queries (and judgments) as saved queries")
-    imp.add_argument("queries", type=Path, help="queries CSV (INQUIRE format)")
+    imp = sub.add_parser(
+        "import",
+        help="import benchmark queries (and judgments) as saved queries, or judgments alone",
+    )
+    imp.add_argument(
+        "queries", type=Path, nargs="?",
+        help="queries CSV (INQUIRE format); without it the judgments' query ids are saved-query "
+        "ids, as 'quadrat export judgments' writes them",
+    )  # fmt: skip
     imp.add_argument("--judgments", type=Path)
     library_option(imp)
     imp.set_defaults(func=cmd_import)

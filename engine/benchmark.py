@@ -22,6 +22,16 @@ from engine.search import Searcher
 log = logging.getLogger(__name__)
 
 METHODS = ("text",)  # methods a benchmark can run today
+# How exports name a photo that has no source (COCO/iNat) id: unambiguous, and without spaces
+# so that TREC files can carry it.
+CATALOG_DOCID_PREFIX = "quadrat-"
+
+
+def catalog_docid(image_id: int) -> str:
+    """The docid of a photo by its catalog id."""
+    return f"{CATALOG_DOCID_PREFIX}{image_id}"
+
+
 RERANK_CANDIDATES = 100  # INQUIRE-RERANK reranks a fixed top-100
 
 
@@ -31,6 +41,7 @@ class JudgmentResolver:
     def __init__(self, library: Library) -> None:
         self.by_external: dict[str, int] = {}
         self.by_path: dict[str, int] = {}
+        self.catalog_ids: set[int] = set()
         names: dict[str, list[int]] = {}
         with library.catalog.session() as s:
             for image_id, rel_path, external_id in s.execute(
@@ -39,6 +50,7 @@ class JudgmentResolver:
                 if external_id is not None:
                     self.by_external[str(external_id)] = image_id
                 self.by_path[rel_path] = image_id
+                self.catalog_ids.add(image_id)
                 names.setdefault(PurePosixPath(rel_path).name, []).append(image_id)
         # A bare file name identifies a photo only when no other photo shares it.
         self.by_name = {name: ids[0] for name, ids in names.items() if len(ids) == 1}
@@ -50,13 +62,17 @@ class JudgmentResolver:
             return self.by_path[path]
         if judgment.image_id and judgment.image_id in self.by_external:
             return self.by_external[judgment.image_id]
+        if judgment.image_id and judgment.image_id.startswith(CATALOG_DOCID_PREFIX):
+            suffix = judgment.image_id[len(CATALOG_DOCID_PREFIX) :]
+            if suffix.isdigit() and int(suffix) in self.catalog_ids:
+                return int(suffix)
         if path:
             return self.by_name.get(PurePosixPath(path).name)
         return None
 
     def docid(self, image_id: int) -> str:
         """How a TREC run names a photo: its source id when it has one, else the catalog id."""
-        return self.external_by_id.get(image_id, str(image_id))
+        return self.external_by_id.get(image_id) or catalog_docid(image_id)
 
 
 def method_search(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from engine.benchmark import JudgmentResolver
+from engine.benchmark import JudgmentResolver, catalog_docid
 from engine.catalog import Judgment, Query
 from engine.collections import PhotoDetails, photo_details
 from engine.errors import BadInputError
@@ -125,7 +125,9 @@ def _file_judgments(library: Library, query_ids: Sequence[int] | None) -> list[F
         record = records.get(image_id)
         if record is None:
             continue
-        docid = str(record.external_id) if record.external_id is not None else str(image_id)
+        docid = (
+            str(record.external_id) if record.external_id is not None else catalog_docid(image_id)
+        )
         out.append(FileJudgment(str(query_id), docid, record.rel_path, relevance))
     return out
 
@@ -154,13 +156,24 @@ class ImportReport:
 
 
 def import_benchmark(
-    library: Library, queries_path: str | Path, judgments_path: str | Path | None = None
+    library: Library, queries_path: str | Path | None, judgments_path: str | Path | None = None
 ) -> ImportReport:
     """Turn benchmark queries (and their judgments) into saved queries of the library, so they
-    can be opened, searched and judged further in the window."""
+    can be opened, searched and judged further in the window.
+
+    Without a queries file the judgments' query ids are the library's saved-query ids, as
+    `export_judgments` writes them: a round trip restores the judgments.
+    """
     store = QueryStore(library)
-    queries = load_queries_csv(queries_path)
-    mapping = {q.query_id: store.find_or_create_query(q.text) for q in queries}
+    if queries_path is not None:
+        queries = load_queries_csv(queries_path)
+        mapping = {q.query_id: store.find_or_create_query(q.text) for q in queries}
+        count = len(queries)
+    else:
+        if judgments_path is None:
+            raise BadInputError("give a queries file, a judgments file, or both")
+        mapping = {str(q.id): q.id for q in store.list_queries()}
+        count = 0
     judged = unresolved = 0
     if judgments_path is not None:
         resolver = JudgmentResolver(library)
@@ -172,7 +185,7 @@ def import_benchmark(
                 continue
             store.judge(saved, image_id, j.relevant)
             judged += 1
-    return ImportReport(len(queries), judged, unresolved, mapping)
+    return ImportReport(count, judged, unresolved, mapping)
 
 
 def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> list[Path]:

@@ -128,3 +128,24 @@ def test_judgments_match_photos_by_path_source_id_or_unique_file_name(library):
     assert resolve(FileJudgment("1", None, "train/elsewhere/frog.jpg", 1)) is None  # ambiguous
     assert resolve(FileJudgment("1", "424242", "nowhere/x.jpg", 1)) is None
     assert resolve.docid(a) == "1000"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "qrels"])
+def test_exported_judgments_import_back_onto_the_same_saved_queries(library, tmp_path, fmt):
+    with library.catalog.session() as s:  # a photo without a source id, named by catalog id
+        s.get(Image, ids(library)[1]).external_id = None
+    a, b, c = ids(library)
+    store = QueryStore(library)
+    first, second = store.find_or_create_query("frog"), store.find_or_create_query("toad")
+    store.judge(first, a, 1)
+    store.judge(first, b, 0)
+    store.judge(second, b, 1)
+    path = tmp_path / f"judgments.{fmt}"
+    export_judgments(library, path, fmt=fmt)
+    store.clear_judgments(first)
+    store.clear_judgments(second)
+
+    report = import_benchmark(library, None, path)
+    assert (report.judgments, report.unresolved) == (3, 0)
+    assert store.judgments(first) == {a: 1, b: 0}
+    assert store.judgments(second) == {b: 1}

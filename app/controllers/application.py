@@ -209,15 +209,17 @@ class Application:
 
     def import_judgments(self) -> None:
         queries = self.window.ask_open_file(
-            "Benchmark queries to import (INQUIRE CSV)", "CSV (*.csv);;All files (*)"
+            "Benchmark queries to import (INQUIRE CSV); cancel to import judgments "
+            "exported from Quadrat",
+            "CSV (*.csv);;All files (*)",
         )
-        if not queries:
-            return
         judgments = self.window.ask_open_file(
-            "Their judgments (INQUIRE CSV or TREC qrels); cancel to import only the queries",
+            "Their judgments (INQUIRE CSV or TREC qrels)"
+            + ("; cancel to import only the queries" if queries else ""),
             "Judgments (*.csv *.txt *.qrels);;All files (*)",
         )
-        self.judging.import_judgments(queries, judgments)
+        if queries or judgments:
+            self.judging.import_judgments(queries or None, judgments or None)
 
     def export_judgments(self) -> None:
         path = self.window.ask_save_file(

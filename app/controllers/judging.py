@@ -587,9 +587,10 @@ class JudgingController(QObject):
         )
 
     def import_judgments(
-        self, queries_file: str | Path, judgments_file: str | Path | None
+        self, queries_file: str | Path | None, judgments_file: str | Path | None
     ) -> TaskHandle | None:
-        """Benchmark queries become saved queries, their judgments attached."""
+        """Benchmark queries become saved queries, their judgments attached; without a queries
+        file, judgments attach to saved queries by id (a Quadrat export read back)."""
         library = self.session.library
         if library is None:
             return None
