@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,11 @@ def small_demo_collection(tmp_path_factory: pytest.TempPathFactory):
     from engine.demo import write_demo_collection
 
     return write_demo_collection(tmp_path_factory.mktemp("demo-small") / "c", images_per_class=5)
+
+
+@pytest.fixture
+def photos(tmp_path: Path, small_demo_collection) -> Path:
+    """A private copy of the small demo collection (60 photos) the test may change."""
+    dest = tmp_path / "photos"
+    shutil.copytree(small_demo_collection.root, dest)
+    return dest

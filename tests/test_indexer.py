@@ -74,10 +74,8 @@ def consistency(library: Library, model_key: str) -> tuple[int, int, int]:
 
 
 @pytest.fixture
-def folder(tmp_path: Path, small_demo_collection) -> Path:
-    dest = tmp_path / "photos"
-    shutil.copytree(small_demo_collection.root, dest)
-    return dest
+def folder(photos: Path) -> Path:
+    return photos
 
 
 @pytest.fixture

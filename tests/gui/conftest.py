@@ -3,21 +3,12 @@ and a teardown that fails the test if a worker thread is left running."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from app.settings import Settings
-
-
-@pytest.fixture
-def photos(tmp_path: Path, small_demo_collection) -> Path:
-    """A private copy of the small demo collection (60 photos) the test may change."""
-    dest = tmp_path / "photos"
-    shutil.copytree(small_demo_collection.root, dest)
-    return dest
 
 
 @pytest.fixture

@@ -93,19 +93,13 @@ def test_gui_stays_responsive_while_indexing(qtbot, make_app, demo_collection, m
     assert max(gaps[1:]) < 200, f"the GUI thread froze for {max(gaps[1:]):.0f} ms"
 
 
-def test_dropping_an_image_searches_by_image(
-    qtbot, make_app, photos, small_demo_collection
-) -> None:
+def drop_event(path: Path):  # -> QDropEvent
+    """A drop of one local file or folder, as the window system delivers it."""
     from PySide6.QtCore import QMimeData, QPointF, QUrl
     from PySide6.QtGui import QDropEvent
 
-    from tests.gui.test_window import indexed_app
-
-    app = indexed_app(qtbot, make_app, photos)
-    query = next(p for p, label in small_demo_collection.labels.items() if label == "blue triangle")
     mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(photos / query))])
-    bar = app.window.query_bar
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
     event = QDropEvent(
         QPointF(10, 10),
         Qt.DropAction.CopyAction,
@@ -113,6 +107,20 @@ def test_dropping_an_image_searches_by_image(
         Qt.MouseButton.LeftButton,
         Qt.KeyboardModifier.NoModifier,
     )
+    event._mime = mime  # the event does not own its mime data: keep it alive with the event
+    return event
+
+
+def test_dropping_an_image_searches_by_image(
+    qtbot, make_app, photos, small_demo_collection
+) -> None:
+
+    from tests.gui.test_window import indexed_app
+
+    app = indexed_app(qtbot, make_app, photos)
+    query = next(p for p, label in small_demo_collection.labels.items() if label == "blue triangle")
+    bar = app.window.query_bar
+    event = drop_event(photos / query)
     with qtbot.waitSignal(app.search.searchFinished, timeout=20_000):
         bar.dropEvent(event)
     assert bar.image() == photos / query
@@ -136,8 +144,6 @@ def test_many_qt_calls_do_not_exhaust_none(qtbot) -> None:
 
 
 def test_a_folder_dropped_on_the_window_is_added_to_the_library(qtbot, tmp_path) -> None:
-    from PySide6.QtCore import QMimeData, QPointF, QUrl
-    from PySide6.QtGui import QDropEvent
 
     from widgets.main_window import MainWindow
 
@@ -145,15 +151,7 @@ def test_a_folder_dropped_on_the_window_is_added_to_the_library(qtbot, tmp_path)
     qtbot.addWidget(window)
     folder = tmp_path / "photos"
     folder.mkdir()
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(folder))])
-    event = QDropEvent(
-        QPointF(10, 10),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
+    event = drop_event(folder)
     with qtbot.waitSignal(window.library_panel.addFolderRequested) as blocker:
         window.dropEvent(event)
     assert blocker.args == [str(folder)]
