@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 from app import paths
 from engine.errors import BadInputError, QuadratError
+from engine.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -199,16 +198,7 @@ def save_settings(settings: Settings, path: Path | None = None) -> Path:
 
 def _write_json(path: Path, data: Any) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, indent=2)
-                handle.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         raise QuadratError(f"cannot save {path}: {exc.strerror or exc}") from exc
 

@@ -10,18 +10,16 @@ Every malformed file raises `BadInputError` with one line naming the file and th
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from engine.errors import BadInputError
+from engine.files import atomic_write_text
 from engine.metrics import (
     PROTOCOLS,
     MeanMetrics,
@@ -267,20 +265,6 @@ def load_trec_run(path: StrPath) -> dict[str, list[tuple[str, float]]]:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _atomic_write(path: StrPath, text: str) -> None:
-    """Write through a temporary file and rename, so a crash never leaves half a file."""
-    target = Path(path)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(temp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        raise
-
-
 def _check_token(kind: str, value: str) -> str:
     if not value or any(char.isspace() for char in value):
         raise ValueError(f"{kind} {value!r} cannot be written to a TREC file: empty or has spaces")
@@ -298,7 +282,7 @@ def write_trec_run(
         for rank, (docid, score) in enumerate(results, start=1):
             docid_text = _check_token("docid", str(docid))
             lines.append(f"{query_id} Q0 {docid_text} {rank} {float(score)!r} {tag}\n")
-    _atomic_write(path, "".join(lines))
+    atomic_write_text(path, "".join(lines))
 
 
 def _docid(judgment: Judgment) -> str:
@@ -315,7 +299,7 @@ def write_trec_qrels(path: StrPath, judgments: Iterable[Judgment]) -> None:
         f"{j.relevant}\n"
         for j in judgments
     ]
-    _atomic_write(path, "".join(lines))
+    atomic_write_text(path, "".join(lines))
 
 
 def write_judgments_csv(path: StrPath, judgments: Iterable[Judgment]) -> None:
@@ -325,7 +309,7 @@ def write_judgments_csv(path: StrPath, judgments: Iterable[Judgment]) -> None:
     writer.writerow(["query_id", "image_id", "image_path", "relevant"])
     for j in judgments:
         writer.writerow([j.query_id, j.image_id or "", j.image_path or "", j.relevant])
-    _atomic_write(path, buffer.getvalue())
+    atomic_write_text(path, buffer.getvalue())
 
 
 def write_queries_csv(path: StrPath, queries: Iterable[BenchmarkQuery]) -> None:
@@ -342,7 +326,7 @@ def write_queries_csv(path: StrPath, queries: Iterable[BenchmarkQuery]) -> None:
     for index, query in enumerate(queries):
         extras = [query.extra.get(name, "") for name in extra_columns]
         writer.writerow([index, query.query_id, query.text, *extras])
-    _atomic_write(path, buffer.getvalue())
+    atomic_write_text(path, buffer.getvalue())
 
 
 # --- scoring ---------------------------------------------------------------------------------

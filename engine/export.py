@@ -6,9 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from engine.collections import PhotoDetails, photo_details
 from engine.errors import BadInputError
 from engine.evaluate import Judgment as FileJudgment
 from engine.evaluate import load_judgments, load_queries_csv, write_judgments_csv, write_trec_qrels
+from engine.files import atomic_write_text
 from engine.library import Library
 from engine.queries import QueryStore
 
@@ -68,18 +67,6 @@ def _result_row(details: PhotoDetails) -> dict[str, object]:
     }
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def export_results_csv(
     library: Library,
     path: str | Path,
@@ -107,7 +94,7 @@ def export_results_csv(
             }
         )
         rows += 1
-    _atomic_text(Path(path), buffer.getvalue())
+    atomic_write_text(path, buffer.getvalue())
     return rows
 
 

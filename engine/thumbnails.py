@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from PIL import Image
 
 from engine.errors import BadImageError
+from engine.files import atomic_write_bytes
 from engine.scan import content_hash, decode_image
 
 log = logging.getLogger(__name__)
@@ -78,15 +77,7 @@ class ThumbnailCache:
     def _store(self, digest: str, data: bytes) -> None:
         target = self.path_for(digest)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".jpg")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                os.replace(tmp_name, target)
-            except BaseException:
-                Path(tmp_name).unlink(missing_ok=True)
-                raise
+            atomic_write_bytes(target, data)
         except OSError as exc:
             # A read-only or full disk costs speed, not the thumbnail itself.
             log.warning("cannot cache thumbnail in %s: %s", target.parent, exc)
