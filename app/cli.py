@@ -125,14 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
 # -- shared helpers -------------------------------------------------------------------------
 
 
-def user_settings():  # -> Settings
-    """The settings the window also uses; a bad file falls back to defaults (logged)."""
-    from app.settings import load_settings
+_settings: Any = None  # read once per command, see main()
 
-    loaded = load_settings()
-    for problem in loaded.problems:
-        log.warning("settings: %s", problem)
-    return loaded.settings
+
+def user_settings():  # -> Settings
+    """The settings the window also uses, read once per command; a bad file falls back to
+    defaults (logged once)."""
+    global _settings
+    if _settings is None:
+        from app.settings import load_settings
+
+        loaded = load_settings()
+        for problem in loaded.problems:
+            log.warning("settings: %s", problem)
+        _settings = loaded.settings
+    return _settings
 
 
 def open_library(path: Path | None):  # -> Library
@@ -333,16 +340,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from engine.demo import write_demo_collection
 
     info = write_demo_collection(args.dir.expanduser(), images_per_class=args.images_per_class)
-    print(f"demo collection written to {args.dir} ({_count(info)} photos)")
+    print(f"demo collection written to {args.dir} ({info.image_count} photos)")
     return EXIT_OK
-
-
-def _count(info: Any) -> Any:
-    for attr in ("num_images", "image_count", "images"):
-        value = getattr(info, attr, None)
-        if value is not None:
-            return len(value) if isinstance(value, list | tuple | dict) else value
-    return "?"
 
 
 # -- entry point ----------------------------------------------------------------------------
@@ -351,6 +350,8 @@ def _count(info: Any) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     from app.logs import setup_logging
 
+    global _settings
+    _settings = None  # each command reads the settings file as it is now
     argv = list(sys.argv[1:] if argv is None else argv)
     log_file = setup_logging()
     parser = build_parser()
