@@ -236,10 +236,8 @@ class Library:
         if index is None or index.needs_rebuild():
             if dim is None:
                 raise QuadratError("the library has no indexed photos yet: index a folder first")
-            ids, vectors = self.load_vectors(model_key)
-            index = VectorIndex.build(ids, vectors, progress=progress)
-            index.save(path)
-            return index, RepairReport(added=len(ids), rebuilt=True)
+            index = self._build_from_catalog(model_key, progress, None)
+            return index, RepairReport(added=len(index), rebuilt=True)
         file_ids = index.ids()
         missing = np.setdiff1d(table_ids, file_ids, assume_unique=True)
         extra = np.setdiff1d(file_ids, table_ids, assume_unique=True)
@@ -274,13 +272,19 @@ class Library:
         At a million photos an approximate (IVF) build takes minutes: it reports progress and
         can be cancelled, leaving the previous index in place.
         """
+        index = self._build_from_catalog(model_key, progress, cancel)
+        self.set_index(model_key, index)
+        return index
+
+    def _build_from_catalog(
+        self, model_key: str, progress: ProgressCallback, cancel: CancelToken | None
+    ):  # -> VectorIndex
         from engine.index import VectorIndex
 
         ids, vectors = self.load_vectors(model_key)
         log.info("building the vector index of %s for %d photos", model_key, len(ids))
         index = VectorIndex.build(ids, vectors, progress=progress, cancel=cancel)
         index.save(self.index_path(model_key))
-        self.set_index(model_key, index)
         return index
 
     def save_index(self, model_key: str) -> None:
