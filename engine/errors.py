@@ -32,3 +32,13 @@ class BadImageError(QuadratError):
 
 class Cancelled(Exception):  # noqa: N818 - reads better at call sites than CancelledError
     """Long work stopped because the user asked it to. Not an error: committed work is kept."""
+
+
+class CatalogError(QuadratError):
+    """The catalog database could not be read or written (I/O error, disk full, read-only,
+    damaged file). The message names the cause and the way on; details go to the log."""
+
+
+class CorruptIndexError(QuadratError):
+    """A vector index file failed its checksum, or served a score no cosine similarity can
+    have. The library rebuilds the file from the catalog."""
