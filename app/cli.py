@@ -64,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--workers", type=positive_int, default=None, help="decode threads")
     index.add_argument("--metadata", type=Path, help="COCO-style metadata JSON")
     index.add_argument("--reindex", action="store_true", help="re-encode with a new model")
+    index.add_argument(
+        "--prune",
+        action="store_true",
+        help="forget photos missing from disk, with their judgments (default: keep them)",
+    )
+    index.add_argument(
+        "--no-relocate",
+        dest="relocate",
+        action="store_false",
+        help="index a new folder as a new collection even if it looks like a moved one",
+    )
     index.add_argument("--json", action="store_true", help="print a JSON summary")
     index.set_defaults(func=cmd_index)
 
@@ -80,6 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--bbox", help="only photos inside MIN_LAT,MIN_LON,MAX_LAT,MAX_LON")
     search.add_argument("--json", action="store_true", help="one JSON object per result")
     search.set_defaults(func=cmd_search)
+
+    forget = sub.add_parser(
+        "forget", help="forget the photos missing from disk, with their judgments"
+    )
+    forget.add_argument("--collection", type=Path, help="only this collection's folder")
+    library_option(forget)
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    forget.set_defaults(func=cmd_forget)
+
+    relocate = sub.add_parser(
+        "relocate", help="point a collection at the folder it was moved or renamed to"
+    )
+    relocate.add_argument("old", type=Path, help="the collection's old folder")
+    relocate.add_argument("new", type=Path, help="where the folder is now")
+    library_option(relocate)
+    relocate.set_defaults(func=cmd_relocate)
 
     demo = sub.add_parser("demo", help="write the demo collection to DIR")
     demo.add_argument("dir", type=Path)
@@ -226,7 +253,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         cancel = CancelToken()
         try:
             report = indexer.run(
-                folder, metadata=args.metadata, reindex=args.reindex, progress=bar, cancel=cancel
+                folder,
+                metadata=args.metadata,
+                reindex=args.reindex,
+                relocate=args.relocate,
+                prune=args.prune,
+                progress=bar,
+                cancel=cancel,
             )
         except KeyboardInterrupt:
             cancel.cancel()
@@ -268,6 +301,7 @@ def _parse_bbox(text: str | None) -> tuple[float, float, float, float] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from engine.collections import missing_photos
     from engine.search import Searcher, SearchFilters, validate_query_text
 
     if args.method != "text":
@@ -288,6 +322,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         spec = resolve_model_spec(args.model, library)
         encoder = load_encoder_for(spec, args.device)
         searcher = Searcher(library, encoder)
+        missing = missing_photos(library)
         if args.image is not None and args.text.strip():
             result = searcher.image_text(args.image, args.text, args.top, filters)
         elif args.image is not None:
@@ -302,7 +337,16 @@ def cmd_search(args: argparse.Namespace) -> int:
             name = f"  {hit.taxon}" if hit.taxon else ""
             print(f"{hit.rank:4d}  {hit.score:.4f}  {hit.path}{name}")
         print(f"{len(result.hits)} results in {result.seconds * 1000:.0f} ms", file=sys.stderr)
+    if missing.photos:
+        print(f"note: {_missing_note(missing.photos)}", file=sys.stderr)
     return EXIT_OK
+
+
+def _missing_note(photos: int) -> str:
+    return (
+        f"{photos} photos of the library are missing from disk and were not searched "
+        "(their judgments are kept; 'quadrat index FOLDER' finds them again)"
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -317,6 +361,62 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise BadInputError("relevant-photos needs exactly one --query ID")
         copied = copy_relevant_photos(library, args.query[0], args.out)
         print(f"{len(copied)} photos copied to {args.out}")
+        if copied.missing:
+            print(
+                f"{copied.missing} photos judged relevant are missing from disk and were not "
+                "copied (their judgments are kept)",
+                file=sys.stderr,
+            )
+    return EXIT_OK
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Ask on the terminal; without one, refuse unless --yes was given."""
+    if yes:
+        return
+    if not sys.stdin or not sys.stdin.isatty():
+        raise BadInputError(f"{question}: add --yes to confirm (no terminal to ask on)")
+    answer = input(f"{question} [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise BadInputError("nothing was forgotten")
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from engine.collections import find_collection, forget_missing, missing_photos
+
+    with open_library(args.library) as library:
+        collection_id = None
+        if args.collection is not None:
+            collection_id = find_collection(library, args.collection)
+            if collection_id is None:
+                raise BadInputError(f"no collection of this library is at {args.collection}")
+        found = missing_photos(library, collection_id)
+        if not found.photos:
+            print("no photos are missing from disk; nothing to forget")
+            return EXIT_OK
+        _confirm(
+            f"forget {found.photos} missing photos and their {found.judgments} judgments for good",
+            args.yes,
+        )
+        forgotten = forget_missing(library, collection_id)
+    print(f"{forgotten.photos} missing photos forgotten, with {forgotten.judgments} judgments")
+    return EXIT_OK
+
+
+def cmd_relocate(args: argparse.Namespace) -> int:
+    from engine.collections import relocate_collection
+
+    with open_library(args.library) as library:
+        moved = relocate_collection(library, args.old, args.new)
+    merged = (
+        f"; {moved.merged_duplicates} photos indexed twice were merged"
+        if moved.merged_duplicates
+        else ""
+    )
+    print(
+        f"collection moved from {moved.old_root} to {moved.new_root}: {moved.photos} photos keep "
+        f"their ids and judgments{merged}; run 'quadrat index {moved.new_root}' to check them"
+    )
     return EXIT_OK
 
 

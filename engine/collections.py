@@ -3,24 +3,29 @@
 A photo is *indexed* for a model when it has a vector under that model's key, *skipped* when
 the indexer could not use it (the reason is recorded), and *pending* when it is waiting to be
 encoded: a catalog row without a vector, or (when the folder is scanned) a file on disk the
-catalog does not know yet or that changed since it was indexed.
+catalog does not know yet or that changed since it was indexed. A photo is *missing* when its
+file went away: its row, id, vectors and judgments stay until the user forgets it.
+
+A collection whose folder was moved or renamed is *relocated*: its rows follow the new root, so
+ids and judgments are kept and no photo appears twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
-from engine.catalog import Collection, Embedding, Image, Taxon
-from engine.catalog.models import STATUS_OK, STATUS_SKIPPED
+from engine.catalog import Collection, Embedding, Image, Judgment, RunResult, Taxon
+from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
 from engine.errors import BadInputError, QuadratError
 from engine.library import Library
-from engine.scan import walk_images
+from engine.scan import FileEntry, content_hash, walk_images
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,7 @@ class CollectionStats:
     pending: int
     last_scanned_at: datetime | None
     folder_missing: bool = False
+    missing: int = 0  # photos whose files are gone; kept with their judgments
     skipped_photos: tuple[SkippedPhoto, ...] = field(default=(), repr=False)
 
     @property
@@ -114,6 +120,11 @@ def collection_stats(
                 )
             )
             pending = (ok or 0) - (indexed or 0)
+            missing_photos = s.scalar(
+                select(func.count())
+                .select_from(Image)
+                .where(Image.collection_id == coll.id, Image.status == STATUS_MISSING)
+            )
             missing = False
             if scan_disk:
                 unseen, missing = _unseen_files(s, coll)
@@ -128,6 +139,7 @@ def collection_stats(
                     pending=pending,
                     last_scanned_at=coll.last_scanned_at,
                     folder_missing=missing,
+                    missing=missing_photos or 0,
                     skipped_photos=skipped,
                 )
             )
@@ -164,6 +176,209 @@ def find_collection(library: Library, folder: str | Path) -> int | None:
     root = str(Path(folder).expanduser().resolve())
     with library.catalog.session() as s:
         return s.scalar(select(Collection.id).where(Collection.root == root))
+
+
+@dataclass(frozen=True)
+class MissingPhotos:
+    """Photos whose files are gone, and the judgments kept on them."""
+
+    photos: int
+    judgments: int
+
+
+def missing_photos(library: Library, collection_id: int | None = None) -> MissingPhotos:
+    """How many photos (of one collection, or all) are missing from disk, with their judgments."""
+    with library.catalog.session() as s:
+        where = [Image.status == STATUS_MISSING]
+        if collection_id is not None:
+            where.append(Image.collection_id == collection_id)
+        photos = s.scalar(select(func.count()).select_from(Image).where(*where)) or 0
+        judgments = 0
+        if photos:
+            judgments = (
+                s.scalar(
+                    select(func.count())
+                    .select_from(Judgment)
+                    .join(Image, Image.id == Judgment.image_id)
+                    .where(*where)
+                )
+                or 0
+            )
+    return MissingPhotos(photos, judgments)
+
+
+def forget_missing(library: Library, collection_id: int | None = None) -> MissingPhotos:
+    """Delete the photos that are missing from disk (of one collection, or all), with their
+    vectors, judgments and places in saved runs. The explicit act the user confirms; nothing
+    else deletes a photo the user may have judged. Returns what was forgotten."""
+    forgotten = missing_photos(library, collection_id)
+    with library.catalog.session() as s:
+        stmt = select(Image.id).where(Image.status == STATUS_MISSING)
+        if collection_id is not None:
+            stmt = stmt.where(Image.collection_id == collection_id)
+        ids = list(s.scalars(stmt))
+        for start in range(0, len(ids), _SQLITE_VARIABLES):
+            chunk = ids[start : start + _SQLITE_VARIABLES]
+            # Judgments, run results and vectors go with the rows (ON DELETE CASCADE).
+            s.execute(delete(Image).where(Image.id.in_(chunk)))
+    log.info("forgot %d missing photos (%d judgments)", forgotten.photos, forgotten.judgments)
+    # Missing photos are not in any vector index, so there is nothing to remove there.
+    return forgotten
+
+
+@dataclass(frozen=True)
+class MovedCollection:
+    """A collection whose folder is gone and whose photos a new folder holds."""
+
+    collection_id: int
+    name: str
+    old_root: str
+    matched: int  # files of the new folder found in the collection by path and size
+
+
+# How many path-and-size matches are confirmed by content before a relocation.
+_RELOCATION_SAMPLE = 16
+
+
+def find_moved_collection(
+    library: Library, folder: str | Path, entries: list[FileEntry] | None = None
+) -> MovedCollection | None:
+    """The collection that `folder` most likely is, moved or renamed: its old root no longer
+    exists and most files of `folder` are its photos (same relative path and size, confirmed by
+    the content hash of a sample). None when `folder` is already a collection or nothing fits."""
+    root = Path(folder).expanduser().resolve()
+    if entries is None:
+        entries = list(walk_images(root))
+    if not entries:
+        return None
+    on_disk = {e.rel_path: e for e in entries}
+    best: MovedCollection | None = None
+    best_hashes: list[tuple[str, str]] = []
+    with library.catalog.session() as s:
+        if s.scalar(select(Collection.id).where(Collection.root == str(root))) is not None:
+            return None
+        for coll in s.scalars(select(Collection).order_by(Collection.id)):
+            if Path(coll.root).exists():
+                continue
+            matches: list[tuple[str, str]] = []
+            for rel, size, digest in s.execute(
+                select(Image.rel_path, Image.size, Image.content_hash).where(
+                    Image.collection_id == coll.id
+                )
+            ):
+                entry = on_disk.get(rel)
+                if entry is not None and entry.size == size:
+                    matches.append((rel, digest or ""))
+            if 2 * len(matches) > len(entries) and (best is None or len(matches) > best.matched):
+                best = MovedCollection(coll.id, coll.name, coll.root, len(matches))
+                best_hashes = matches
+    if best is None:
+        return None
+    step = max(1, len(best_hashes) // _RELOCATION_SAMPLE)
+    sample = [(rel, digest) for rel, digest in best_hashes[::step] if digest][:_RELOCATION_SAMPLE]
+    agree = 0
+    for rel, digest in sample:
+        with contextlib.suppress(OSError):  # unreadable: counts as different
+            agree += content_hash(on_disk[rel].abs_path) == digest
+    if sample and agree * 10 < len(sample) * 9:  # fewer than 90 % same content: not the same
+        log.info("%s resembles %s by name only (%d/%d same content)", root, best.old_root,
+                 agree, len(sample))  # fmt: skip
+        return None
+    return best
+
+
+@dataclass(frozen=True)
+class Relocation:
+    collection_id: int
+    old_root: str
+    new_root: str
+    photos: int
+    merged_duplicates: int  # photos indexed twice (a second collection at the new root) merged
+
+
+def relocate_collection(
+    library: Library, old: int | str | Path, new_root: str | Path
+) -> Relocation:
+    """Point a collection at the folder it was moved to. Its photos keep their ids, vectors and
+    judgments. If the new folder was already indexed as a second collection (every photo twice),
+    the two are merged: the older rows win, and judgments and run results made on the second
+    copy move to them."""
+    new = Path(new_root).expanduser().resolve()
+    if not new.is_dir():
+        raise BadInputError(f"not a folder: {new}")
+    dropped: list[int] = []
+    with library.catalog.session() as s:
+        if isinstance(old, int):
+            coll = s.get(Collection, old)
+        else:
+            old_text = str(Path(old).expanduser().resolve())
+            coll = s.scalar(select(Collection).where(Collection.root == old_text))
+            if coll is None:  # a path that no longer resolves the same way
+                coll = s.scalar(select(Collection).where(Collection.root == str(old)))
+        if coll is None:
+            raise BadInputError(f"no collection of this library is at {old}")
+        old_root = coll.root
+        if old_root == str(new):
+            photos = s.scalar(
+                select(func.count()).select_from(Image).where(Image.collection_id == coll.id)
+            )
+            return Relocation(coll.id, old_root, str(new), photos or 0, 0)
+        twin = s.scalar(select(Collection).where(Collection.root == str(new)))
+        if twin is not None:
+            dropped = _merge_into(s, keep=coll.id, twin=twin.id)
+            s.delete(twin)
+            s.flush()
+        coll.root, coll.name = str(new), new.name or str(new)
+        photos = s.scalar(
+            select(func.count()).select_from(Image).where(Image.collection_id == coll.id)
+        )
+    _drop_from_indexes(library, dropped)
+    log.info("collection %s moved from %s to %s (%d duplicates merged)", coll.id, old_root, new,
+             len(dropped))  # fmt: skip
+    return Relocation(coll.id, old_root, str(new), photos or 0, len(dropped))
+
+
+def _merge_into(s, keep: int, twin: int) -> list[int]:  # noqa: ANN001 - a Session
+    """Move the twin collection's photos into `keep`; a photo both hold (same relative path)
+    keeps `keep`'s row, taking over the twin's judgments and run results. Returns dropped ids."""
+    kept = dict(
+        s.execute(select(Image.rel_path, Image.id).where(Image.collection_id == keep)).all()
+    )
+    dropped: list[int] = []
+    for rel, twin_id in s.execute(
+        select(Image.rel_path, Image.id).where(Image.collection_id == twin)
+    ).all():
+        keep_id = kept.get(rel)
+        if keep_id is None:
+            s.execute(update(Image).where(Image.id == twin_id).values(collection_id=keep))
+            continue
+        judged = select(Judgment.query_id).where(Judgment.image_id == keep_id)
+        s.execute(
+            update(Judgment)
+            .where(Judgment.image_id == twin_id, Judgment.query_id.not_in(judged))
+            .values(image_id=keep_id)
+        )
+        s.execute(update(RunResult).where(RunResult.image_id == twin_id).values(image_id=keep_id))
+        s.execute(delete(Image).where(Image.id == twin_id))
+        dropped.append(twin_id)
+    return dropped
+
+
+def _drop_from_indexes(library: Library, ids: list[int]) -> None:
+    """Remove deleted photos from every model's vector index (the catalog is already changed;
+    if the process dies first, the check at open drops them)."""
+    if not ids:
+        return
+    with library.catalog.session() as s:
+        model_keys = list(s.scalars(select(Embedding.model_key).distinct()))
+    array = np.asarray(ids, dtype=np.int64)
+    for model_key in model_keys:
+        try:
+            index = library.vector_index(model_key)
+        except QuadratError:
+            continue
+        if index.remove(array):
+            library.save_index(model_key)
 
 
 def remove_collection(library: Library, collection_id: int) -> int:

@@ -175,8 +175,16 @@ def import_benchmark(
     return ImportReport(count, judged, unresolved, mapping)
 
 
-def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> list[Path]:
-    """Copy the photos judged relevant for a query into `dest`; name clashes get a suffix."""
+class CopiedPhotos(list[Path]):
+    """The files `copy_relevant_photos` wrote; `missing` counts the relevant photos whose files
+    are gone from disk (not copied; their judgments stay)."""
+
+    missing: int = 0
+
+
+def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> CopiedPhotos:
+    """Copy the photos judged relevant for a query into `dest`; name clashes get a suffix.
+    Photos missing from disk are skipped and counted in the result's `missing`."""
     dest = Path(dest).expanduser()
     dest.mkdir(parents=True, exist_ok=True)
     with library.catalog.session() as s:
@@ -189,11 +197,12 @@ def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> l
                 )
             )
         )
-    copied = []
+    copied = CopiedPhotos()
     for record in sorted(photo_details(library, ids).values(), key=lambda r: r.rel_path):
         source = Path(record.path)
         if not source.is_file():
             log.warning("not copied, file is gone: %s", source)
+            copied.missing += 1
             continue
         target = dest / source.name
         n = 1

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, or_, select
 
-from engine.catalog import Collection, Embedding, Image, Taxon
-from engine.catalog.models import STATUS_OK, STATUS_SKIPPED, utcnow
-from engine.errors import BadImageError, BadInputError, Cancelled
+from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
+from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
+from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 from engine.scan import (
@@ -58,12 +58,21 @@ class IndexReport:
     collection: str
     total_files: int = 0
     indexed: int = 0  # encoded in this run: new, changed, or pending for this model
-    unchanged: int = 0  # already indexed and untouched (moved files included)
+    unchanged: int = 0  # already indexed and untouched (moved and returned files included)
     moved: int = 0  # renamed or moved files recognised by content, vectors kept
-    removed: int = 0  # gone from disk since the last run
+    returned: int = 0  # photos that were missing and came back: their id and judgments too
+    missing: int = 0  # went missing from disk in this run: kept, with their judgments
+    still_missing: int = 0  # photos of the collection missing from disk after the run
+    judgments_on_missing: int = 0  # judgments kept on those photos
+    removed: int = 0  # missing photos forgotten in this run (only with `prune`)
+    relocated_from: str | None = None  # the collection's old root, when it was moved here
+    metadata_problems: int = 0  # metadata records whose unusable values were ignored
     skipped: list[SkippedFile] = field(default_factory=list)
     cancelled: bool = False
     seconds: float = 0.0
+    # Read back from the catalog after the last checkpoint, not counted along the way.
+    catalog_indexed: int = 0
+    catalog_skipped: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +82,13 @@ class IndexReport:
             "unchanged": self.unchanged,
             "removed": self.removed,
             "moved": self.moved,
+            "returned": self.returned,
+            "missing": self.missing,
+            "still_missing": self.still_missing,
+            "judgments_on_missing": self.judgments_on_missing,
+            "relocated_from": self.relocated_from,
+            "metadata_problems": self.metadata_problems,
+            "catalog": {"indexed": self.catalog_indexed, "skipped": self.catalog_skipped},
             "total_files": self.total_files,
             "cancelled": self.cancelled,
             "seconds": round(self.seconds, 3),
@@ -80,10 +96,37 @@ class IndexReport:
 
     def summary(self) -> str:
         state = "cancelled" if self.cancelled else "done"
-        return (
-            f"{state}: {self.indexed} indexed, {self.unchanged} unchanged, {self.moved} moved, "
-            f"{self.removed} removed, {len(self.skipped)} skipped ({self.seconds:.1f} s)"
-        )
+        parts = [
+            f"{state}: {self.indexed} indexed, {self.unchanged} unchanged, {self.moved} moved",
+        ]
+        if self.returned:
+            parts.append(f"{self.returned} came back")
+        if self.removed:
+            parts.append(f"{self.removed} missing forgotten")
+        parts.append(f"{len(self.skipped)} skipped ({self.seconds:.1f} s)")
+        lines = [", ".join(parts)]
+        if self.relocated_from:
+            lines.append(
+                f"the collection moved from {self.relocated_from}: its photos, ids and "
+                "judgments followed it"
+            )
+        if self.still_missing:
+            lines.append(missing_photos_line(self.still_missing, self.judgments_on_missing))
+        if self.metadata_problems:
+            lines.append(
+                f"{self.metadata_problems} metadata records had unusable values, which were "
+                "ignored (details in the log)"
+            )
+        return "\n".join(lines)
+
+
+def missing_photos_line(missing: int, judgments: int) -> str:
+    """One line telling the user that photos are gone from disk and nothing of them is lost."""
+    kept = f"their {judgments} judgments are kept" if judgments else "they are kept"
+    return (
+        f"{missing} photos are missing from disk and left out of search; {kept} and come back "
+        "with the files (quadrat forget drops them for good)"
+    )
 
 
 @dataclass
@@ -147,6 +190,8 @@ class Indexer:
         self.model_key: str = encoder.model_key
         self._taxon_ids: dict[str, int] = {}
         self._min_side: int | None = getattr(encoder, "image_size", None)
+        self._claimed: set[int] = set()  # rows taken back by content in the current run
+        self._returned_elsewhere = 0  # of them, rows that came from another path
 
     # -- public ------------------------------------------------------------------------------
 
@@ -156,10 +201,18 @@ class Indexer:
         *,
         metadata: str | Path | None = None,
         reindex: bool = False,
+        relocate: bool = True,
+        prune: bool = False,
         progress: ProgressCallback = no_progress,
         cancel: CancelToken | None = None,
     ) -> IndexReport:
-        """Index `folder` incrementally. Returns a report; a cancel keeps all committed work."""
+        """Index `folder` incrementally. Returns a report; a cancel keeps all committed work.
+
+        Photos gone from disk are marked missing, never deleted (`prune` forgets them after the
+        run). With `relocate`, a new folder that holds mostly the photos of a collection whose
+        folder no longer exists takes that collection over (ids and judgments follow).
+        Raises `QuadratError` when what the catalog holds after the run is not what the run
+        committed (the next run repairs it)."""
         started = time.monotonic()
         cancel = cancel or CancelToken()
         root = Path(folder).expanduser()
@@ -169,13 +222,17 @@ class Indexer:
             raise BadInputError(f"not a folder: {root}")
         root = root.resolve()
         with self.library.writer_lock():
-            return self._run_locked(root, metadata, reindex, progress, cancel, started)
+            return self._run_locked(
+                root, metadata, reindex, relocate, prune, progress, cancel, started
+            )
 
     def _run_locked(
         self,
         root: Path,
         metadata: str | Path | None,
         reindex: bool,
+        relocate: bool,
+        prune: bool,
         progress: ProgressCallback,
         cancel: CancelToken,
         started: float,
@@ -191,10 +248,19 @@ class Indexer:
         entries = list(walk_images(root))
         report.total_files = len(entries)
         coco = self._load_metadata(root, metadata)
+        report.metadata_problems = int(getattr(coco, "problems", 0))
+
+        if relocate and entries:
+            from engine.collections import find_moved_collection, relocate_collection
+
+            moved_from = find_moved_collection(self.library, root, entries)
+            if moved_from is not None:
+                relocate_collection(self.library, moved_from.collection_id, root)
+                report.relocated_from = moved_from.old_root
 
         collection_id, rows, embedded = self._catalog_state(root)
         if not entries:
-            if rows:
+            if any(row.status != STATUS_MISSING for row in rows.values()):
                 raise BadInputError(
                     f"no photos found in {root}, but {len(rows)} were indexed from it before; "
                     "is the drive connected? Nothing was removed"
@@ -204,17 +270,32 @@ class Indexer:
         self.library.record_model(self.model_key, self._spec(), self.encoder.dim)
         index = self.library.vector_index(self.model_key, dim=self.encoder.dim)
 
+        self._claimed = set()
+        self._returned_elsewhere = 0
         jobs = self._plan(root, entries, rows, embedded, report, collection_id, index, cancel)
         try:
             self._encode_all(collection_id, jobs, coco, index, report, progress, cancel)
         except Cancelled:
             report.cancelled = True
-        finally:
-            self.library.save_index(self.model_key)
-            with self.library.catalog.session() as s:
-                coll = s.get(Collection, collection_id)
-                if coll is not None and not report.cancelled:
-                    coll.last_scanned_at = utcnow()
+        except BaseException:
+            # The first real error (SQLite's "disk is full", say) is the one to report: saving
+            # the vector file can fail for the same reason and must not hide it.
+            try:
+                self.library.save_index(self.model_key)
+            except Exception:
+                log.warning("could not save the vector index after a failed run", exc_info=True)
+            raise
+        self.library.save_index(self.model_key)
+        with self.library.catalog.session() as s:
+            coll = s.get(Collection, collection_id)
+            if coll is not None and not report.cancelled:
+                coll.last_scanned_at = utcnow()
+        report.returned += self._returned_elsewhere
+        if prune and not report.cancelled:
+            from engine.collections import forget_missing
+
+            report.removed = forget_missing(self.library, collection_id).photos
+        self._read_back(collection_id, report)
         if not report.cancelled and index.needs_rebuild():
             # The collection crossed the exact-search limit (or shrank far below it): switch the
             # index kind now, with progress, rather than on the next open without any.
@@ -229,6 +310,66 @@ class Indexer:
         report.seconds = time.monotonic() - started
         log.info("%s: %s", root, report.summary())
         return report
+
+    def _read_back(self, collection_id: int, report: IndexReport) -> None:
+        """Fill the report's catalog counts from a fresh connection and check them.
+
+        A fresh connection reads what is really in the database file: if a file of the catalog
+        was deleted or damaged during the run, commits the run believes done can be gone.
+        """
+        self.library.catalog.engine.dispose()  # pooled connections may see a deleted WAL
+        with self.library.catalog.session() as s:
+            counts = dict(
+                s.execute(
+                    select(Image.status, func.count())
+                    .where(Image.collection_id == collection_id)
+                    .group_by(Image.status)
+                ).all()
+            )
+            report.catalog_indexed = int(
+                s.scalar(
+                    select(func.count())
+                    .select_from(Embedding)
+                    .join(Image, Image.id == Embedding.image_id)
+                    .where(
+                        Image.collection_id == collection_id,
+                        Image.status == STATUS_OK,
+                        Embedding.model_key == self.model_key,
+                    )
+                )
+                or 0
+            )
+            report.still_missing = int(counts.get(STATUS_MISSING, 0))
+            report.judgments_on_missing = int(
+                s.scalar(
+                    select(func.count())
+                    .select_from(Judgment)
+                    .join(Image, Image.id == Judgment.image_id)
+                    .where(Image.collection_id == collection_id, Image.status == STATUS_MISSING)
+                )
+                or 0
+            )
+        report.catalog_skipped = int(counts.get(STATUS_SKIPPED, 0))
+        if report.cancelled:
+            return
+        expected_indexed = report.total_files - len(report.skipped)
+        if (report.catalog_indexed, report.catalog_skipped) != (
+            expected_indexed,
+            len(report.skipped),
+        ):
+            log.error(
+                "catalog read-back: %d indexed and %d skipped, the run expected %d and %d",
+                report.catalog_indexed,
+                report.catalog_skipped,
+                expected_indexed,
+                len(report.skipped),
+            )
+            raise QuadratError(
+                f"the catalog holds {report.catalog_indexed} of the {expected_indexed} photos "
+                f"this run indexed or found indexed in {report.collection}: committed work was "
+                "lost (was a file of the library deleted, or the disk removed, during the run?); "
+                "index the folder again to repair it"
+            )
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -300,11 +441,23 @@ class Indexer:
 
     @staticmethod
     def _known_content(
-        entry: FileEntry, row: _Row, embedded: set[int], report: IndexReport, jobs: list[_Job]
+        entry: FileEntry,
+        row: _Row,
+        embedded: set[int],
+        report: IndexReport,
+        jobs: list[_Job],
+        returned: list[int],
     ) -> None:
-        """A file whose content the catalog already knows: skipped before, indexed, or pending
-        for this model."""
-        if row.status == STATUS_SKIPPED:
+        """A file whose content the catalog already knows: skipped before, indexed, pending for
+        this model, or missing until now (it takes its row back)."""
+        if row.status == STATUS_MISSING:
+            report.returned += 1
+            if row.id in embedded:
+                returned.append(row.id)
+                report.unchanged += 1
+            else:  # never encoded with this model (or skipped before): try it now
+                jobs.append(_Job(entry, row.id, row.content_hash))
+        elif row.status == STATUS_SKIPPED:
             report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or "skipped"))
         elif row.id in embedded:
             report.unchanged += 1
@@ -322,8 +475,9 @@ class Indexer:
         index: Any,
         cancel: CancelToken,
     ) -> list[_Job]:
-        """Sort files into unchanged, to encode, moved and removed; apply moves and removals."""
+        """Sort files into unchanged, to encode, moved, returned and missing; apply them."""
         jobs: list[_Job] = []
+        returned: list[int] = []  # missing photos back on disk with their vectors
         new: list[FileEntry] = []
         changed: list[tuple[FileEntry, _Row]] = []
         on_disk = {e.rel_path for e in entries}
@@ -332,7 +486,7 @@ class Indexer:
             if row is None:
                 new.append(entry)
             elif row.size == entry.size and row.mtime_ns == entry.mtime_ns:
-                self._known_content(entry, row, embedded, report, jobs)
+                self._known_content(entry, row, embedded, report, jobs, returned)
             else:
                 changed.append((entry, row))
         cancel.check()
@@ -346,7 +500,12 @@ class Indexer:
                 if digest is not None and digest == row.content_hash and row.id in embedded:
                     touched.append((row.id, entry))
                     report.unchanged += 1
+                    if row.status == STATUS_MISSING:
+                        report.returned += 1
+                        returned.append(row.id)
                 else:
+                    if row.status == STATUS_MISSING:
+                        report.returned += 1
                     jobs.append(_Job(entry, row.id, digest))
 
         # Vanished rows may be moved files: match new files by content.
@@ -366,12 +525,14 @@ class Indexer:
                     row = vanished.pop(candidates.pop(0))
                     moves.append((row.id, entry))
                     report.moved += 1
-                    self._known_content(entry, row, embedded, report, jobs)
+                    self._known_content(entry, row, embedded, report, jobs, returned)
                 else:
                     still_new.append(entry)
             new = still_new
         jobs.extend(_Job(e, None, new_hashes.get(e.rel_path)) for e in new)
 
+        # Gone from disk: kept as missing, with their vectors and judgments, out of search.
+        gone = [row.id for row in vanished.values() if row.status != STATUS_MISSING]
         with self.library.catalog.session() as s:
             for image_id, entry in touched + moves:
                 img = s.get(Image, image_id)
@@ -381,13 +542,25 @@ class Indexer:
                         entry.size,
                         entry.mtime_ns,
                     )
-            if vanished:
-                gone = [row.id for row in vanished.values()]
-                for start in range(0, len(gone), 900):
-                    s.execute(delete(Image).where(Image.id.in_(gone[start : start + 900])))
-        if vanished:
-            report.removed = len(vanished)
-            index.remove(np.asarray([row.id for row in vanished.values()], dtype=np.int64))
+            now = utcnow()
+            for start in range(0, len(gone), 900):
+                s.execute(
+                    Image.__table__.update()
+                    .where(Image.id.in_(gone[start : start + 900]))
+                    .values(status=STATUS_MISSING, missing_since=now)
+                )
+            for start in range(0, len(returned), 900):
+                s.execute(
+                    Image.__table__.update()
+                    .where(Image.id.in_(returned[start : start + 900]))
+                    .values(status=STATUS_OK, missing_since=None, skip_reason=None)
+                )
+        if gone:
+            report.missing = len(gone)
+            index.remove(np.asarray(gone, dtype=np.int64))
+        if returned:
+            ids, vectors = self.library.load_vectors(self.model_key, np.asarray(returned))
+            index.add(ids, vectors)
         return jobs
 
     # -- encoding ----------------------------------------------------------------------------
@@ -507,10 +680,21 @@ class Indexer:
         """Write rows and vectors of one checkpoint in a single transaction."""
         ids: list[int] = []
         vectors: list[np.ndarray] = []
+        reclaimed = 0
         with self.library.catalog.session() as s:
+            reclaim = self._reclaimable(
+                s, collection_id, [p.content_hash for p, _ in ready if p.job.image_id is None]
+            )
             for prepared, vector in ready:
-                img = self._upsert_image(s, collection_id, prepared.job, prepared.content_hash)
-                img.status, img.skip_reason = STATUS_OK, None
+                job = prepared.job
+                if job.image_id is None and prepared.content_hash in reclaim:
+                    # A photo the library knew under another path whose file is gone: it takes
+                    # its old row back, and with it its id, runs and judgments.
+                    job.image_id = reclaim.pop(prepared.content_hash)
+                    reclaimed += 1
+                img = self._upsert_image(s, collection_id, job, prepared.content_hash)
+                img.collection_id = collection_id
+                img.status, img.skip_reason, img.missing_since = STATUS_OK, None, None
                 img.width, img.height = prepared.width, prepared.height
                 self._apply_metadata(
                     s, img, coco.get(metadata_key(prepared.job.entry.rel_path)), prepared.exif
@@ -527,13 +711,38 @@ class Indexer:
                 vectors.append(vector)
             for fail in failed:
                 img = self._upsert_image(s, collection_id, fail.job, fail.content_hash)
-                img.status, img.skip_reason = STATUS_SKIPPED, fail.reason
+                img.status, img.skip_reason, img.missing_since = STATUS_SKIPPED, fail.reason, None
                 self._apply_metadata(s, img, coco.get(metadata_key(fail.job.entry.rel_path)), None)
                 s.flush()
                 s.execute(delete(Embedding).where(Embedding.image_id == img.id))
+        self._returned_elsewhere += reclaimed
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.encoder.dim), dtype=np.float32)
         return np.asarray(ids, dtype=np.int64), np.vstack(vectors).astype(np.float32)
+
+    def _reclaimable(self, s: Any, collection_id: int, digests: list[str]) -> dict[str, int]:
+        """Rows whose content matches new files and whose own file is gone: missing photos, or
+        photos of another collection no longer at their path. Content hash -> image id."""
+        found: dict[str, int] = {}
+        wanted = sorted(set(digests))
+        for start in range(0, len(wanted), 900):
+            stmt = (
+                select(Image.id, Image.content_hash, Image.status, Image.rel_path, Collection.root)
+                .join(Collection, Collection.id == Image.collection_id)
+                .where(
+                    Image.content_hash.in_(wanted[start : start + 900]),
+                    or_(Image.status == STATUS_MISSING, Image.collection_id != collection_id),
+                )
+                # Missing rows first: they are known to be gone without touching the disk.
+                .order_by((Image.status == STATUS_MISSING).desc(), Image.id)
+            )
+            for image_id, digest, status, rel_path, root in s.execute(stmt):
+                if digest in found or image_id in self._claimed:
+                    continue
+                if status == STATUS_MISSING or not (Path(root) / rel_path).exists():
+                    found[digest] = image_id
+                    self._claimed.add(image_id)
+        return found
 
     def _upsert_image(self, s: Any, collection_id: int, job: _Job, digest: str | None) -> Image:
         img = s.get(Image, job.image_id) if job.image_id is not None else None

@@ -155,11 +155,12 @@ def test_added_modified_deleted_moved_and_touched_files_are_handled_exactly(
     encoder = CountingEncoder(demo_encoder)
     report = Indexer(library, encoder).run(folder)
     n = small_demo_collection.image_count
-    assert (report.indexed, report.removed, report.moved) == (3, 1, 1)
+    # The deleted photo is kept as missing (with its vector), not removed.
+    assert (report.indexed, report.missing, report.removed, report.moved) == (3, 1, 0, 1)
     assert encoder.encoded == 3
     # Everything but the deleted and the modified photo; the moved and the touched one count.
     assert report.unchanged == n - 2
-    assert consistency(library, demo_encoder.model_key) == (n + 1, n + 1, n + 1)
+    assert consistency(library, demo_encoder.model_key) == (n + 1, n + 2, n + 1)
     with library.catalog.session() as s:
         assert (
             s.scalar(select(Image.rel_path).where(Image.id == moved_id)) == "elsewhere/renamed.jpg"

@@ -634,5 +634,11 @@ class JudgingController(QObject):
             copy,
             title="Copying the relevant photos",
             pool=WRITE,
-            on_success=lambda paths: self.message.emit(f"Copied {len(paths):,} photos to {dest}"),
+            on_success=lambda paths: self.message.emit(_copied_message(paths, dest)),
         )
+
+
+def _copied_message(paths: list[Path], dest: str | Path) -> str:
+    missing = getattr(paths, "missing", 0)
+    gone = f"; {missing:,} are missing from disk and were not copied" if missing else ""
+    return f"Copied {len(paths):,} photos to {dest}{gone}"

@@ -35,6 +35,10 @@ class Base(DeclarativeBase):
 # Image status values. Whether an image is *indexed* is per model: an `embeddings` row exists.
 STATUS_OK = "ok"
 STATUS_SKIPPED = "skipped"
+# The file is gone from disk (a drive not mounted, a folder moved aside). The row, its id, its
+# vectors and its judgments are kept; the photo is left out of search until it comes back.
+# Only an explicit "forget" deletes it.
+STATUS_MISSING = "missing"
 
 
 class LibraryMeta(Base):
@@ -109,6 +113,7 @@ class Image(Base):
     external_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default=STATUS_OK)
     skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    missing_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     added_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
 
