@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_evaluate_command(sub)
+    from app.cli_backup import add_backup_command
+
+    add_backup_command(sub)
     return parser
 
 
@@ -370,15 +373,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _confirm(question: str, yes: bool) -> None:
-    """Ask on the terminal; without one, refuse unless --yes was given."""
+def confirm(question: str, yes: bool) -> None:
+    """Ask on the terminal before an act that drops or replaces the user's work; without a
+    terminal, refuse unless --yes was given. A "no" raises BadInputError: nothing was done."""
     if yes:
         return
     if not sys.stdin or not sys.stdin.isatty():
         raise BadInputError(f"{question}: add --yes to confirm (no terminal to ask on)")
-    answer = input(f"{question} [y/N] ").strip().lower()
+    answer = input(f"{question}? [y/N] ").strip().lower()
     if answer not in ("y", "yes"):
-        raise BadInputError("nothing was forgotten")
+        raise BadInputError("nothing was changed")
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -394,7 +398,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         if not found.photos:
             print("no photos are missing from disk; nothing to forget")
             return EXIT_OK
-        _confirm(
+        confirm(
             f"forget {found.photos} missing photos and their {found.judgments} judgments for good",
             args.yes,
         )

@@ -210,8 +210,14 @@ def missing_photos(library: Library, collection_id: int | None = None) -> Missin
 def forget_missing(library: Library, collection_id: int | None = None) -> MissingPhotos:
     """Delete the photos that are missing from disk (of one collection, or all), with their
     vectors, judgments and places in saved runs. The explicit act the user confirms; nothing
-    else deletes a photo the user may have judged. Returns what was forgotten."""
+    else deletes a photo the user may have judged. When judgments go, the catalog is backed up
+    first (`backups/…-before-forget`). Returns what was forgotten."""
     forgotten = missing_photos(library, collection_id)
+    if forgotten.judgments:
+        from engine.backup import backup_catalog, is_sqlite_catalog
+
+        if is_sqlite_catalog(library.catalog.engine.url):  # a server catalog has its own
+            backup_catalog(library.root, library.catalog.engine.url, reason="before-forget")
     with library.catalog.session() as s:
         stmt = select(Image.id).where(Image.status == STATUS_MISSING)
         if collection_id is not None:

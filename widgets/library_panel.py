@@ -149,6 +149,7 @@ class LibraryPanel(QWidget):
     addFolderRequested = Signal(str)
     rescanRequested = Signal(int)
     removeRequested = Signal(int)
+    forgetMissingRequested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -158,16 +159,20 @@ class LibraryPanel(QWidget):
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("collectionList")
-        self.tree.setHeaderLabels(["Collection", "Indexed", "Skipped", "Pending"])
+        self.tree.setHeaderLabels(["Collection", "Indexed", "Skipped", "Pending", "Missing"])
         self.tree.setRootIsDecorated(False)
         self.tree.setUniformRowHeights(True)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in (1, 2, 3):
+        for column in (1, 2, 3, 4):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
             self.tree.headerItem().setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
+        self.tree.headerItem().setToolTip(
+            4, "Photos whose files are gone from disk; kept with their judgments until forgotten"
+        )
+        self.tree.setColumnHidden(4, True)  # shown only while some photo is missing
         self.tree.itemSelectionChanged.connect(self._update_buttons)
         self.tree.itemDoubleClicked.connect(lambda *_: self.show_skipped())
 
@@ -180,6 +185,13 @@ class LibraryPanel(QWidget):
         self.remove_button.clicked.connect(self._remove)
         self.skipped_button = QPushButton("Skipped…", self)
         self.skipped_button.clicked.connect(self.show_skipped)
+        self.forget_button = QPushButton("Forget missing…", self)
+        self.forget_button.setObjectName("forgetMissingButton")
+        self.forget_button.setToolTip(
+            "Forget the photos of this collection whose files are gone, with their judgments"
+        )
+        self.forget_button.clicked.connect(self._forget_missing)
+        self.forget_button.setVisible(False)
         buttons = QHBoxLayout()
         buttons.setSpacing(4)
         for button in (
@@ -187,6 +199,7 @@ class LibraryPanel(QWidget):
             self.rescan_button,
             self.remove_button,
             self.skipped_button,
+            self.forget_button,
         ):
             buttons.addWidget(button)
         buttons.addStretch(1)
@@ -216,15 +229,23 @@ class LibraryPanel(QWidget):
         self.tree.clear()
         self._stats = {s.id: s for s in stats}
         for s in stats:
-            item = QTreeWidgetItem([s.name, f"{s.indexed:,}", f"{s.skipped:,}", f"{s.pending:,}"])
+            missing = getattr(s, "missing", 0)
+            item = QTreeWidgetItem(
+                [s.name, f"{s.indexed:,}", f"{s.skipped:,}", f"{s.pending:,}", f"{missing:,}"]
+            )
             item.setData(0, Qt.ItemDataRole.UserRole, s.id)
             tip = s.root + (
                 "\nThe folder is missing (drive disconnected?)"
                 if getattr(s, "folder_missing", False)
                 else ""
             )
+            if missing:
+                tip += (
+                    f"\n{missing:,} photos are missing from disk: left out of search, kept with "
+                    "their judgments; they come back when the files do"
+                )
             item.setToolTip(0, tip)
-            for column in (1, 2, 3):
+            for column in (1, 2, 3, 4):
                 item.setTextAlignment(
                     column, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                 )
@@ -236,11 +257,16 @@ class LibraryPanel(QWidget):
         if self.tree.selectedItems() == [] and self.tree.topLevelItemCount() == 1:
             self.tree.topLevelItem(0).setSelected(True)
         total = sum(s.indexed for s in stats)
-        self.summary.setText(
+        missing = sum(getattr(s, "missing", 0) for s in stats)
+        self.tree.setColumnHidden(4, not missing)
+        summary = (
             f"{total:,} photos indexed in {len(stats)} collection{'s' * (len(stats) != 1)}"
             if stats
             else ""
         )
+        if missing:
+            summary += f"; {missing:,} missing from disk (judgments kept)"
+        self.summary.setText(summary)
         self.empty_hint.setVisible(not stats)
         self._update_buttons()
 
@@ -263,6 +289,9 @@ class LibraryPanel(QWidget):
         self.remove_button.setEnabled(has)
         stats = self._stats.get(selected) if has else None
         self.skipped_button.setEnabled(bool(stats and stats.skipped))
+        missing = getattr(stats, "missing", 0) if stats else 0
+        self.forget_button.setVisible(bool(missing))
+        self.forget_button.setText(f"Forget {missing:,} missing…")
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -278,6 +307,10 @@ class LibraryPanel(QWidget):
     def _remove(self) -> None:
         if (selected := self.selected_id()) is not None:
             self.removeRequested.emit(selected)
+
+    def _forget_missing(self) -> None:
+        if (selected := self.selected_id()) is not None:
+            self.forgetMissingRequested.emit(selected)
 
     def show_skipped(self) -> SkippedDialog | None:
         stats = self._stats.get(self.selected_id()) if self.selected_id() is not None else None

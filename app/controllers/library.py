@@ -51,6 +51,7 @@ class LibraryController(QObject):
         panel.addFolderRequested.connect(self.add_folder)
         panel.rescanRequested.connect(self.rescan)
         panel.removeRequested.connect(self.remove)
+        panel.forgetMissingRequested.connect(self.forget_missing)
         panel.progress.cancelRequested.connect(self.cancel_indexing)
         session.opened.connect(self.refresh)
 
@@ -86,18 +87,53 @@ class LibraryController(QObject):
         return any(not h.done for h in self._index_tasks)
 
     def add_folder(self, folder: str | Path) -> TaskHandle | None:
+        """Index a folder the user added. If it looks like a collection whose folder was moved
+        or renamed, ask whether it is that collection (its judgments follow) or a new one."""
         folder = Path(folder).expanduser()
         if not folder.is_dir():
             self.message.emit(f"Not a folder: {folder}")
             return None
-        return self.index_folder(folder)
+        library = self.session.library
+        if library is None:
+            return self.index_folder(folder)
+
+        def look(ctx: TaskContext) -> Any:
+            from engine.collections import find_moved_collection
+
+            return find_moved_collection(library, folder)
+
+        return self.runner.submit(
+            look,
+            title=f"Looking at {folder.name}",
+            pool=READ,
+            on_success=lambda moved: self._index_added(folder, moved),
+            on_failure=lambda exc: self._report(exc, f"Adding {folder.name}"),
+        )
+
+    def _index_added(self, folder: Path, moved: Any) -> None:
+        if moved is None:
+            self.index_folder(folder)
+            return
+        same = self._ask(
+            "A moved collection?",
+            f"“{folder.name}” holds {moved.matched:,} photos of the collection “{moved.name}”, "
+            f"whose folder {moved.old_root} is gone.\n\nTreat it as that collection, moved "
+            "here? Its photos keep their judgments and appear once in results.\n\n"
+            "Choose No to add it as a new collection.",
+        )
+        self.index_folder(folder, relocate=same)
 
     def rescan(self, collection_id: int) -> TaskHandle | None:
         stats = self.panel.stats(collection_id)
         return self.index_folder(Path(stats.root)) if stats is not None else None
 
     def index_folder(
-        self, folder: Path, *, reindex: bool = False, metadata: Path | None = None
+        self,
+        folder: Path,
+        *,
+        reindex: bool = False,
+        metadata: Path | None = None,
+        relocate: bool = True,
     ) -> TaskHandle:
         """Index `folder` (new photos, changes, removals); progress shows in the panel."""
         session = self.session
@@ -112,7 +148,12 @@ class LibraryController(QObject):
             assert library is not None
             indexer = Indexer(library, encoder, batch_size=batch_size)
             report = indexer.run(
-                folder, metadata=metadata, reindex=reindex, progress=ctx.progress, cancel=ctx.cancel
+                folder,
+                metadata=metadata,
+                reindex=reindex,
+                relocate=relocate,
+                progress=ctx.progress,
+                cancel=ctx.cancel,
             )
             return IndexOutcome(report, library.model_key, library.model_spec)
 
@@ -174,7 +215,7 @@ class LibraryController(QObject):
             self.last_report = outcome.report
             report = outcome.report
             self.session.note_library_model(outcome.model_key, outcome.model_spec)
-            text = report.summary()
+            text = report.summary().replace("\n", "; ")
             self.message.emit(f"{Path(report.collection).name}: {text}")
         self.refresh()
         self.indexingFinished.emit(outcome)
@@ -232,6 +273,58 @@ class LibraryController(QObject):
             self.refresh()
 
         return self.runner.submit(run, title=f"Removing {stats.name}", pool=WRITE, on_success=done)
+
+    def forget_missing(self, collection_id: int, *, confirm: bool = True) -> TaskHandle | None:
+        """Forget the photos of a collection whose files are gone, after the user confirms."""
+        stats = self.panel.stats(collection_id)
+        library = self.session.library
+        if stats is None or library is None or not getattr(stats, "missing", 0):
+            return None
+        if self.indexing:
+            self.message.emit("Wait for indexing to finish (or cancel it) before forgetting photos")
+            return None
+
+        def count(ctx: TaskContext) -> Any:
+            from engine.collections import missing_photos
+
+            return missing_photos(library, collection_id)
+
+        def ask(found: Any) -> None:
+            if not found.photos:
+                self.refresh()
+                return
+            judged = (
+                f"\n\n{found.judgments:,} judgments on them will be deleted too."
+                if found.judgments
+                else ""
+            )
+            if confirm and not self._ask(
+                "Forget missing photos",
+                f"Forget {found.photos:,} photos of “{stats.name}” whose files are gone from "
+                f"disk?{judged}\n\nIf the files come back later (a drive reconnected), they "
+                "will be new photos without these judgments. A backup of the catalog is made "
+                "first.",
+            ):
+                return
+            self._forget(library, collection_id, stats.name)
+
+        return self.runner.submit(count, title="Counting missing photos", pool=READ, on_success=ask)
+
+    def _forget(self, library: Any, collection_id: int, name: str) -> TaskHandle:
+        def run(ctx: TaskContext) -> Any:
+            from engine.collections import forget_missing
+
+            return forget_missing(library, collection_id)
+
+        def done(forgotten: Any) -> None:
+            self.message.emit(
+                f"Forgot {forgotten.photos:,} missing photos of {name} "
+                f"({forgotten.judgments:,} judgments)"
+            )
+            self.refresh()
+
+        return self.runner.submit(run, title=f"Forgetting missing photos of {name}", pool=WRITE,
+                                  on_success=done)  # fmt: skip
 
     # -- the demo collection -----------------------------------------------------------------------
 

@@ -78,6 +78,7 @@ class SearchOutcome:
     total_seconds: float  # including reading the photos' details
     method_label: str = ""
     params: dict[str, Any] = field(default_factory=dict)
+    missing: int = 0  # photos of the library missing from disk, so not searched
 
 
 def pil_to_qimage(image: Any) -> QImage:
@@ -173,7 +174,7 @@ class SearchController(QObject):
         library = session.library
 
         def run(ctx: TaskContext) -> SearchOutcome:
-            from engine.collections import photo_details
+            from engine.collections import missing_photos, photo_details
             from engine.search import Searcher
 
             started = time.monotonic()
@@ -208,6 +209,7 @@ class SearchController(QObject):
                 time.monotonic() - started,
                 method.label,
                 result.params,
+                missing_photos(library).photos,
             )
 
         self.message.emit("Searching…")
@@ -231,6 +233,11 @@ class SearchController(QObject):
         self.message.emit(
             f"{count:,} result{'s' * (count != 1)} for “{what}”  ·  {outcome.method_label}  ·  "
             f"search {outcome.seconds * 1000:.0f} ms"
+            + (
+                f"  ·  {outcome.missing:,} photos missing from disk, not searched"
+                if outcome.missing
+                else ""
+            )
         )
         self.searchFinished.emit(outcome)
 
