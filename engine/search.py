@@ -147,7 +147,14 @@ class Searcher:
     def vector(
         self, vector: np.ndarray, top_k: int = 50, filters: SearchFilters | None = None
     ) -> list[SearchHit]:
-        """Rank the library by similarity to an already encoded, normalised vector."""
+        """Rank the library by similarity to an already encoded, normalised vector.
+
+        An index that serves an impossible score (outside [-1, 1], or NaN) is damaged: it is
+        rebuilt from the catalog once, with a warning, and searched again. A second failure
+        propagates as CorruptIndexError.
+        """
+        from engine.errors import CorruptIndexError
+
         if top_k < 1:
             raise BadInputError("--top must be at least 1")
         allowed = None
@@ -155,7 +162,13 @@ class Searcher:
             allowed = self.filtered_ids(filters)
             if len(allowed) == 0:
                 return []
-        ranked = self.index.search(np.asarray(vector, dtype=np.float32), top_k, allowed_ids=allowed)
+        query = np.asarray(vector, dtype=np.float32)
+        try:
+            ranked = self.index.search(query, top_k, allowed_ids=allowed)
+        except CorruptIndexError as exc:
+            log.warning("vector index failed its check, rebuilding from the catalog: %s", exc)
+            self.library.rebuild_index(self.encoder.model_key)
+            ranked = self.index.search(query, top_k, allowed_ids=allowed)
         return self.hits_for(ranked)
 
     def hits_for(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:

@@ -256,7 +256,8 @@ def test_save_load_round_trip_gives_equal_results(clustered, kind: str, tmp_path
     np.testing.assert_array_equal(loaded.ids(), np.sort(ids))
     queries = random_vectors(5, seed=12)
     assert loaded.search_many(queries, 20) == index.search_many(queries, 20)
-    assert [p.name for p in path.parent.iterdir()] == ["model.faiss"]  # no temp file left
+    # No temporary file left; the checksum file sits beside the index.
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model.faiss", "model.faiss.check.json"]
 
 
 def test_failed_save_leaves_old_file_intact(
@@ -278,7 +279,7 @@ def test_failed_save_leaves_old_file_intact(
 
     assert path.read_bytes() == before
     assert len(VectorIndex.load(path)) == 100
-    assert [p.name for p in tmp_path.iterdir()] == ["model.faiss"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.faiss", "model.faiss.check.json"]
 
 
 def test_load_missing_file_names_the_path(tmp_path: Path) -> None:
