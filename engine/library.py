@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import delete, select
 
-from engine.catalog import Catalog, Embedding, LibraryMeta, open_catalog
+from engine.catalog import Catalog, Embedding, Image, LibraryMeta, open_catalog
+from engine.catalog.models import STATUS_OK
 from engine.errors import ModelMismatchError, QuadratError
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
@@ -63,16 +64,40 @@ class Library:
         self.catalog = catalog
         self._indexes: dict[str, object] = {}
         self._lock = threading.RLock()
+        # Judgments as the session found them: a session that changed them ends with a backup.
+        self._judgments_at_open: tuple | None = None
+        from engine.backup import is_sqlite_catalog, judgment_fingerprint
+
+        if is_sqlite_catalog(catalog.engine.url):
+            self._judgments_at_open = judgment_fingerprint(catalog.engine)
 
     @classmethod
     def open(cls, root: str | Path, database_url: str | None = None) -> Library:
-        """Open or create the library at `root` (the catalog URL defaults to a file inside)."""
+        """Open or create the library at `root` (the catalog URL defaults to a file inside).
+
+        Two processes creating the same library at once are safe: the catalog is created under
+        a lock and the second finds it ready. A folder that cannot be created or written, or a
+        catalog fault, raises a one-line `CatalogError`."""
+        from engine.catalog.db import catalog_faults
+        from engine.errors import CatalogError
+
         root = Path(root).expanduser()
         if root.exists() and not root.is_dir():
             raise QuadratError(f"library path is not a folder: {root}")
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CatalogError(
+                f"cannot create the library folder {root} ({error.strerror or error}); pick a "
+                "writable library folder with --library or in Settings"
+            ) from error
         catalog = open_catalog(database_url or root / CATALOG_FILE)
-        return cls(root, catalog)
+        try:
+            with catalog_faults(catalog.path, opening=True):
+                return cls(root, catalog)
+        except BaseException:
+            catalog.dispose()
+            raise
 
     @contextmanager
     def writer_lock(self) -> Iterator[None]:
@@ -94,7 +119,33 @@ class Library:
             lock.release()
 
     def close(self) -> None:
-        self.catalog.dispose()
+        """Close the catalog; first back it up if this session changed any judgment (the
+        newest few backups are kept in `backups/`). A failed backup never stops the close."""
+        try:
+            if self._judgments_at_open is not None:
+                from engine.backup import backup_if_changed, judgment_fingerprint
+                from engine.catalog.db import catalog_faults
+
+                with catalog_faults(self.catalog.path):  # one line, not SQLAlchemy's SQL dump
+                    backup_if_changed(
+                        self.root,
+                        self.catalog.engine.url,
+                        self._judgments_at_open,
+                        judgment_fingerprint(self.catalog.engine),
+                    )
+        except Exception as exc:
+            log.warning("could not back up the catalog: %s", exc)
+        finally:
+            self._judgments_at_open = None  # closing twice backs up once
+            self.catalog.dispose()
+
+    def judgments_saved(self) -> None:
+        """Take the catalog as it is now as the session's starting point, so closing makes no
+        backup of it (after a restore, say, whose result is already a backup)."""
+        if self._judgments_at_open is not None:
+            from engine.backup import judgment_fingerprint
+
+            self._judgments_at_open = judgment_fingerprint(self.catalog.engine)
 
     def __enter__(self) -> Library:
         return self
@@ -160,20 +211,29 @@ class Library:
         return self.root / "indexes" / f"{_slug(model_key)}.faiss"
 
     def embedding_ids(self, model_key: str) -> np.ndarray:
+        """Ids of the photos the model's index should hold: vectors of photos on disk (a photo
+        gone missing keeps its vector in the catalog but leaves the index)."""
         with self.catalog.session() as s:
-            ids = s.scalars(select(Embedding.image_id).where(Embedding.model_key == model_key))
+            ids = s.scalars(
+                select(Embedding.image_id)
+                .join(Image, Image.id == Embedding.image_id)
+                .where(Embedding.model_key == model_key, Image.status == STATUS_OK)
+            )
             return np.fromiter(ids, dtype=np.int64)
 
     def load_vectors(
         self, model_key: str, ids: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of `model_key` from the catalog (all, or those of `ids`): (ids, vectors)."""
+        """Vectors of `model_key` from the catalog (all, or those of `ids`): (ids, vectors).
+        Photos that are missing from disk are left out, as the index leaves them out."""
         dim = self._dim(model_key)
         out_ids: list[int] = []
         blobs: list[bytes] = []
         with self.catalog.session() as s:
-            stmt = select(Embedding.image_id, Embedding.vector).where(
-                Embedding.model_key == model_key
+            stmt = (
+                select(Embedding.image_id, Embedding.vector)
+                .join(Image, Image.id == Embedding.image_id)
+                .where(Embedding.model_key == model_key, Image.status == STATUS_OK)
             )
             if ids is None:
                 for image_id, blob in s.execute(stmt):
@@ -218,6 +278,11 @@ class Library:
     def _load_and_repair(
         self, model_key: str, dim: int | None, progress: ProgressCallback = no_progress
     ):  # -> (VectorIndex, RepairReport)
+        """Load the model's index file, verified by its checksum, and repair it from the
+        catalog: add the vectors it lacks, remove ids the table no longer has, or rebuild it
+        when it is missing, fails its check or cannot be read (one warning line says which).
+        Returns (index, RepairReport)."""
+        from engine.errors import CorruptIndexError
         from engine.index import VectorIndex
 
         path = self.index_path(model_key)
@@ -229,10 +294,21 @@ class Library:
             try:
                 index = VectorIndex.load(path)
                 if dim is not None and index.dim != dim:
+                    log.warning(
+                        "vector index holds %d-dimensional vectors where the model has %d, "
+                        "rebuilding from the catalog",
+                        index.dim,
+                        dim,
+                    )
                     index = None
+            except CorruptIndexError as exc:
+                log.warning("vector index failed its check, rebuilding from the catalog: %s", exc)
+                index = None
             except QuadratError as exc:
                 log.warning("vector index unreadable, rebuilding from the catalog: %s", exc)
                 index = None
+        elif len(table_ids):
+            log.warning("vector index file missing, rebuilding from the catalog: %s", path)
         if index is None or index.needs_rebuild():
             if dim is None:
                 raise QuadratError("the library has no indexed photos yet: index a folder first")
