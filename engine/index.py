@@ -651,7 +651,7 @@ def _save_error(exc: BaseException, folder: Path, path: Path) -> QuadratError:
     else:
         reason = os.strerror(code) if code is not None else _last_line(text)
         message = f"cannot write the vector index {path.name} in {folder} ({reason}); "
-    log.warning("saving the vector index %s failed: %s", path, text)
+    log.info("saving the vector index %s failed: %s", path, text)  # the error says it once
     return QuadratError(message + keeps)
 
 

@@ -283,7 +283,7 @@ class Indexer:
             try:
                 self.library.save_index(self.model_key)
             except Exception:
-                log.warning("could not save the vector index after a failed run", exc_info=True)
+                log.info("could not save the vector index after a failed run", exc_info=True)
             raise
         self.library.save_index(self.model_key)
         with self.library.catalog.session() as s:
@@ -638,9 +638,13 @@ class Indexer:
                 if batch:
                     cancel.check()
 
+        committing = False  # a failed commit is not retried: its error is the one to report
+
         def checkpoint() -> None:
-            nonlocal last_save
+            nonlocal last_save, committing
+            committing = True
             ids, vectors = self._commit(collection_id, ready, failed, coco)
+            committing = False
             if len(ids):
                 index.add(ids, vectors)
             report.indexed += len(ready)
@@ -665,9 +669,17 @@ class Indexer:
                 if done % 8 == 0 or done == len(jobs):
                     progress(meter.update(done, "indexing"))
             encode_batch()
-        finally:
-            # Also on cancel: keep every photo that was already encoded.
-            checkpoint()
+        except Cancelled:
+            checkpoint()  # keep every photo that was already encoded
+            raise
+        except BaseException:
+            if not committing:  # an encoder or decode failure: keep what was encoded before it
+                try:
+                    checkpoint()
+                except Exception:
+                    log.info("could not keep the last photos of a failed run", exc_info=True)
+            raise
+        checkpoint()
         progress(meter.update(done, "done"))
 
     def _commit(
@@ -678,6 +690,19 @@ class Indexer:
         coco: dict[str, ImageMeta],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Write rows and vectors of one checkpoint in a single transaction."""
+        try:
+            return self._commit_checkpoint(collection_id, ready, failed, coco)
+        except BaseException:
+            self._taxon_ids.clear()  # ids of taxa added in the rolled-back transaction
+            raise
+
+    def _commit_checkpoint(
+        self,
+        collection_id: int,
+        ready: list[tuple[_Prepared, np.ndarray]],
+        failed: list[_Failed],
+        coco: dict[str, ImageMeta],
+    ) -> tuple[np.ndarray, np.ndarray]:
         ids: list[int] = []
         vectors: list[np.ndarray] = []
         reclaimed = 0
