@@ -5,6 +5,8 @@
 2. Unchanged re-index of a 10,000-photo folder.
 
 Prints a Markdown table. Models use random weights: speed does not depend on the weights.
+`--device cuda` runs the encoders on the GPU (`--batch` sets the batch size of both the bare
+forward pass and the Indexer); tests/bench/bench_gpu.py has the fuller GPU measurements.
 """
 
 from __future__ import annotations
@@ -49,13 +51,20 @@ def random_checkpoint(arch: str, out: Path) -> str:
     return f"{arch}:{out}"
 
 
-def bench_pipeline(spec: str, label: str, photos: int, size: tuple[int, int], tmp: Path) -> dict:
-    encoder = load_encoder(spec, device="cpu")
+def bench_pipeline(
+    spec: str,
+    label: str,
+    photos: int,
+    size: tuple[int, int],
+    tmp: Path,
+    device: str = "cpu",
+    batch: int = 32,
+) -> dict:
+    encoder = load_encoder(spec, device=device)
     folder = tmp / f"photos-{label}"
     paths = write_photos(folder, photos, size)
 
     tensors = [encoder.preprocess(decode_image(p).image) for p in paths]
-    batch = 32
     encoder.encode_preprocessed(tensors[:batch])  # warm-up
     started = time.perf_counter()
     for i in range(0, len(tensors), batch):
@@ -109,8 +118,8 @@ def bench_decode_pools(photos: int, tmp: Path) -> list[tuple[str, float]]:
     return rows
 
 
-def bench_unchanged(count: int, tmp: Path) -> dict:
-    encoder = load_encoder("demo", device="cpu")
+def bench_unchanged(count: int, tmp: Path, device: str = "cpu") -> dict:
+    encoder = load_encoder("demo", device=device)
     folder = tmp / "ten-thousand"
     write_photos(folder, count, (64, 64), seed=1)
     with Library.open(tmp / "lib-unchanged") as lib:
@@ -130,6 +139,8 @@ def main() -> None:
     parser.add_argument("--photos", type=int, default=256)
     parser.add_argument("--unchanged", type=int, default=10_000)
     parser.add_argument("--decode-only", action="store_true", help="only the decode pool table")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    parser.add_argument("--batch", type=int, default=32, help="encoder batch size")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -144,9 +155,14 @@ def main() -> None:
                 args.photos,
                 (500, 375),
                 tmp,
+                args.device,
+                args.batch,
             ),
-            bench_pipeline("demo", "demo (tiny)", args.photos * 4, (500, 375), tmp),
+            bench_pipeline(
+                "demo", "demo (tiny)", args.photos * 4, (500, 375), tmp, args.device, args.batch
+            ),
         ]
+        print(f"device: {args.device}, batch size {args.batch}")
         print("| model | photos | photo size | bare forward img/s | pipeline img/s | ratio |")
         print("| --- | --- | --- | --- | --- | --- |")
         for r in rows:
@@ -159,7 +175,7 @@ def main() -> None:
         print("| --- | --- |")
         for label, rate in bench_decode_pools(args.photos * 2, tmp):
             print(f"| {label} | {rate:.0f} |")
-        u = bench_unchanged(args.unchanged, tmp)
+        u = bench_unchanged(args.unchanged, tmp, args.device)
         print()
         print("| photos | first index (demo model) | unchanged re-index |")
         print("| --- | --- | --- |")
