@@ -13,6 +13,7 @@ Nothing here touches global PIL settings, so decoding can run in a thread pool.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import logging
@@ -22,13 +23,15 @@ import re
 import stat
 import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from decimal import Decimal
+from functools import lru_cache, partial
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
+import ijson
 from PIL import ExifTags, Image, UnidentifiedImageError
 
 from engine.errors import BadImageError, BadInputError
@@ -301,12 +304,16 @@ def parse_date(value: object) -> datetime | None:
     return None
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER columns hold no more
+
+
 def _as_float(value: object, low: float = -math.inf, high: float = math.inf) -> float | None:
+    """A finite number within [low, high] (a number, numeric text, an EXIF rational), else None."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float
         return None
     if not math.isfinite(number) or not low <= number <= high:
         return None
@@ -314,33 +321,112 @@ def _as_float(value: object, low: float = -math.inf, high: float = math.inf) -> 
 
 
 def _as_int(value: object) -> int | None:
-    if isinstance(value, bool) or value is None:
+    """A whole number that fits a signed 64-bit integer (a number or digit text), else None."""
+    if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+        number = value
+    elif isinstance(value, float):
+        if not value.is_integer():  # also False for inf and nan
+            return None
+        number = int(value)
+    elif isinstance(value, Decimal):
+        # Checked before int(): Decimal("1e999999") is whole and would become a huge int.
+        if not value.is_finite() or value.adjusted() > 18 or value != value.to_integral_value():
+            return None
+        number = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text.startswith("-") else text
+        # isascii: str.isdigit() also accepts digits such as "²" that int() refuses.
+        if not (0 < len(digits) <= 19 and digits.isascii() and digits.isdigit()):
+            return None
+        number = int(text)
+    else:
+        return None
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 
 def _as_text(value: object) -> str | None:
-    if value is None:
+    """Stripped text (numbers written out), else None: null, blanks, booleans, containers, and
+    strings with lone surrogates (JSON can escape them; SQLite cannot store them)."""
+    if isinstance(value, str):
+        text = value.strip()
+    elif isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        try:
+            text = str(value)
+        except ValueError:  # an int beyond Python's digit limit
+            return None
+    else:
+        return None  # never str() a container: the repr of deep nesting recurses
+    if not text:
         return None
-    text = str(value).strip()
-    return text or None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return text
 
 
-def _taxon_from_category(category: dict[str, Any]) -> TaxonInfo | None:
+class _Nested:
+    """Stands for a list or object found where a record's field value belongs (never built)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<list or object>"
+
+
+_NESTED = _Nested()
+_T = TypeVar("_T")
+
+
+def _short(value: object) -> str:
+    """A few characters of a rejected value, for log examples."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 30 else repr(value[:30]) + "…"
+    try:
+        text = str(value)  # a scalar from the parser: at most _MAX_DIGITS digits
+    except ValueError:
+        text = "a huge number"
+    return text if len(text) <= 30 else text[:24] + "…"
+
+
+class _Fields:
+    """One record's fields, converted one by one; present values that cannot be used are noted."""
+
+    __slots__ = ("_record", "issues")
+
+    def __init__(self, record: dict[str, object]) -> None:
+        self._record = record
+        self.issues: list[str] = []
+
+    def get(self, key: str, convert: Callable[[object], _T | None]) -> _T | None:
+        value = self._record.get(key)
+        if value is None:
+            return None
+        result = convert(value)
+        if result is None and not (isinstance(value, str) and not value.strip()):
+            if isinstance(value, _Nested):
+                self.issues.append(f"{key} is a list or object")
+            elif isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+                self.issues.append(f"{key} {_short(value)} is out of range")
+            else:
+                self.issues.append(f"{key} {_short(value)} is not usable")
+        return result
+
+
+def _taxon_from_category(category: _Fields, category_id: int | None) -> TaxonInfo | None:
     ranks = {
-        key: _as_text(category.get(key))
+        key: category.get(key, _as_text)
         for key in ("kingdom", "phylum", "class", "order", "family", "genus")
     }
-    epithet = _as_text(category.get("specific_epithet"))
-    dir_name = _as_text(category.get("image_dir_name"))
+    epithet = category.get("specific_epithet", _as_text)
+    dir_name = category.get("image_dir_name", _as_text)
     from_dir = parse_inat_dirname(dir_name) if dir_name else None
-    name = _as_text(category.get("name"))
+    name = category.get("name", _as_text)
+    common_name = category.get("common_name", _as_text)
     if name is None and ranks["genus"] and epithet:
         name = f"{ranks['genus']} {epithet}"
     if name is None:  # fall back to the deepest rank known
@@ -363,104 +449,381 @@ def _taxon_from_category(category: dict[str, Any]) -> TaxonInfo | None:
         family=pick(ranks["family"], d.family if d else None),
         genus=pick(ranks["genus"], d.genus if d else None),
         specific_epithet=pick(epithet, d.specific_epithet if d else None),
-        common_name=_as_text(category.get("common_name")),
-        category_id=_as_int(category.get("id")),
+        common_name=common_name,
+        category_id=category_id,
         image_dir_name=dir_name,
     )
 
 
-def _licence_names(document: dict[str, Any]) -> dict[int, str]:
-    names: dict[int, str] = {}
-    licences = document.get("licenses")
-    if not isinstance(licences, list):
-        return names
-    for licence in licences:
-        if not isinstance(licence, dict):
-            continue
-        licence_id = _as_int(licence.get("id"))
-        name = _as_text(licence.get("name")) or _as_text(licence.get("url"))
-        if licence_id is not None and name is not None:
-            names[licence_id] = name
-    return names
-
-
-def _licence(value: object, names: dict[int, str]) -> str | None:
+def _licence_id(value: object) -> int | None:
+    """An int licence value is an id into the top-level "licenses" list (resolved at the end)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return names.get(value)  # an id into the top-level "licenses" list
-    return _as_text(value)
+        return _as_int(value)  # None (and noted) when out of range
+    return None
 
 
-def load_coco_metadata(path: Path) -> dict[str, ImageMeta]:
+_latitude = partial(_as_float, low=-90.0, high=90.0)
+_longitude = partial(_as_float, low=-180.0, high=180.0)
+_uncertainty = partial(_as_float, low=0.0)
+_EXAMPLES = 5  # problem descriptions kept for the log
+
+
+class CocoMetadata(dict[str, ImageMeta]):
+    """What `load_coco_metadata` read: ImageMeta by `metadata_key(file_name)`, plus a tally
+    of what it had to ignore.
+
+    `problems` counts records with at least one ignored value and records ignored whole;
+    `examples` describes the first few, e.g. "images[3]: id 18446744073709551616 is out of
+    range".
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.problems: int = 0
+        self.examples: list[str] = []
+
+    def _note(self, where: str, issues: list[str]) -> None:
+        self.problems += 1
+        if len(self.examples) < _EXAMPLES:
+            self.examples.append(f"{where}: {'; '.join(issues)}")
+
+
+class _CocoReader:
+    """Turns the records of one metadata file into CocoMetadata, one record at a time.
+
+    Sections may come in any order (iNat's files list the images before the categories,
+    annotations and licences they refer to), so taxa and licence names are joined in
+    `finish`, once the whole file has been read.
+    """
+
+    def __init__(self) -> None:
+        self.result = CocoMetadata()
+        self.saw_images = False
+        self._taxa: dict[int, TaxonInfo] = {}
+        self._category_by_image: dict[int, int] = {}  # the first annotation of each image
+        self._later_categories: dict[int, list[int]] = {}  # further annotations, rare
+        self._category_ids: dict[int, int] = {}  # one int object per category id
+        self._licence_names: dict[int, str] = {}
+        self._by_licence: dict[int, list[ImageMeta]] = {}
+
+    def _fields(self, where: str, record: dict[str, object] | None) -> _Fields | None:
+        if record is None:
+            self.result._note(where, ["not an object; ignored"])
+            return None
+        return _Fields(record)
+
+    def _done(self, where: str, fields: _Fields) -> None:
+        if fields.issues:
+            self.result._note(where, fields.issues)
+
+    def image(self, index: int, record: dict[str, object] | None) -> None:
+        where = f"images[{index}]"
+        fields = self._fields(where, record)
+        if fields is None or record is None:
+            return
+        file_name = record.get("file_name")
+        if not isinstance(file_name, str) or not file_name.strip():
+            self.result._note(where, ["no usable file_name; ignored"])
+            return
+        key = metadata_key(file_name.strip())
+        if key in self.result:
+            self.result._note(where, [f"{_short(key)} is listed twice; the first is kept"])
+            return
+        meta = ImageMeta(
+            observed_at=fields.get("date", parse_date),
+            latitude=fields.get("latitude", _latitude),
+            longitude=fields.get("longitude", _longitude),
+            location_uncertainty=fields.get("location_uncertainty", _uncertainty),
+            rights_holder=fields.get("rights_holder", _as_text),
+            width=fields.get("width", _as_int),
+            height=fields.get("height", _as_int),
+            external_id=fields.get("id", _as_int),
+        )
+        licence = record.get("license")
+        if isinstance(licence, int) and not isinstance(licence, bool):
+            licence_id = fields.get("license", _licence_id)
+            if licence_id is not None:
+                self._by_licence.setdefault(licence_id, []).append(meta)
+        else:
+            meta.license = fields.get("license", _as_text)
+        self.result[key] = meta
+        self._done(where, fields)
+
+    def category(self, index: int, record: dict[str, object] | None) -> None:
+        where = f"categories[{index}]"
+        fields = self._fields(where, record)
+        if fields is None:
+            return
+        category_id = fields.get("id", _as_int)
+        taxon = _taxon_from_category(fields, category_id)
+        if category_id is not None and taxon is not None:
+            self._taxa[category_id] = taxon
+        self._done(where, fields)
+
+    def annotation(self, index: int, record: dict[str, object] | None) -> None:
+        where = f"annotations[{index}]"
+        fields = self._fields(where, record)
+        if fields is None:
+            return
+        image_id = fields.get("image_id", _as_int)
+        category_id = fields.get("category_id", _as_int)
+        if image_id is not None and category_id is not None:
+            category_id = self._category_ids.setdefault(category_id, category_id)
+            if image_id in self._category_by_image:
+                self._later_categories.setdefault(image_id, []).append(category_id)
+            else:
+                self._category_by_image[image_id] = category_id
+        self._done(where, fields)
+
+    def licence(self, index: int, record: dict[str, object] | None) -> None:
+        where = f"licenses[{index}]"
+        fields = self._fields(where, record)
+        if fields is None:
+            return
+        licence_id = fields.get("id", _as_int)
+        name = fields.get("name", _as_text) or fields.get("url", _as_text)
+        if licence_id is not None and name is not None:
+            self._licence_names[licence_id] = name
+        self._done(where, fields)
+
+    def _taxon(self, image_id: int) -> TaxonInfo | None:
+        """The taxon of the image's first annotation whose category is known."""
+        first = self._category_by_image.get(image_id)
+        if first is None:
+            return None
+        taxon = self._taxa.get(first)
+        if taxon is None:
+            for category_id in self._later_categories.get(image_id, ()):
+                taxon = self._taxa.get(category_id)
+                if taxon is not None:
+                    break
+        return taxon
+
+    def finish(self) -> CocoMetadata:
+        for licence_id, metas in self._by_licence.items():
+            name = self._licence_names.get(licence_id)  # an unknown id leaves no licence
+            for meta in metas:
+                meta.license = name
+        if self._category_by_image and self._taxa:
+            for meta in self.result.values():
+                if meta.external_id is not None:
+                    meta.taxon = self._taxon(meta.external_id)
+        return self.result
+
+
+# One JSON integer becomes one Python int, and int() refuses more digits than
+# sys.get_int_max_str_digits() (4300 by default): ijson's python backend then stops with a
+# syntax error and yajl2_c's parse() crashes the process. 640 is the smallest limit Python
+# lets anyone set, so a run capped there always converts, and stays an absurd number that
+# every field rejects. Runs inside strings are capped too; no real name holds 640 digits.
+_MAX_DIGITS = 640
+_DIGITS = b"0123456789"
+_DIGIT_MASK = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))  # digit -> "0"
+_TOO_MANY_DIGITS = b"0" * (_MAX_DIGITS + 1)
+_LONG_DIGIT_RUN = re.compile(rb"(?<![0-9])[0-9]{%d,}" % (_MAX_DIGITS + 1))
+_READ_SIZE = 1 << 16
+
+
+class _JsonStream:
+    """A metadata file as ijson reads it: UTF-8 bytes (a UTF-8 BOM dropped, UTF-16/32 as
+    `json.load` detects them re-encoded), with every run of digits cut to _MAX_DIGITS.
+
+    Each piece handed out ends at its last "," "}" or "]" where it has one: ijson's pure-Python
+    lexer keeps appending pieces to its buffer until one ends between tokens, so without this
+    it could hold (and copy, quadratically) much of a file of long strings. yajl2_c does not
+    care either way.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._started = False
+        self._held = b""  # the end of the last piece read, after its last "," "}" or "]"
+        self._run = 0  # digits at the end of what was handed out so far
+        self.position = 0  # bytes of the file read so far, for error messages
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:
+            return b""
+        while True:
+            chunk = self._raw.read(size if size > 0 else _READ_SIZE)
+            self.position += len(chunk)
+            data = chunk if self._started else self._start(chunk)
+            if self._decoder is not None:
+                data = self._decoder.decode(data, final=not chunk).encode("utf-8")
+            data, self._held = self._held + data, b""
+            if chunk:
+                cut = max(data.rfind(b","), data.rfind(b"}"), data.rfind(b"]")) + 1
+                if cut:
+                    data, self._held = data[:cut], data[cut:]
+            data = self._cap_digits(data)
+            # An empty answer means the end of the file to ijson: read on while a decoder
+            # holds back a partial character or the cap dropped a whole chunk of digits.
+            if data or not chunk:
+                return data
+
+    def _start(self, data: bytes) -> bytes:
+        self._started = True
+        encoding = json.detect_encoding(data)
+        if encoding == "utf-8-sig":
+            return data[len(codecs.BOM_UTF8) :]
+        if encoding != "utf-8":
+            self._decoder = codecs.getincrementaldecoder(encoding)()
+        return data
+
+    def _cap_digits(self, data: bytes) -> bytes:
+        lead = len(data) - len(data.lstrip(_DIGITS))  # digits continuing the last chunk's run
+        if self._run + lead > _MAX_DIGITS or _TOO_MANY_DIGITS in data.translate(_DIGIT_MASK):
+            keep = max(0, _MAX_DIGITS - self._run)
+            rest = _LONG_DIGIT_RUN.sub(lambda m: m.group()[:_MAX_DIGITS], data[lead:])
+            data = data[: min(lead, keep)] + rest
+        tail = len(data) - len(data.rstrip(_DIGITS))
+        self._run = self._run + len(data) if tail == len(data) else tail
+        return data
+
+
+_OPENERS = ("start_map", "start_array")
+
+
+def _skip(events: Iterator[tuple[str, Any]]) -> None:
+    """Pass over the rest of a list or object whose start was just read: no recursion, nothing
+    built, so nesting of any depth costs nothing."""
+    depth = 1
+    for event, _ in events:
+        if event == "start_map" or event == "start_array":
+            depth += 1
+        elif event == "end_map" or event == "end_array":
+            depth -= 1
+            if depth == 0:
+                return
+
+
+def _record(events: Iterator[tuple[str, Any]]) -> dict[str, object]:
+    """The rest of an object whose start was just read: its scalar values, with _NESTED for
+    each list or object (skipped, never built: record fields are scalars)."""
+    record: dict[str, object] = {}
+    key = ""
+    for event, value in events:
+        if event == "map_key":
+            key = value
+        elif event == "end_map":
+            break
+        elif event == "start_map" or event == "start_array":
+            _skip(events)
+            record[key] = _NESTED
+        else:
+            record[key] = value
+    return record
+
+
+def _read_document(path: Path, events: Iterator[tuple[str, Any]], reader: _CocoReader) -> None:
+    """Hand each record of the top-level sections to `reader`, in one pass over `events`."""
+    not_coco = f'{path}: not COCO metadata (expected an object with an "images" list)'
+    handlers: dict[str, Callable[[int, dict[str, object] | None], None]] = {
+        "images": reader.image,
+        "categories": reader.category,
+        "annotations": reader.annotation,
+        "licenses": reader.licence,
+    }
+    if next(events, ("", None))[0] != "start_map":
+        raise BadInputError(not_coco)
+    for event, key in events:
+        if event == "end_map":
+            break
+        event, _ = next(events)  # the start of the key's value
+        handler = handlers.get(key)
+        if handler is None or (event == "null" and key != "images"):
+            if event in _OPENERS:
+                _skip(events)  # "info" and anything else not used
+            continue
+        if event != "start_array":
+            raise BadInputError(
+                not_coco if key == "images" else f'{path}: "{key}" should be a list'
+            )
+        reader.saw_images = reader.saw_images or key == "images"
+        # One event starts each item; _record and _skip take the rest of it.
+        for index, (event, _) in enumerate(events):
+            if event == "end_array":
+                break
+            if event == "start_map":
+                handler(index, _record(events))
+            else:
+                if event in _OPENERS:
+                    _skip(events)
+                handler(index, None)
+    for _ in events:  # the parser's own checks of what follows (trailing garbage)
+        pass
+    if not reader.saw_images:
+        raise BadInputError(not_coco)
+
+
+_FALLBACK_MAX_BYTES = 64 << 20  # json.loads takes about ten times a file's size in memory
+
+
+def _syntax_error(path: Path, error: Exception, position: int) -> BadInputError:
+    """The error for a file ijson could not parse, naming the line where json can tell it.
+
+    ijson reports no line, so a file small enough is parsed again by json just for the
+    message. json may fail otherwise (deep nesting) or not at all (it accepts NaN, which is
+    not JSON); then ijson's own message and the bytes read stand.
+    """
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    try:
+        if path.stat().st_size <= _FALLBACK_MAX_BYTES:
+            # parse_int: no int() of each integer, which refuses thousands of digits.
+            json.loads(path.read_bytes(), parse_int=len)
+            detail += " (NaN and Infinity are not JSON)"  # what json accepts beyond JSON
+    except json.JSONDecodeError as exc:
+        return BadInputError(
+            f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        )
+    except UnicodeDecodeError:
+        return BadInputError(f"{path}: not a UTF-8 text file")
+    except (RecursionError, ValueError, MemoryError, OSError):
+        pass
+    return BadInputError(f"{path}: malformed JSON (within its first {position:,} bytes): {detail}")
+
+
+def load_coco_metadata(path: Path) -> CocoMetadata:
     """Read a COCO-style metadata file (SPEC.md §3), keyed by `metadata_key(file_name)`.
 
-    Missing or null fields become None; images without annotations get no taxon.
-    Raises `BadInputError` naming the file (and the line, for JSON syntax errors) when the
-    file cannot be read, is not JSON, or is not shaped like COCO metadata.
+    One streaming pass, record by record, so a multi-GB iNat train.json never sits in memory
+    whole. Missing or null fields become None; images without annotations get no taxon. A
+    value that cannot be used (an id beyond 64 bits, a list where text belongs, a number of
+    thousands of digits) is ignored, a record that is not an object or has no file_name is
+    skipped, and both count in the result's `problems`: one bad record never costs the rest.
+    Raises `BadInputError` naming the file (and the line, for JSON syntax errors, where it can
+    be had) when the file cannot be read, is not JSON, or is not shaped like COCO metadata.
     """
     path = Path(path)
+    reader = _CocoReader()
     try:
         with path.open("rb") as handle:
-            document = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(
-            f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-    except UnicodeDecodeError:
+            stream = _JsonStream(handle)
+            # basic_parse, not parse or items: their path prefixes grow with nesting depth, so
+            # 100,000 nested lists cost O(depth²) memory (tens of GB); basic_parse is linear.
+            # use_float=False: ints stay exact and decimals cannot overflow, where yajl's own
+            # number parsing (use_float=True) fails the whole file at 2**63 or 1e999.
+            events = ijson.basic_parse(stream, use_float=False)
+            try:
+                _read_document(path, events, reader)
+            except UnicodeError:
+                raise
+            except (ijson.JSONError, ValueError) as exc:
+                raise _syntax_error(path, exc, stream.position) from None
+    except UnicodeError:
         raise BadInputError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
         raise BadInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("images"), list):
-        raise BadInputError(f'{path}: not COCO metadata (expected an object with an "images" list)')
-    for section in ("categories", "annotations", "licenses"):
-        if document.get(section) is not None and not isinstance(document[section], list):
-            raise BadInputError(f'{path}: "{section}" should be a list')
-
-    taxa: dict[int, TaxonInfo] = {}
-    for category in document.get("categories") or []:
-        if isinstance(category, dict):
-            category_id = _as_int(category.get("id"))
-            taxon = _taxon_from_category(category)
-            if category_id is not None and taxon is not None:
-                taxa[category_id] = taxon
-
-    taxon_by_image: dict[int, TaxonInfo] = {}
-    for annotation in document.get("annotations") or []:
-        if not isinstance(annotation, dict):
-            continue
-        image_id = _as_int(annotation.get("image_id"))
-        category_id = _as_int(annotation.get("category_id"))
-        if image_id is None or category_id is None or category_id not in taxa:
-            continue
-        taxon_by_image.setdefault(image_id, taxa[category_id])  # first annotation wins
-
-    licence_names = _licence_names(document)
-    result: dict[str, ImageMeta] = {}
-    unusable = 0
-    for record in document["images"]:
-        file_name = record.get("file_name") if isinstance(record, dict) else None
-        if not isinstance(file_name, str) or not file_name.strip():
-            unusable += 1
-            continue
-        key = metadata_key(file_name.strip())
-        if key in result:
-            log.warning("%s: %s is listed twice; keeping the first record", path, key)
-            continue
-        image_id = _as_int(record.get("id"))
-        result[key] = ImageMeta(
-            taxon=taxon_by_image.get(image_id) if image_id is not None else None,
-            observed_at=parse_date(record.get("date")),
-            latitude=_as_float(record.get("latitude"), -90.0, 90.0),
-            longitude=_as_float(record.get("longitude"), -180.0, 180.0),
-            location_uncertainty=_as_float(record.get("location_uncertainty"), 0.0),
-            license=_licence(record.get("license"), licence_names),
-            rights_holder=_as_text(record.get("rights_holder")),
-            width=_as_int(record.get("width")),
-            height=_as_int(record.get("height")),
-            external_id=image_id,
+    metadata = reader.finish()
+    if metadata.problems:
+        log.warning(
+            "%s: %d metadata records had values that were ignored or were ignored whole (%s)",
+            path,
+            metadata.problems,
+            " | ".join(metadata.examples),
         )
-    if unusable:
-        log.warning("%s: %d image records without a file_name were ignored", path, unusable)
-    return result
+    return metadata
 
 
 # --------------------------------------------------------------------------------------------
@@ -746,6 +1109,7 @@ __all__ = [
     "HEIF_AVAILABLE",
     "IMAGE_EXTENSIONS",
     "METADATA_FILE_NAMES",
+    "CocoMetadata",
     "DecodedImage",
     "ExifInfo",
     "FileEntry",
