@@ -253,6 +253,16 @@ def find_moved_collection(
     exists and most files of `folder` are its photos (same relative path and size, confirmed by
     the content hash of a sample). None when `folder` is already a collection or nothing fits."""
     root = Path(folder).expanduser().resolve()
+    with library.catalog.session() as s:
+        if s.scalar(select(Collection.id).where(Collection.root == str(root))) is not None:
+            return None
+        gone = [
+            coll
+            for coll in s.scalars(select(Collection).order_by(Collection.id))
+            if not Path(coll.root).exists()
+        ]
+    if not gone:  # the usual case: no folder walk at all
+        return None
     if entries is None:
         entries = list(walk_images(root))
     if not entries:
@@ -261,11 +271,7 @@ def find_moved_collection(
     best: MovedCollection | None = None
     best_hashes: list[tuple[str, str]] = []
     with library.catalog.session() as s:
-        if s.scalar(select(Collection.id).where(Collection.root == str(root))) is not None:
-            return None
-        for coll in s.scalars(select(Collection).order_by(Collection.id)):
-            if Path(coll.root).exists():
-                continue
+        for coll in gone:
             matches: list[tuple[str, str]] = []
             for rel, size, digest in s.execute(
                 select(Image.rel_path, Image.size, Image.content_hash).where(

@@ -193,6 +193,9 @@ def test_indexing_survives_impossible_metadata_records(
     with Library.open(tmp_path / "lib") as library:
         report = Indexer(library, demo_encoder).run(photos)
         assert report.indexed == 60 and not report.skipped
+        # The user hears how many records had values that were ignored.
+        assert report.metadata_problems >= 6
+        assert "metadata records had unusable values" in report.summary()
         with library.catalog.session() as s:
             rows = {
                 img.rel_path: (img, s.get(Taxon, img.taxon_id) if img.taxon_id else None)

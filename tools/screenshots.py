@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=ROOT / "screenshots", help="folder for the PNGs"
     )
+    parser.add_argument(
+        "--screen", default=SCREEN, help="virtual screen as WIDTHxHEIGHTxDEPTH (default: %(default)s)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     display = f":{_free_display()}"
     server = subprocess.Popen(
-        [xvfb, display, "-screen", "0", SCREEN, "-nolisten", "tcp"],
+        [xvfb, display, "-screen", "0", args.screen, "-nolisten", "tcp"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -110,7 +113,8 @@ def _drive_window(out: Path) -> int:
     apply_style(qt_app)
     app = Application(demo=True, log_file=log_file)
     window = app.window
-    window.resize(1560, 960)
+    area = qt_app.primaryScreen().availableGeometry()
+    window.resize(min(1560, area.width() - 40), min(960, area.height() - 40))
     window.move(20, 20)
     shots: list[Path] = []
 
@@ -206,6 +210,20 @@ def _drive_window(out: Path) -> int:
     dialog.tabs.setCurrentIndex(1)
     capture("10-benchmark-categories", dialog)
     dialog.close()
+
+    # Photos that go away (a folder moved aside): kept as missing, with their judgments.
+    stats = app.library.stats[0]
+    aside = Path(tempfile.mkdtemp(prefix="quadrat-aside-"))
+    for photo in sorted(Path(stats.root).rglob("*.jpg"))[:25]:
+        shutil.move(photo, aside / photo.name)
+    finished: list[object] = []
+    app.library.indexingFinished.connect(finished.append)
+    app.library.rescan(stats.id)
+    wait_for(lambda: bool(finished))
+    wait_for(lambda: bool(app.library.stats) and app.library.stats[0].missing > 0)
+    window.library_panel.select(stats.id)
+    pump(0.5)
+    capture("11-missing-photos")
 
     app.shutdown()
     for path in shots:

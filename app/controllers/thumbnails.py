@@ -49,9 +49,17 @@ class ThumbnailLoader(QObject):
             return
         generation = self._generation
 
-        def load(ctx: TaskContext) -> QImage:
+        def load(ctx: TaskContext) -> QImage | None:
+            from engine.errors import BadImageError
+
             ctx.check()  # superseded while queued: skip the work
-            data = cache.get_or_create(path, content_hash)  # type: ignore[attr-defined]
+            try:
+                data = cache.get_or_create(path, content_hash)  # type: ignore[attr-defined]
+            except BadImageError as exc:
+                # An expected state (a photo missing from disk, a file replaced by junk): the
+                # grid shows its placeholder; no warning with a traceback in the log.
+                log.info("no thumbnail for %s: %s", path, exc.reason)
+                return None
             image = QImage.fromData(data)
             if image.isNull():
                 raise ValueError("undecodable thumbnail")
@@ -71,9 +79,12 @@ class ThumbnailLoader(QObject):
         if self._pending.get(image_id) is handle:
             del self._pending[image_id]
 
-    def _loaded(self, image_id: int, generation: int, image: QImage) -> None:
+    def _loaded(self, image_id: int, generation: int, image: QImage | None) -> None:
         self._pending.pop(image_id, None)
         if generation != self._generation:
+            return
+        if image is None:
+            self._failed.add(image_id)
             return
         self._pixmaps[image_id] = QPixmap.fromImage(image)
         while len(self._pixmaps) > self._ram_limit:

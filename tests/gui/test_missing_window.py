@@ -3,6 +3,7 @@ asked for, a moved folder offered as the same collection."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from tests.gui.test_window import index, indexed_app, search
@@ -82,3 +83,17 @@ def test_a_new_folder_is_indexed_without_questions(qtbot, make_app, photos) -> N
     qtbot.waitUntil(lambda: app.session.library is not None, timeout=20_000)
     app.window.ask_yes_no = lambda title, text: (_ for _ in ()).throw(AssertionError(text))
     index(qtbot, app, photos)
+
+
+def test_a_photo_gone_from_disk_gets_a_placeholder_not_a_warning(
+    qtbot, make_app, photos, caplog
+) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    caplog.set_level(logging.INFO)
+    thumbnails = app.thumbnails
+    thumbnails.request(987654, str(photos / "gone.jpg"), None)
+    qtbot.waitUntil(lambda: 987654 not in thumbnails._pending, timeout=10_000)
+    assert thumbnails.pixmap(987654) is None
+    assert 987654 in thumbnails._failed  # not asked for again while the grid repaints
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert loud == [], [r.getMessage() for r in loud]
