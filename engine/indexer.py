@@ -13,8 +13,9 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -690,23 +691,10 @@ class Indexer:
         coco: dict[str, ImageMeta],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Write rows and vectors of one checkpoint in a single transaction."""
-        try:
-            return self._commit_checkpoint(collection_id, ready, failed, coco)
-        except BaseException:
-            self._taxon_ids.clear()  # ids of taxa added in the rolled-back transaction
-            raise
-
-    def _commit_checkpoint(
-        self,
-        collection_id: int,
-        ready: list[tuple[_Prepared, np.ndarray]],
-        failed: list[_Failed],
-        coco: dict[str, ImageMeta],
-    ) -> tuple[np.ndarray, np.ndarray]:
         ids: list[int] = []
         vectors: list[np.ndarray] = []
         reclaimed = 0
-        with self.library.catalog.session() as s:
+        with self._forget_taxa_on_failure(), self.library.catalog.session() as s:
             reclaim = self._reclaimable(
                 s, collection_id, [p.content_hash for p, _ in ready if p.job.image_id is None]
             )
@@ -744,6 +732,15 @@ class Indexer:
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.encoder.dim), dtype=np.float32)
         return np.asarray(ids, dtype=np.int64), np.vstack(vectors).astype(np.float32)
+
+    @contextmanager
+    def _forget_taxa_on_failure(self) -> Iterator[None]:
+        """A rolled-back transaction takes the taxa it added with it: forget their cached ids."""
+        try:
+            yield
+        except BaseException:
+            self._taxon_ids.clear()
+            raise
 
     def _reclaimable(self, s: Any, collection_id: int, digests: list[str]) -> dict[str, int]:
         """Rows whose content matches new files and whose own file is gone: missing photos, or

@@ -21,6 +21,7 @@ from sqlalchemy import exc, text
 
 from engine.catalog import open_catalog
 from engine.errors import CatalogError, QuadratError
+from tests.small_disk import small_tmpfs
 
 REPO = Path(__file__).resolve().parents[1]
 ANOTHER_INDEXER = "another Quadrat is indexing the library at"
@@ -254,24 +255,6 @@ def test_a_read_only_library_folder_gives_one_line(
 # -- disk full -----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _small_tmpfs(folder: Path, size: str) -> Iterator[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root and mount(8)")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-
-
 def _fill(folder: Path, leave_bytes: int) -> Path:
     """Write a filler file so that about `leave_bytes` stay free on the file system."""
     stat = os.statvfs(folder)
@@ -306,7 +289,7 @@ def _index(photos: Path, library: Path, **env: str) -> subprocess.CompletedProce
 def full_disk_run(photos: Path, tmp_path: Path):  # -> (result, library, filler)
     """A library on a tmpfs whose free space runs out while the demo collection is indexed
     (the catalog exists before; checkpoints every 8 photos, so some commit first)."""
-    with _small_tmpfs(tmp_path / "small-disk", "8M") as disk:
+    with small_tmpfs(tmp_path / "small-disk", "8M") as disk:
         from engine.library import Library
 
         library = disk / "library"
@@ -342,7 +325,7 @@ def test_a_disk_full_before_the_catalog_is_created_is_one_line(
     photos: Path, tmp_path: Path
 ) -> None:
     """No room for the new catalog itself: SQLite's error as one line, not the migration's SQL."""
-    with _small_tmpfs(tmp_path / "small-disk", "2M") as disk:
+    with small_tmpfs(tmp_path / "small-disk", "2M") as disk:
         filler = _fill(disk, leave_bytes=48 * 1024)
         result = _index(photos, disk / "library")
         assert result.returncode == 1, result.stdout
@@ -360,7 +343,7 @@ def test_a_full_disk_at_commit_is_one_catalog_error_and_loses_nothing(tmp_path: 
     """SQLite's real 'database or disk is full' at a commit (as an indexing checkpoint meets
     it) leaves `Catalog.session()` as one line; earlier commits stay, and freeing space is
     enough to go on."""
-    with _small_tmpfs(tmp_path / "small-disk", "4M") as disk:
+    with small_tmpfs(tmp_path / "small-disk", "4M") as disk:
         catalog = open_catalog(disk / "catalog.sqlite3")
         try:
             with catalog.session() as s:

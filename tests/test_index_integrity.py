@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from engine.index import SCORE_TOLERANCE, VectorIndex, checksum_path
 from engine.indexer import Indexer
 from engine.library import Library
 from engine.search import Searcher
+from tests.small_disk import small_tmpfs
 
 DIM = 32
 QUERY = "red circle"
@@ -298,21 +297,8 @@ def allowed_for(route: str, ids: np.ndarray, closest: np.ndarray) -> np.ndarray 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MB tmpfs folder (needs root and a mount-capable container)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a 1 MB tmpfs needs root")
-    folder = tmp_path / "tiny"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "tiny", "1M") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 def test_a_save_on_a_full_disk_names_the_cause_and_keeps_the_old_file(tiny_disk: Path) -> None:
