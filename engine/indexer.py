@@ -120,6 +120,15 @@ class IndexReport:
             )
         return "\n".join(lines)
 
+    def status_line(self) -> str:
+        """The summary in one short line, for a status bar."""
+        line = self.summary().splitlines()[0]
+        if self.relocated_from:
+            line += f"; moved from {self.relocated_from}"
+        if self.still_missing:
+            line += f"; {self.still_missing} missing from disk (judgments kept)"
+        return line
+
 
 def missing_photos_line(missing: int, judgments: int) -> str:
     """One line telling the user that photos are gone from disk and nothing of them is lost."""

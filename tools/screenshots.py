@@ -164,7 +164,7 @@ def _drive_window(out: Path) -> int:
     window.results.setCurrentIndex(model.index(0, 0))
     wait_for(lambda: window.detail_pane.photo.photo() is not None)
     wait_for(
-        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(4)), timeout=30
     )
     capture("03-results")
 
@@ -192,7 +192,7 @@ def _drive_window(out: Path) -> int:
     window.results.setCurrentIndex(model.index(1, 0))
     wait_for(lambda: window.detail_pane.photo.photo() is not None)
     wait_for(
-        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(12)), timeout=30
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(4)), timeout=30
     )
     capture("06-more-like-this-same-judgments")
     capture("07-metrics-panel", window.metrics_panel)

@@ -199,7 +199,6 @@ class LibraryPanel(QWidget):
             self.rescan_button,
             self.remove_button,
             self.skipped_button,
-            self.forget_button,
         ):
             buttons.addWidget(button)
         buttons.addStretch(1)
@@ -217,7 +216,12 @@ class LibraryPanel(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.tree, 1)
         layout.addWidget(self.empty_hint)
-        layout.addWidget(self.summary)
+        # The forget button sits by the summary that counts the missing photos, so the button
+        # row (and with it the panel's minimum width) stays as it was.
+        summary_row = QHBoxLayout()
+        summary_row.addWidget(self.summary, 1)
+        summary_row.addWidget(self.forget_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(summary_row)
         layout.addWidget(self.progress)
         self._update_buttons()
 

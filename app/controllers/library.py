@@ -215,7 +215,7 @@ class LibraryController(QObject):
             self.last_report = outcome.report
             report = outcome.report
             self.session.note_library_model(outcome.model_key, outcome.model_spec)
-            text = report.summary().replace("\n", "; ")
+            text = report.status_line()
             self.message.emit(f"{Path(report.collection).name}: {text}")
         self.refresh()
         self.indexingFinished.emit(outcome)

@@ -28,6 +28,7 @@ def test_missing_photos_are_shown_and_forgotten_only_when_confirmed(
     with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000) as blocker:
         app.library.rescan(app.library.stats[0].id)
     assert blocker.args[0].report.missing == 3
+    qtbot.waitUntil(lambda: "3 missing from disk (judgments kept)" in app.window.status_line.text())
     qtbot.waitUntil(lambda: app.library.stats[0].missing == 3, timeout=10_000)
     assert not panel.tree.isColumnHidden(4)
     assert panel.tree.topLevelItem(0).text(4) == "3"
