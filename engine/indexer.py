@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, func, insert, or_, select
 
 from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
@@ -699,48 +699,77 @@ class Indexer:
         failed: list[_Failed],
         coco: dict[str, ImageMeta],
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Write rows and vectors of one checkpoint in a single transaction."""
-        ids: list[int] = []
-        vectors: list[np.ndarray] = []
+        """Write rows and vectors of one checkpoint in a single transaction.
+
+        In bulk: one flush for the rows and one insert for the vectors. Row by row (a flush
+        and a merge per photo) capped indexing at about 1,000 photos/s on a GPU machine."""
         reclaimed = 0
         with self._forget_taxa_on_failure(), self.library.catalog.session() as s:
             reclaim = self._reclaimable(
                 s, collection_id, [p.content_hash for p, _ in ready if p.job.image_id is None]
             )
-            for prepared, vector in ready:
+            for prepared, _ in ready:
                 job = prepared.job
                 if job.image_id is None and prepared.content_hash in reclaim:
                     # A photo the library knew under another path whose file is gone: it takes
                     # its old row back, and with it its id, runs and judgments.
                     job.image_id = reclaim.pop(prepared.content_hash)
                     reclaimed += 1
-                img = self._upsert_image(s, collection_id, job, prepared.content_hash)
+            known = [p.job.image_id for p, _ in ready] + [f.job.image_id for f in failed]
+            self._load_rows(s, [i for i in known if i is not None])
+            encoded: list[Image] = []
+            for prepared, _ in ready:
+                img = self._upsert_image(s, collection_id, prepared.job, prepared.content_hash)
                 img.collection_id = collection_id
                 img.status, img.skip_reason, img.missing_since = STATUS_OK, None, None
                 img.width, img.height = prepared.width, prepared.height
                 self._apply_metadata(
                     s, img, coco.get(metadata_key(prepared.job.entry.rel_path)), prepared.exif
                 )
-                s.flush()
-                s.merge(
-                    Embedding(
-                        image_id=img.id,
-                        model_key=self.model_key,
-                        vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(),
-                    )
-                )
-                ids.append(img.id)
-                vectors.append(vector)
+                encoded.append(img)
+            skipped: list[Image] = []
             for fail in failed:
                 img = self._upsert_image(s, collection_id, fail.job, fail.content_hash)
                 img.status, img.skip_reason, img.missing_since = STATUS_SKIPPED, fail.reason, None
                 self._apply_metadata(s, img, coco.get(metadata_key(fail.job.entry.rel_path)), None)
-                s.flush()
-                s.execute(delete(Embedding).where(Embedding.image_id == img.id))
+                skipped.append(img)
+            s.flush()  # new rows get their ids
+            ids = [img.id for img in encoded]
+            for start in range(0, len(ids), 900):
+                s.execute(
+                    delete(Embedding).where(
+                        Embedding.image_id.in_(ids[start : start + 900]),
+                        Embedding.model_key == self.model_key,
+                    )
+                )
+            if ids:
+                s.execute(
+                    insert(Embedding),
+                    [
+                        {
+                            "image_id": image_id,
+                            "model_key": self.model_key,
+                            "vector": np.ascontiguousarray(vector, dtype="<f4").tobytes(),
+                        }
+                        for image_id, (_, vector) in zip(ids, ready, strict=True)
+                    ],
+                )
+            gone = [img.id for img in skipped]
+            for start in range(0, len(gone), 900):  # a skipped photo has no vector, any model
+                s.execute(
+                    delete(Embedding).where(Embedding.image_id.in_(gone[start : start + 900]))
+                )
         self._returned_elsewhere += reclaimed
         if not ids:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.encoder.dim), dtype=np.float32)
-        return np.asarray(ids, dtype=np.int64), np.vstack(vectors).astype(np.float32)
+        vectors = np.vstack([vector for _, vector in ready]).astype(np.float32)
+        return np.asarray(ids, dtype=np.int64), vectors
+
+    @staticmethod
+    def _load_rows(s: Any, image_ids: list[int]) -> None:
+        """Load these rows into the session in a few queries, so `s.get` finds them in memory."""
+        for start in range(0, len(image_ids), 900):
+            list(s.scalars(select(Image).where(Image.id.in_(image_ids[start : start + 900]))))
 
     @contextmanager
     def _forget_taxa_on_failure(self) -> Iterator[None]:
