@@ -69,12 +69,14 @@ def run_metrics_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(metrics_json(mean, args.k)))
     else:
-        missing = sum(1 for query_id in qrels if query_id not in run)
-        print(_summary_table(mean, args.k, args.protocol, missing))
+        print(_summary_table(mean, args.k, args.protocol, set(run)))
     return 0
 
 
-def _summary_table(mean: MeanMetrics, k: int, protocol: str, missing_from_run: int) -> str:
+def _summary_table(mean: MeanMetrics, k: int, protocol: str, in_run: set[str]) -> str:
+    """The human-readable summary. Every query is either averaged or not, and the notes below the
+    table say which: under fullrank a judged query the run skipped is averaged with a score of 0;
+    under rerank it has no candidates, hence no relevant candidate, and is not averaged."""
     total = len(mean.per_query)
     rows = [
         (f"queries ({protocol})", f"{mean.queries} averaged of {total}"),
@@ -87,8 +89,23 @@ def _summary_table(mean: MeanMetrics, k: int, protocol: str, missing_from_run: i
     ]
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]
-    if total > mean.queries:
-        lines.append(f"{total - mean.queries} queries without relevant judgments are not averaged")
-    if missing_from_run:
-        lines.append(f"{missing_from_run} judged queries have no results in the run (scored 0)")
+    missing = [m for m in mean.per_query if m.query_id not in in_run]
+    if protocol == "rerank":
+        if total > mean.queries:
+            lines.append(
+                f"{total - mean.queries} queries without relevant candidates are not averaged"
+            )
+        if missing:
+            # evaluate_run lists a query absent from the run only when it has judgments.
+            lines.append(
+                f"{len(missing)} of them judged but with no results in the run (no candidates)"
+            )
+    else:
+        if total > mean.queries:
+            lines.append(
+                f"{total - mean.queries} queries without relevant judgments are not averaged"
+            )
+        scored_zero = sum(1 for m in missing if m.R > 0)
+        if scored_zero:
+            lines.append(f"{scored_zero} judged queries have no results in the run (scored 0)")
     return "\n".join(lines)

@@ -154,24 +154,86 @@ def load_judgments(path: StrPath) -> list[Judgment]:
     - the same with a `relevant` column (0/1, any integer), so negatives are recorded too;
       either of `image_id` / `image_path` may be absent;
     - TREC qrels `qid 0 docid rel` (whitespace separated); the docid becomes `image_id`.
+
+    A file with no judgment (empty, blank, comments or a header only) is an error: scoring against
+    nothing would print zeros that look like results. A photo judged twice for one query is
+    counted once, with a warning naming the lines, when both lines agree, and is an error naming
+    both lines when they do not.
     """
     text = _read_text(path)
-    first_line = next((line for line in text.splitlines() if line.strip()), None)
+    first_line = next(
+        (line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")),
+        None,
+    )
     if first_line is None:
-        return []
-    if _looks_like_csv_header(first_line):
-        return _load_judgments_csv(path, text)
-    if "," in first_line:
+        judgments: list[tuple[int, Judgment]] = []
+    elif _looks_like_csv_header(first_line):
+        judgments = _load_judgments_csv(path, text)
+    elif "," in first_line:
         line = text.splitlines().index(first_line) + 1
         raise _fail(
             path,
             line,
             "a judgments CSV needs a header with query_id and image_id or image_path",
         )
-    return _load_trec_qrels(path, text)
+    else:
+        judgments = _load_trec_qrels(path, text)
+    if not judgments:
+        raise BadInputError(f"{os.fspath(path)}: no judgments in the file (empty)")
+    return _without_repeats(path, judgments)
 
 
-def _load_judgments_csv(path: StrPath, text: str) -> list[Judgment]:
+_REPEATS_NAMED = 5  # repeated lines a warning names before it says "and N more"
+
+
+def _without_repeats(path: StrPath, judgments: Sequence[tuple[int, Judgment]]) -> list[Judgment]:
+    """Each (query, photo) once. A photo is the same when its image id or its image path is; a
+    repeat that agrees is dropped (one warning for the file), one that disagrees is an error."""
+    first: dict[tuple[str, str, str], tuple[int, Judgment]] = {}
+    repeats: list[tuple[int, int]] = []
+    kept: list[Judgment] = []
+    for line, judgment in judgments:
+        keys = [
+            (judgment.query_id, kind, value)
+            for kind, value in (("id", judgment.image_id), ("path", judgment.image_path))
+            if value
+        ]
+        shared = next((key for key in keys if key in first), None)
+        if shared is None:
+            for key in keys:
+                first[key] = (line, judgment)
+            kept.append(judgment)
+            continue
+        earlier_line, earlier_judgment = first[shared]
+        if earlier_judgment.relevant != judgment.relevant:
+            raise _fail(
+                path,
+                line,
+                f"query {judgment.query_id}, image {shared[2]} judged "
+                f"{judgment.relevant} here but {earlier_judgment.relevant} on line {earlier_line}",
+            )
+        repeats.append((line, earlier_line))
+    if repeats:
+        named = ", ".join(
+            f"line {line} repeats line {then}" for line, then in repeats[:_REPEATS_NAMED]
+        )
+        more = len(repeats) - _REPEATS_NAMED
+        if len(repeats) == 1:
+            log.warning("%s: %s (the same judgment); counted once", os.fspath(path), named)
+        else:
+            log.warning(
+                "%s: %d judgments repeat an earlier line with the same value (%s%s); "
+                "each is counted once",
+                os.fspath(path),
+                len(repeats),
+                named,
+                f", and {more} more" if more > 0 else "",
+            )
+    return kept
+
+
+def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
+    """(line number, judgment) for each row of an INQUIRE-style judgments CSV."""
     columns, records = _csv_table(path, text, required=("query_id",))
     lowered = {name.lower(): name for name in columns}
     id_column = lowered.get("image_id")
@@ -179,7 +241,7 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[Judgment]:
     relevant_column = lowered.get("relevant")
     if id_column is None and path_column is None:
         raise _fail(path, 1, f"missing column image_id or image_path ({', '.join(columns)})")
-    judgments: list[Judgment] = []
+    judgments: list[tuple[int, Judgment]] = []
     for line, record in records:
         query_id = record["query_id"]
         image_id = record.get(id_column, "") if id_column else ""
@@ -191,7 +253,7 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[Judgment]:
         relevant = 1
         if relevant_column is not None:
             relevant = _parse_int(path, line, "relevant", record[relevant_column])
-        judgments.append(Judgment(query_id, image_id or None, image_path or None, relevant))
+        judgments.append((line, Judgment(query_id, image_id or None, image_path or None, relevant)))
     return judgments
 
 
@@ -209,23 +271,28 @@ def _whitespace_lines(text: str) -> Iterator[tuple[int, list[str]]]:
             yield number, stripped.split()
 
 
-def _load_trec_qrels(path: StrPath, text: str) -> list[Judgment]:
-    judgments: list[Judgment] = []
+def _load_trec_qrels(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
+    """(line number, judgment) for each `qid 0 docid rel` line of TREC qrels."""
+    judgments: list[tuple[int, Judgment]] = []
     for line, fields in _whitespace_lines(text):
         if len(fields) != 4:
             raise _fail(
                 path, line, f"expected 4 fields in TREC qrels (qid 0 docid rel), got {len(fields)}"
             )
         query_id, _, docid, rel = fields
-        judgments.append(Judgment(query_id, docid, None, _parse_int(path, line, "rel", rel)))
+        judgments.append(
+            (line, Judgment(query_id, docid, None, _parse_int(path, line, "rel", rel)))
+        )
     return judgments
 
 
 def load_trec_run(path: StrPath) -> dict[str, list[tuple[str, float]]]:
     """A TREC run, `qid Q0 docid rank score tag` per line, as query id -> [(docid, score)].
 
-    Each query's results are ordered by the rank column (ties: higher score, then docid); a docid
-    repeated within one query is an error, as in trec_eval.
+    Each query's results are a strict order (SPEC §1): by score, descending; ties by the earlier
+    rank column, then by docid. The rank column only breaks ties, as in trec_eval, so a run whose
+    ranks contradict its scores is read by its scores. A docid repeated within one query is an
+    error, as in trec_eval, and so is a run with no results.
     """
     text = _read_text(path)
     rows: dict[str, list[tuple[int, float, str]]] = {}
@@ -253,13 +320,16 @@ def load_trec_run(path: StrPath) -> dict[str, list[tuple[str, float]]]:
             )
         first_line_of[query_id, docid] = line
         rows.setdefault(query_id, []).append((rank, score, docid))
-    return {
-        query_id: [
-            (docid, score)
-            for _, score, docid in sorted(results, key=lambda row: (row[0], -row[1], row[2]))
+    if not rows:
+        raise BadInputError(f"{os.fspath(path)}: no results in the run file (empty)")
+    run: dict[str, list[tuple[str, float]]] = {}
+    for query_id, results in rows.items():
+        scores = {docid: score for _, score, docid in results}
+        ranks = {docid: rank for rank, _, docid in results}
+        run[query_id] = [
+            (docid, scores[docid]) for docid in strict_order(list(scores.items()), ranks)
         ]
-        for query_id, results in rows.items()
-    }
+    return run
 
 
 # --- writing ---------------------------------------------------------------------------------

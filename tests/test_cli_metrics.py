@@ -14,7 +14,7 @@ import pytest
 from app.cli_metrics import add_metrics_command
 from engine.errors import BadInputError
 
-# Ranks deliberately listed out of order: the rank column decides, not the line order.
+# Lines deliberately out of order: the scores decide (the rank column only breaks ties).
 RUN = """\
 q1 Q0 d2 2 0.8 sys
 q1 Q0 d1 1 0.9 sys
@@ -140,6 +140,115 @@ def test_human_table(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str
     assert f"{0.5:.4f}" in out  # MRR@3
     assert "1 queries without relevant judgments are not averaged" in out
     assert "1 judged queries have no results in the run (scored 0)" in out
+
+
+def test_rerank_table_does_not_call_missing_queries_scored(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Under rerank a judged query with no results has no candidates, so R = 0: it is not
+    # averaged, and it is not "scored 0" either.
+    run, qrels = files
+    args = parse(["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3"])
+    args.protocol = "rerank"
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["queries", "(rerank)", "2", "averaged", "of", "4"]
+    assert "scored 0" not in out
+    assert "2 queries without relevant candidates are not averaged" in out
+    assert "1 of them judged but with no results in the run (no candidates)" in out
+
+
+def test_fullrank_table_counts_only_averaged_queries_as_scored_0(
+    tmp_path: Path, files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # q5 is judged (not relevant) and absent from the run: R = 0, not averaged, not scored 0.
+    run, qrels = files
+    qrels.write_text(QRELS + "q5 0 d1 0\n")
+    args = parse(["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "2 queries without relevant judgments are not averaged" in out
+    assert "1 judged queries have no results in the run (scored 0)" in out
+
+
+def test_scores_decide_the_order_not_the_rank_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The rank column says d1 first, the scores put d2 first (as trec_eval reads it).
+    (tmp_path / "run.trec").write_text("q Q0 d1 1 0.2 t\nq Q0 d2 2 0.9 t\n")
+    (tmp_path / "qrels").write_text("q 0 d2 1\n")
+    argv = ["metrics", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels")]
+    data = run_json([*argv, "--k", "1", "--json"], capsys)
+    assert data["per_query"] == [{"query_id": "q", "AP": 1.0, "nDCG": 1.0, "RR": 1.0, "R": 1}]
+
+
+def quadrat(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the `quadrat` entry point: exit code, stdout, stderr."""
+    from app.cli import main
+
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("run.trec", ""),
+        ("run.trec", "# no results\n"),
+        ("qrels.txt", ""),
+        ("qrels.txt", "query_id,image_id,image_path\n"),
+        ("qrels.txt", ",query_id,image_id,relevant\n\n"),
+    ],
+)
+def test_empty_run_or_judgments_exit_2_naming_the_file(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    run, qrels = files
+    empty = run if name == "run.trec" else qrels
+    empty.write_text(text)
+    code, out, err = quadrat(["metrics", "--run", str(run), "--qrels", str(qrels)], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and str(empty) in err and "empty" in err
+
+
+@pytest.mark.parametrize(
+    "judgments",
+    [
+        "q1 0 d2 1\nq2 0 d5 1\nq1 0 d2 0\n",
+        "query_id,image_id,relevant\nq1,d2,1\nq2,d5,1\nq1,d2,0\n",
+    ],
+)
+def test_judged_twice_differently_exits_2_naming_file_and_lines(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], judgments: str
+) -> None:
+    run, qrels = files
+    qrels.write_text(judgments)
+    code, out, err = quadrat(["metrics", "--run", str(run), "--qrels", str(qrels)], capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert f"{qrels} line " in err and "on line " in err and "d2" in err
+
+
+@pytest.mark.parametrize(
+    "judgments",
+    [
+        "# judged twice\nq1 0 d2 1\nq2 0 d5 1\nq1 0 d2 1\n",
+        "query_id,image_id,image_path\nq1,d2,x.jpg\nq2,d5,y.jpg\nq1,d2,x.jpg\n",
+        "query_id,image_id,relevant\nq1,d2,1\nq2,d5,1\nq1,d2,1\n",
+    ],
+)
+def test_judged_twice_alike_warns_naming_file_and_lines(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], judgments: str
+) -> None:
+    run, qrels = files
+    qrels.write_text(judgments)
+    argv = ["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3", "--json"]
+    code, out, err = quadrat(argv, capsys)
+    assert code == 0
+    assert json.loads(out)["per_query"][0]["R"] == 1  # counted once
+    assert str(qrels) in err and "line 4 repeats line 2" in err
 
 
 def test_mismatched_image_names_warn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -157,8 +158,83 @@ def test_trec_qrels_are_detected_by_content(tmp_path: Path) -> None:
     ]
 
 
-def test_empty_judgments_file_is_no_judgments(tmp_path: Path) -> None:
-    assert load_judgments(write(tmp_path / "j.txt", "\n\n")) == []
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n\n",
+        "# my marks, none yet\n",
+        "query_id,image_id,image_path\n",
+        ",query_id,image_path,relevant\r\n\r\n",
+    ],
+)
+def test_empty_judgments_file_is_bad_input(tmp_path: Path, text: str) -> None:
+    # Scoring against nothing gives zeros that look like results; say so instead.
+    with pytest.raises(BadInputError) as err:
+        load_judgments(write(tmp_path / "j.txt", text))
+    assert str(err.value) == f"{tmp_path / 'j.txt'}: no judgments in the file (empty)"
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        ("1 0 a 1\n1 0 b 0\n2 0 a 1\n1 0 a 1\n", "line 4 repeats line 1"),
+        (
+            "query_id,image_id,image_path\n3,11,x.jpg\n3,12,y.jpg\n3,11,x.jpg\n",
+            "line 4 repeats line 2",
+        ),
+        (",query_id,image_path,relevant\n0,3,x.jpg,0\n1,3,x.jpg,0\n", "line 3 repeats line 2"),
+        # the same photo named by id on one line and by id and path on another
+        ("query_id,image_id,image_path\n3,11,\n3,11,x.jpg\n", "line 3 repeats line 2"),
+    ],
+)
+def test_repeated_judgment_that_agrees_is_counted_once_with_a_warning(
+    tmp_path: Path, text: str, lines: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path / "judgments.csv", text)
+    with caplog.at_level(logging.WARNING, logger="engine.evaluate"):
+        judgments = load_judgments(path)
+    unique = {(j.query_id, j.image_id or j.image_path) for j in judgments}
+    assert len(unique) == len(judgments)  # each judgment once
+    (record,) = caplog.records
+    assert str(path) in record.getMessage()
+    assert lines in record.getMessage()
+    assert "\n" not in record.getMessage()
+
+
+def test_many_repeated_judgments_make_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = "".join(f"1 0 d{i} 1\n" for i in range(20)) * 2
+    with caplog.at_level(logging.WARNING, logger="engine.evaluate"):
+        judgments = load_judgments(write(tmp_path / "q.txt", text))
+    assert len(judgments) == 20
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert message.startswith(f"{tmp_path / 'q.txt'}: 20 judgments repeat an earlier line")
+    assert "line 21 repeats line 1" in message and "15 more" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "1 0 a 1\n1 0 b 0\n1 0 a 0\n",
+            "judgments.csv line 3: query 1, image a judged 0 here but 1 on line 1",
+        ),
+        (
+            ",query_id,image_id,image_path,relevant\n0,3,11,x.jpg,1\n1,3,12,y.jpg,1\n"
+            "2,4,11,x.jpg,1\n3,3,13,x.jpg,0\n",
+            "judgments.csv line 5: query 3, image x.jpg judged 0 here but 1 on line 2",
+        ),
+    ],
+)
+def test_repeated_judgment_that_disagrees_is_bad_input(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_judgments(write(tmp_path / "judgments.csv", text))
+    assert str(err.value) == f"{tmp_path / message}"
 
 
 @pytest.mark.parametrize(
@@ -225,6 +301,22 @@ def test_trec_run_is_ordered_by_rank(tmp_path: Path) -> None:
     assert run == {"q1": [("a", 0.9), ("b", 0.5), ("c", -0.001)], "q2": [("c", 3.0)]}
 
 
+def test_trec_run_is_ordered_by_score_ties_by_rank_then_docid(tmp_path: Path) -> None:
+    # SPEC §1 (and trec_eval): the score orders; the rank column only breaks ties.
+    text = (
+        "q1 Q0 a 1 0.1 sys\n"  # rank 1 but the lowest score
+        "q1 Q0 b 2 0.9 sys\n"
+        "q1 Q0 c 3 0.5 sys\n"
+        "q1 Q0 d 4 0.5 sys\n"
+        "q1 Q0 e 5 0.5 sys\n"
+        "q1 Q0 y 6 0.3 sys\n"
+        "q1 Q0 x 6 0.3 sys\n"  # same score and same rank: by docid
+        "q1 Q0 f 0 0.5 sys\n"  # tied at 0.5 with the earliest rank
+    )
+    run = load_trec_run(write(tmp_path / "run.trec", text))
+    assert [docid for docid, _ in run["q1"]] == ["b", "f", "c", "d", "e", "x", "y", "a"]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -236,6 +328,8 @@ def test_trec_run_is_ordered_by_rank(tmp_path: Path) -> None:
             "q1 Q0 a 1 1 s\nq2 Q0 a 1 1 s\nq1 Q0 a 2 0 s\n",
             "run.trec line 3: docid a repeats line 1",
         ),
+        ("", "run.trec: no results in the run file (empty)"),
+        ("# nothing ran\n\n", "run.trec: no results in the run file (empty)"),
     ],
 )
 def test_malformed_runs_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
@@ -245,13 +339,13 @@ def test_malformed_runs_name_file_and_line(tmp_path: Path, text: str, message: s
 
 
 def test_trec_run_round_trip_keeps_order_and_exact_scores(tmp_path: Path) -> None:
-    runs = {"3": [(17, 0.1 + 0.2), (5, 1 / 3)], "10": [("x.jpg", -2.5)]}
+    runs = {"3": [(5, 1 / 3), (17, 0.1 + 0.2), (4, 0.1 + 0.2)], "10": [("x.jpg", -2.5)]}
     write_trec_run(tmp_path / "out.trec", runs, tag="quadrat-text")
     lines = (tmp_path / "out.trec").read_text().splitlines()
-    assert lines[0] == "3 Q0 17 1 0.30000000000000004 quadrat-text"
-    assert lines[2] == "10 Q0 x.jpg 1 -2.5 quadrat-text"
-    assert load_trec_run(tmp_path / "out.trec") == {
-        "3": [("17", 0.1 + 0.2), ("5", 1 / 3)],
+    assert lines[1] == "3 Q0 17 2 0.30000000000000004 quadrat-text"
+    assert lines[3] == "10 Q0 x.jpg 1 -2.5 quadrat-text"
+    assert load_trec_run(tmp_path / "out.trec") == {  # the tie 17, 4 keeps its written ranks
+        "3": [("5", 1 / 3), ("17", 0.1 + 0.2), ("4", 0.1 + 0.2)],
         "10": [("x.jpg", -2.5)],
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.trec"]  # no temporary left
