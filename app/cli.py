@@ -12,15 +12,28 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from app import paths
 from app.cli_args import positive_int
+from app.cli_backup import add_backup_command
+from app.cli_common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    TqdmProgress,
+    confirm,
+    load_encoder_for,
+    open_library,
+    reset_settings,
+    resolve_model_spec,
+    user_settings,
+)
+from app.cli_evaluate import add_evaluate_command
+from app.cli_methods import add_methods_command, method_option_help
+from app.cli_metrics import add_metrics_command
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
 
 log = logging.getLogger("quadrat.cli")
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 class UsageError(Exception):
@@ -84,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_option(search)
     search.add_argument("--top", type=positive_int, default=20)
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
-    search.add_argument("--method", default="text", choices=["text", "visret", "rerank", "hybrid"])
+    search.add_argument("--method", default="text", help=method_option_help())
     search.add_argument("--taxon", help="only photos of this taxon (any rank or common name)")
     search.add_argument("--date-from", help="only photos observed on or after YYYY-MM-DD")
     search.add_argument("--date-to", help="only photos observed on or before YYYY-MM-DD")
@@ -134,84 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     library_option(imp)
     imp.set_defaults(func=cmd_import)
 
-    try:
-        from app.cli_metrics import add_metrics_command
-    except ImportError:  # pragma: no cover - during development of the metrics command
-        pass
-    else:
-        add_metrics_command(sub)
-    try:
-        from app.cli_evaluate import add_evaluate_command
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        add_evaluate_command(sub)
-    from app.cli_backup import add_backup_command
-
+    add_metrics_command(sub)
+    add_evaluate_command(sub)
     add_backup_command(sub)
+    add_methods_command(sub)
     return parser
-
-
-# -- shared helpers -------------------------------------------------------------------------
-
-
-_settings: Any = None  # read once per command, see main()
-
-
-def user_settings():  # -> Settings
-    """The settings the window also uses, read once per command; a bad file falls back to
-    defaults (logged once)."""
-    global _settings
-    if _settings is None:
-        from app.settings import load_settings
-
-        loaded = load_settings()
-        for problem in loaded.problems:
-            log.warning("settings: %s", problem)
-        _settings = loaded.settings
-    return _settings
-
-
-def open_library(path: Path | None):  # -> Library
-    """The library at `path`, else the one the settings name (as the window opens it)."""
-    from engine.library import Library
-
-    settings = user_settings()
-    if path is not None:
-        return Library.open(path)
-    return Library.open(settings.library_path(), database_url=settings.database_url or None)
-
-
-def resolve_model_spec(requested: str | None, library: Any) -> str:
-    """The model to use: the one asked for, else the library's, else the settings' default."""
-    return requested or library.model_spec or user_settings().model
-
-
-def load_encoder_for(spec: str, device: str | None):  # -> Encoder
-    from engine.encoders import load_encoder
-
-    device = device or user_settings().device
-    return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
-
-
-class _TqdmProgress:
-    """Feeds engine progress reports to a tqdm bar on stderr."""
-
-    def __init__(self, desc: str) -> None:
-        from tqdm import tqdm
-
-        self._bar = tqdm(total=0, desc=desc, unit="img", file=sys.stderr, disable=None, leave=True)
-
-    def __call__(self, p: Any) -> None:
-        if self._bar.total != p.total:
-            self._bar.total = p.total
-        self._bar.n = p.done
-        if p.message:
-            self._bar.set_description(p.message, refresh=False)
-        self._bar.refresh()
-
-    def close(self) -> None:
-        self._bar.close()
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -252,7 +192,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         encoder = load_encoder_for(spec, args.device)
         batch_size = args.batch_size or user_settings().batch_size
         indexer = Indexer(library, encoder, batch_size=batch_size, workers=args.workers)
-        bar = _TqdmProgress("indexing")
+        bar = TqdmProgress("indexing")
         cancel = CancelToken()
         try:
             report = indexer.run(
@@ -304,15 +244,21 @@ def _parse_bbox(text: str | None) -> tuple[float, float, float, float] | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from engine.collections import missing_photos
-    from engine.search import Searcher, SearchFilters, validate_query_text
+    import time
 
-    if args.method != "text":
-        raise BadInputError(
-            f"search method '{args.method}' is not available yet; use --method text"
-        )
+    from engine.collections import missing_photos
+    from engine.methods import MethodContext, SearchQuery, resolve_spec
+    from engine.search import SearchFilters, validate_query_text
+
+    method = resolve_spec(args.method)  # fail fast, before loading any model
+    query = SearchQuery(args.text, args.image)
     if args.image is None:
-        validate_query_text(args.text)  # fail fast, before loading any model
+        validate_query_text(args.text)
+    if query.kind not in method.method.kinds:
+        raise BadInputError(
+            f"method '{method.key}' answers {', '.join(method.method.kinds)} queries, "
+            f"not {query.kind} queries"
+        )
     filters = SearchFilters(
         taxon=args.taxon,
         date_from=_parse_date(args.date_from, "--date-from"),
@@ -322,24 +268,24 @@ def cmd_search(args: argparse.Namespace) -> int:
     with open_library(args.library) as library:
         if library.model_key is None:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
-        spec = resolve_model_spec(args.model, library)
-        encoder = load_encoder_for(spec, args.device)
-        searcher = Searcher(library, encoder)
+        encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
+        context = MethodContext(library, lambda: encoder, filters=filters)
         missing = missing_photos(library)
-        if args.image is not None and args.text.strip():
-            result = searcher.image_text(args.image, args.text, args.top, filters)
-        elif args.image is not None:
-            result = searcher.image(args.image, args.top, filters)
-        else:
-            result = searcher.text(args.text, args.top, filters)
+        started = time.monotonic()
+        ranking = method.run(query, context, top_k=args.top)
+        seconds = time.monotonic() - started
+        hits = context.searcher.hits_for(ranking.pairs())
     if args.json:
-        for hit in result.hits:
-            print(json.dumps(hit.to_json()))
+        for hit in hits:
+            print(json.dumps({**hit.to_json(), "method": method.text, "kind": query.kind}))
     else:
-        for hit in result.hits:
+        for hit in hits:
             name = f"  {hit.taxon}" if hit.taxon else ""
             print(f"{hit.rank:4d}  {hit.score:.4f}  {hit.path}{name}")
-        print(f"{len(result.hits)} results in {result.seconds * 1000:.0f} ms", file=sys.stderr)
+        print(
+            f"{len(hits)} results in {seconds * 1000:.0f} ms ({method.text}, {query.kind} query)",
+            file=sys.stderr,
+        )
     if missing.photos:
         print(f"note: {_missing_note(missing.photos)}", file=sys.stderr)
     return EXIT_OK
@@ -371,18 +317,6 @@ def cmd_export(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return EXIT_OK
-
-
-def confirm(question: str, yes: bool) -> None:
-    """Ask on the terminal before an act that drops or replaces the user's work; without a
-    terminal, refuse unless --yes was given. A "no" raises BadInputError: nothing was done."""
-    if yes:
-        return
-    if not sys.stdin or not sys.stdin.isatty():
-        raise BadInputError(f"{question}: add --yes to confirm (no terminal to ask on)")
-    answer = input(f"{question}? [y/N] ").strip().lower()
-    if answer not in ("y", "yes"):
-        raise BadInputError("nothing was changed")
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -454,8 +388,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from app.logs import setup_logging
 
-    global _settings
-    _settings = None  # each command reads the settings file as it is now
+    reset_settings()  # each command reads the settings file as it is now
     argv = list(sys.argv[1:] if argv is None else argv)
     log_file = setup_logging()
     parser = build_parser()

@@ -59,7 +59,7 @@ def add_backup_command(subparsers: argparse._SubParsersAction) -> None:  # type:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from app.cli import open_library
+    from app.cli_common import open_library
 
     with open_library(args.library) as library:
         if args.list:
@@ -76,7 +76,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from app.cli import confirm, open_library
+    from app.cli_common import confirm, open_library
 
     with open_library(args.library) as library:
         backups = list_backups(library.root)
@@ -90,9 +90,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             return 0
         chosen = _choose(args.backup, backups)
         check_backup(chosen)  # refuse a bad file before asking anything
-        confirm(
-            f"replace the queries and judgments of {library.root} with {chosen.name}", args.yes
-        )
+        confirm(f"replace the queries and judgments of {library.root} with {chosen.name}", args.yes)
         before = catalog_counts(library.catalog.engine)
         with library.writer_lock():
             safety = restore_catalog(library.root, library.catalog.engine.url, chosen)

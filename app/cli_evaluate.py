@@ -1,12 +1,17 @@
-"""`quadrat evaluate`: run benchmark queries against a library and score them (SPEC.md §5)."""
+"""`quadrat evaluate`: run benchmark queries against a library with one or more methods, score
+them, and compare each method with the first (SPEC.md §5–6)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from app.cli_args import positive_int
+from app.cli_common import EXIT_OK, TqdmProgress
+from app.cli_methods import method_option_help
 from engine.errors import BadInputError
 
 
@@ -19,76 +24,142 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--protocol", default="fullrank", choices=["fullrank", "rerank"])
     p.add_argument("--k", type=positive_int, default=50)
-    p.add_argument("--method", default="text", choices=["text", "visret", "rerank", "hybrid"])
-    p.add_argument("--run-out", help="write the ranked lists as a TREC run file")
+    p.add_argument(
+        "--method",
+        action="append",
+        help=method_option_help() + "; give it again to compare methods with the first",
+    )
+    p.add_argument(
+        "--permutations",
+        type=positive_int,
+        default=10_000,
+        help="permutations of the paired randomisation test (default: %(default)s)",
+    )
+    p.add_argument("--run-out", help="write the first method's ranked lists as a TREC run file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_evaluate_command)
 
 
 def run_evaluate_command(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from app.cli_common import load_encoder_for, open_library, resolve_model_spec
+    from engine.benchmark import run_methods
+    from engine.evaluate import load_judgments, load_queries_csv, write_trec_run
+    from engine.methods import resolve_spec
 
-    from app.cli import load_encoder_for, open_library, resolve_model_spec
-    from engine.benchmark import JudgmentResolver, candidate_lists, method_search
-    from engine.evaluate import (
-        load_judgments,
-        load_queries_csv,
-        metrics_json,
-        run_benchmark,
-        write_trec_run,
-    )
-    from engine.search import Searcher
-
+    specs = args.method or ["text"]
+    for spec in specs:
+        resolve_spec(spec)  # a bad method fails before any model loads
     queries = load_queries_csv(args.queries)
     judgments = load_judgments(args.judgments)
     with open_library(Path(args.library) if args.library else None) as library:
         if library.model_key is None:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
-        encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
-        searcher = Searcher(library, encoder)
-        resolver = JudgmentResolver(library)
-        depth = max(args.k, 100)
-        result = run_benchmark(
-            queries,
-            judgments,
-            method_search(searcher, args.method, depth),
-            resolver,
-            k=args.k,
-            protocol=args.protocol,
-            candidates=candidate_lists(searcher) if args.protocol == "rerank" else None,
-        )
+        model = resolve_model_spec(args.model, library)
+        encoder: list[Any] = []
+
+        def encoder_loader() -> Any:
+            if not encoder:
+                encoder.append(load_encoder_for(model, args.device))
+            return encoder[0]
+
+        bar = TqdmProgress("evaluating")
+        try:
+            bench = run_methods(
+                library,
+                encoder_loader,
+                queries,
+                judgments,
+                specs,
+                k=args.k,
+                protocol=args.protocol,
+                progress=bar,
+                permutations=args.permutations,
+            )
+        finally:
+            bar.close()
+        first = bench.results[specs[0]]
         if args.run_out:
+            resolver = bench.resolver
             runs = {
                 qid: [(resolver.docid(image_id), score) for image_id, score in ranked]
-                for qid, ranked in result.runs.items()
+                for qid, ranked in first.runs.items()
             }
-            write_trec_run(args.run_out, runs, tag=f"quadrat-{args.method}")
-    if result.unresolved_judgments:
+            write_trec_run(args.run_out, runs, tag=f"quadrat-{specs[0].partition(':')[0]}")
+    if first.unresolved_judgments:
         print(
-            f"warning: {result.unresolved_judgments} judgments name photos that are not in the "
+            f"warning: {first.unresolved_judgments} judgments name photos that are not in the "
             "library; they are left out of R",
             file=sys.stderr,
         )
     if args.json:
-        out = metrics_json(result.mean, args.k)
-        out["protocol"] = args.protocol
-        out["method"] = args.method
-        out["unresolved_judgments"] = result.unresolved_judgments
-        print(json.dumps(out))
-        return 0
-    k = args.k
-    print(f"{'query':<10} {'AP@' + str(k):>8} {'nDCG@' + str(k):>9} {'RR':>6} {'R':>5}  text")
-    texts = {q.query_id: q.text for q in queries}
-    for m in result.mean.per_query:
-        print(
-            f"{m.query_id:<10} {m.AP:8.4f} {m.nDCG:9.4f} {m.RR:6.3f} {m.R:5d}  {texts.get(m.query_id, '')}"
-        )
-    mean = result.mean
+        print(json.dumps(evaluation_json(bench, specs, args.k)))
+    else:
+        print_tables(bench, specs, args.k)
+    return EXIT_OK
+
+
+def _method_json(bench: Any, spec: str, k: int) -> dict[str, Any]:
+    from engine.evaluate import metrics_json
+
+    out = metrics_json(bench.results[spec].mean, k)
+    out["per_supercategory"] = {
+        name: {f"mAP@{k}": group.mAP, "queries": group.queries}
+        for name, group in bench.per_supercategory(spec).items()
+    }
+    return out
+
+
+def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
+    """SPEC.md §6: the §5 keys of the first method, per supercategory; with two or more
+    methods, every method's keys and the paired comparisons with the first."""
+    out = _method_json(bench, specs[0], k)
+    out["protocol"] = bench.protocol
+    out["method"] = specs[0]
+    out["unresolved_judgments"] = bench.results[specs[0]].unresolved_judgments
+    if len(specs) > 1:
+        out["methods"] = {spec: _method_json(bench, spec, k) for spec in specs}
+        out["comparisons"] = [c.to_json() for c in bench.comparisons]
+    return out
+
+
+def print_tables(bench: Any, specs: list[str], k: int) -> None:
+    """Per query, then the methods side by side overall and per supercategory, then the tests."""
+    results = [bench.results[spec] for spec in specs]
+    texts = {q.query_id: q.text for q in bench.queries}
+    names = [f"m{number}" for number in range(1, len(specs) + 1)]
+    for name, spec in zip(names, specs, strict=True):
+        print(f"{name} = {spec}")
+    header = f"{'query':<10} {'R':>4} " + " ".join(f"{'AP ' + n:>9}" for n in names)
+    print(header + "  text")
+    per_query = [{m.query_id: m for m in r.per_query} for r in results]
+    for m in results[0].per_query:
+        cells = " ".join(f"{pq[m.query_id].AP:9.4f}" if m.query_id in pq else f"{'–':>9}"
+                         for pq in per_query)  # fmt: skip
+        # Under rerank a query with judgments but no relevant candidate is not averaged.
+        note = "" if m.R > 0 else "  (not averaged: R = 0)"
+        print(f"{m.query_id:<10} {m.R:4d} {cells}  {texts.get(m.query_id, '')}{note}")
+    print()
+    print(f"{'':<22}" + " ".join(f"{n:>9}" for n in names))
+    rows = [
+        ("queries averaged", [r.mean.queries for r in results], "d"),
+        (f"mAP@{k}", [r.mean.mAP for r in results], ".4f"),
+        (f"nDCG@{k}", [r.mean.mean_nDCG for r in results], ".4f"),
+        (f"MRR@{k}", [r.mean.MRR for r in results], ".4f"),
+    ]
+    for label, values, fmt in rows:
+        print(f"{label:<22}" + " ".join(f"{value:>9{fmt}}" for value in values))
+    supercategories = sorted({name for spec in specs for name in bench.per_supercategory(spec)})
+    for name in supercategories:
+        groups = [bench.per_supercategory(spec).get(name) for spec in specs]
+        cells = " ".join(f"{g.mAP:9.4f}" if g is not None else f"{'–':>9}" for g in groups)
+        count = next((g.queries for g in groups if g is not None), 0)
+        print(f"{'  ' + name[:14] + f' ({count})':<22}{cells}")
     print(
-        f"mean over {mean.queries} queries ({args.protocol}, {args.method}): "
-        f"mAP@{k} {mean.mAP:.4f}  nDCG@{k} {mean.mean_nDCG:.4f}  MRR@{k} {mean.MRR:.4f}"
+        f"mean over {results[0].mean.queries} queries ({bench.protocol}); "
+        f"supercategory rows are mAP@{k}"
     )
-    for column, groups in result.by_category.items():
-        for value, group in sorted(groups.items()):
-            print(f"  {column}={value}: mAP@{k} {group.mAP:.4f} over {group.queries} queries")
-    return 0
+    for c, name in zip(bench.comparisons, names[1:], strict=True):
+        print(
+            f"{name} - m1: ΔmAP@{k} {c.delta:+.4f}, 95% CI [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}], "
+            f"p = {c.p:.4f} (paired randomisation test over {c.queries} queries)"
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -147,7 +148,19 @@ class Searcher:
     def vector(
         self, vector: np.ndarray, top_k: int = 50, filters: SearchFilters | None = None
     ) -> list[SearchHit]:
-        """Rank the library by similarity to an already encoded, normalised vector.
+        """Rank the library by similarity to an already encoded, normalised vector."""
+        return self.hits_for(self.ranked(vector, top_k, filters))
+
+    def ranked(
+        self,
+        vector: np.ndarray,
+        top_k: int = 50,
+        filters: SearchFilters | None = None,
+        *,
+        candidates: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """(image id, score) pairs best first, within `filters` and, when given, within the
+        fixed `candidates` (the rerank protocol: every candidate comes back, reordered).
 
         An index that serves an impossible score (outside [-1, 1], or NaN) is damaged: it is
         rebuilt from the catalog once, with a warning, and searched again. A second failure
@@ -160,16 +173,19 @@ class Searcher:
         allowed = None
         if filters is not None and filters.active:
             allowed = self.filtered_ids(filters)
-            if len(allowed) == 0:
-                return []
+        if candidates is not None:
+            wanted = np.unique(np.asarray(list(candidates), dtype=np.int64))
+            allowed = wanted if allowed is None else np.intersect1d(allowed, wanted)
+            top_k = max(top_k, len(wanted))
+        if allowed is not None and len(allowed) == 0:
+            return []
         query = np.asarray(vector, dtype=np.float32)
         try:
-            ranked = self.index.search(query, top_k, allowed_ids=allowed)
+            return self.index.search(query, top_k, allowed_ids=allowed)
         except CorruptIndexError as exc:
             log.warning("vector index failed its check, rebuilding from the catalog: %s", exc)
             self.library.rebuild_index(self.encoder.model_key)
-            ranked = self.index.search(query, top_k, allowed_ids=allowed)
-        return self.hits_for(ranked)
+            return self.index.search(query, top_k, allowed_ids=allowed)
 
     def hits_for(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:
         """Attach paths and taxon names to (image_id, score) pairs, keeping their order."""

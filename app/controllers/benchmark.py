@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 
 
 def available_methods() -> tuple[str, ...]:
-    from engine.benchmark import METHODS
+    """The registry's methods that can run here (the same list as `quadrat evaluate`)."""
+    from engine.methods import method_infos
 
-    return tuple(METHODS)
+    return tuple(info.key for info in method_infos() if info.available)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class BenchmarkOutcome:
     tables: BenchmarkTables
     results: dict[str, Any]  # method -> engine.evaluate.BenchmarkResult
     seconds: float
+    comparisons: list[Any] = field(default_factory=list)  # engine.significance.Comparison
 
 
 def build_tables(
@@ -141,37 +143,30 @@ class BenchmarkController(QObject):
         def work(ctx: TaskContext) -> BenchmarkOutcome:
             import time
 
-            from engine.benchmark import JudgmentResolver, candidate_lists, method_search
-            from engine.evaluate import load_judgments, load_queries_csv, run_benchmark
-            from engine.search import Searcher
+            from engine.benchmark import run_methods
+            from engine.evaluate import load_judgments, load_queries_csv
 
             started = time.monotonic()
             queries = load_queries_csv(request.queries)
             judgments = load_judgments(request.judgments)
-            searcher = Searcher(library, session.ensure_encoder())
-            resolver = JudgmentResolver(library)
-            total = len(queries) * len(request.methods)
-            results: dict[str, Any] = {}
-            for number, method in enumerate(request.methods):
-                offset = number * len(queries)
-
-                def progress(p: Progress, offset: int = offset, method: str = method) -> None:
-                    ctx.progress(Progress(offset + p.done, total, message=f"{method}: {p.message}"))
-
-                results[method] = run_benchmark(
-                    queries,
-                    judgments,
-                    method_search(searcher, method, max(request.k, 100)),
-                    resolver,
-                    k=request.k,
-                    protocol=request.protocol,
-                    candidates=candidate_lists(searcher) if request.protocol == "rerank" else None,
-                    progress=progress,
-                    cancel=ctx.cancel,
-                )
+            bench = run_methods(
+                library,
+                session.ensure_encoder,
+                queries,
+                judgments,
+                list(request.methods),
+                k=request.k,
+                protocol=request.protocol,
+                progress=ctx.progress,
+                cancel=ctx.cancel,
+            )
             texts = {q.query_id: q.text for q in queries}
             return BenchmarkOutcome(
-                request, build_tables(request, texts, results), results, time.monotonic() - started
+                request,
+                build_tables(request, texts, bench.results),
+                bench.results,
+                time.monotonic() - started,
+                bench.comparisons,
             )
 
         if dialog is not None:
@@ -226,8 +221,8 @@ class BenchmarkController(QObject):
         if isinstance(exc, BadInputError) and self.dialog is not None:
             # A bad file is the user's to fix: say so in the dialog, no error box.
             self.dialog.status.setText(str(exc))
-        elif self.runner.error_handler is not None:
-            self.runner.error_handler(exc, "Running the benchmark")
+        else:
+            self.runner.report_error(exc, "Running the benchmark")
         self.finished.emit(None)
 
     def _cancelled(self) -> None:

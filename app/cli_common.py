@@ -1,0 +1,93 @@
+"""What the `quadrat` subcommands share: the settings file read once, the library and model they
+work on, progress bars on stderr, and confirmations. Every `app/cli_*.py` module imports from
+here, never from `app.cli`, so the command modules form no import cycle."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from app import paths
+from engine.errors import BadInputError
+
+log = logging.getLogger("quadrat.cli")
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+_settings: Any = None  # read once per command, see main()
+
+
+def user_settings():  # -> Settings
+    """The settings the window also uses, read once per command; a bad file falls back to
+    defaults (logged once)."""
+    global _settings
+    if _settings is None:
+        from app.settings import load_settings
+
+        loaded = load_settings()
+        for problem in loaded.problems:
+            log.warning("settings: %s", problem)
+        _settings = loaded.settings
+    return _settings
+
+
+def open_library(path: Path | None):  # -> Library
+    """The library at `path`, else the one the settings name (as the window opens it)."""
+    from engine.library import Library
+
+    settings = user_settings()
+    if path is not None:
+        return Library.open(path)
+    return Library.open(settings.library_path(), database_url=settings.database_url or None)
+
+
+def resolve_model_spec(requested: str | None, library: Any) -> str:
+    """The model to use: the one asked for, else the library's, else the settings' default."""
+    return requested or library.model_spec or user_settings().model
+
+
+def load_encoder_for(spec: str, device: str | None):  # -> Encoder
+    from engine.encoders import load_encoder
+
+    device = device or user_settings().device
+    return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
+
+
+class TqdmProgress:
+    """Feeds engine progress reports to a tqdm bar on stderr."""
+
+    def __init__(self, desc: str) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=0, desc=desc, unit="img", file=sys.stderr, disable=None, leave=True)
+
+    def __call__(self, p: Any) -> None:
+        if self._bar.total != p.total:
+            self._bar.total = p.total
+        self._bar.n = p.done
+        if p.message:
+            self._bar.set_description(p.message, refresh=False)
+        self._bar.refresh()
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask on the terminal before an act that drops or replaces the user's work; without a
+    terminal, refuse unless --yes was given. A "no" raises BadInputError: nothing was done."""
+    if yes:
+        return
+    if not sys.stdin or not sys.stdin.isatty():
+        raise BadInputError(f"{question}: add --yes to confirm (no terminal to ask on)")
+    answer = input(f"{question}? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise BadInputError("nothing was changed")
+
+
+def reset_settings() -> None:
+    """Forget the settings read by the previous command (each command reads the file anew)."""
+    global _settings
+    _settings = None

@@ -1,0 +1,43 @@
+"""`quadrat methods`: the search methods of the registry (SPEC.md §6), and the `--method` help
+that `search` and `evaluate` share."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from app.cli_common import EXIT_OK
+
+
+def method_option_help() -> str:
+    """`--method` help naming the methods that can run here (a method that cannot is listed by
+    `quadrat methods` with its reason)."""
+    from engine.methods import method_infos
+
+    keys = ", ".join(info.key for info in method_infos() if info.available)
+    return (
+        f"search method: KEY or KEY:NAME=VALUE[,NAME=VALUE…] (default: text); here: {keys}; "
+        "'quadrat methods' lists each with its parameters"
+    )
+
+
+def add_methods_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("methods", help="list the search methods and their parameters")
+    p.add_argument("--json", action="store_true", help="one JSON list")
+    p.set_defaults(func=cmd_methods)
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from engine.methods import method_infos
+
+    infos = method_infos()
+    if args.json:
+        print(json.dumps([info.to_json() for info in infos]))
+        return EXIT_OK
+    for info in infos:
+        state = "" if info.available else f"  [cannot run here: {info.reason}]"
+        print(f"{info.key:<10} {info.label}: {info.description}{state}")
+        print(f"{'':<10} queries: {', '.join(info.kinds)}; from: {info.source}")
+        for name, default in info.params.items():
+            print(f"{'':<10} {name} = {default!r}")
+    return EXIT_OK

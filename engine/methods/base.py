@@ -1,0 +1,330 @@
+"""What a search method is: its query, its typed parameters, its context and its ranking.
+
+A method is plain Python: `run(query, params, context, top_k=..., candidates=...)` returns a
+`Ranking`. Slow methods report through `context.progress` and stop at `context.cancel`. A method
+may stand on another one (a reranker over any base method) by running it through
+`context.run_method`; under the rerank protocol `candidates` is the fixed list to reorder, for
+every method alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+import types
+import typing
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from engine.errors import BadInputError
+from engine.progress import CancelToken, ProgressCallback, no_progress
+
+if TYPE_CHECKING:
+    from engine.library import Library
+    from engine.search import Searcher, SearchFilters
+
+log = logging.getLogger(__name__)
+
+QUERY_KINDS: tuple[str, ...] = ("text", "image", "image+text")
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """What the user asked: words, an example photo, or both."""
+
+    text: str = ""
+    image: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        """ "text", "image" or "image+text"."""
+        if self.image is None:
+            return "text"
+        return "image+text" if self.text.strip() else "image"
+
+
+@dataclass
+class Ranking:
+    """A method's answer: image ids best first, their scores, and optional evidence per image
+    (what a drawn image matched, each subquery's answer) for the window to show."""
+
+    ids: list[int]
+    scores: list[float]
+    evidence: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.scores):
+            raise ValueError(f"{len(self.ids)} ids for {len(self.scores)} scores")
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[tuple[int, float]]) -> Ranking:
+        return cls([int(i) for i, _ in pairs], [float(s) for _, s in pairs])
+
+    def pairs(self) -> list[tuple[int, float]]:
+        return list(zip(self.ids, self.scores, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+T = TypeVar("T")
+
+
+class ModelManager:
+    """Loads each large model once and keeps at most `max_large` of them: loading another one
+    first frees the least recently used (a CLIP encoder and a Stable Diffusion pipeline need not
+    share a GPU at once). Small models are kept without counting."""
+
+    def __init__(self, max_large: int = 1) -> None:
+        self.max_large = max_large
+        self._large: OrderedDict[str, Any] = OrderedDict()
+        self._small: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    def get(self, key: str, loader: Callable[[], T], *, large: bool = True) -> T:
+        """The model under `key`, loaded with `loader()` on first use."""
+        with self._lock:
+            if key in self._small:
+                return self._small[key]
+            if key in self._large:
+                self._large.move_to_end(key)
+                return self._large[key]
+            if large:
+                while len(self._large) >= self.max_large:
+                    old_key, _ = self._large.popitem(last=False)
+                    log.info("freeing model %s to make room for %s", old_key, key)
+                    _free_accelerator_memory()
+            model = loader()
+            (self._large if large else self._small)[key] = model
+            return model
+
+    def loaded(self) -> list[str]:
+        with self._lock:
+            return [*self._small, *self._large]
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            self._small.pop(key, None)
+            if self._large.pop(key, None) is not None:
+                _free_accelerator_memory()
+
+
+def _free_accelerator_memory() -> None:
+    import sys
+
+    torch = sys.modules.get("torch")  # never import torch just to free nothing
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+@dataclass
+class MethodContext:
+    """What a method may use: the library, its encoder (loaded on first use), a model manager,
+    a cache folder, metadata filters, progress and cancel."""
+
+    library: Library
+    encoder_loader: Callable[[], Any]
+    models: ModelManager = field(default_factory=ModelManager)
+    cache_dir: Path | None = None
+    filters: SearchFilters | None = None
+    progress: ProgressCallback = no_progress
+    cancel: CancelToken = field(default_factory=CancelToken)
+    _searcher: Searcher | None = field(default=None, repr=False)
+
+    @property
+    def encoder(self) -> Any:
+        return self.encoder_loader()
+
+    @property
+    def searcher(self) -> Searcher:
+        if self._searcher is None:
+            from engine.search import Searcher
+
+            self._searcher = Searcher(self.library, self.encoder)
+        return self._searcher
+
+    def run_method(
+        self,
+        spec: str | MethodSpec,
+        query: SearchQuery,
+        *,
+        top_k: int,
+        candidates: Sequence[int] | None = None,
+    ) -> Ranking:
+        """Run another method of the registry (a base under a reranker, a part of a fusion)."""
+        from engine.methods.registry import resolve_spec
+
+        resolved = resolve_spec(spec) if isinstance(spec, str) else spec
+        return resolved.run(query, self, top_k=top_k, candidates=candidates)
+
+
+class Method:
+    """A search method. Subclasses set `key`, `label`, `description`, `Params` (a frozen
+    dataclass whose fields are the method's parameters, with defaults) and implement `run`."""
+
+    key: ClassVar[str]
+    label: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type] = type("NoParams", (), {})
+    kinds: ClassVar[tuple[str, ...]] = ("text",)  # the query kinds the method answers
+
+    def unavailable_reason(self) -> str | None:
+        """Why the method cannot run here (a missing optional package, no model), or None."""
+        return None
+
+    def run(
+        self,
+        query: SearchQuery,
+        params: Any,
+        context: MethodContext,
+        *,
+        top_k: int,
+        candidates: Sequence[int] | None = None,
+    ) -> Ranking:
+        raise NotImplementedError
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+
+def param_fields(params_type: type) -> list[dataclasses.Field[Any]]:
+    """The parameter fields of a method's Params dataclass (none for a method without any)."""
+    return list(dataclasses.fields(params_type)) if dataclasses.is_dataclass(params_type) else []
+
+
+def param_defaults(params_type: type) -> dict[str, Any]:
+    """Parameter name -> default value."""
+    return {f.name: f.default for f in param_fields(params_type)}
+
+
+def param_types(params_type: type) -> dict[str, type]:
+    """Parameter name -> its Python type (str, int, float or bool)."""
+    hints = typing.get_type_hints(params_type) if param_fields(params_type) else {}
+    out: dict[str, type] = {}
+    for f in param_fields(params_type):
+        hint = hints.get(f.name, str)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        out[f.name] = hint if isinstance(hint, type) else str
+    return out
+
+
+def params_to_dict(params: Any) -> dict[str, Any]:
+    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {}
+
+
+def _convert(method: str, name: str, kind: type, text: str) -> Any:
+    value = text.strip()
+    try:
+        if kind is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind is int:
+            return int(value)
+        if kind is float:
+            return float(value)
+    except ValueError:
+        raise BadInputError(
+            f"method '{method}': {name} expects {kind.__name__}, got {text!r}"
+        ) from None
+    return text
+
+
+def make_params(method: Method, values: dict[str, Any]) -> Any:
+    """A Params instance from `values` (names checked, strings converted to the field types)."""
+    types_ = param_types(method.Params)
+    unknown = sorted(set(values) - set(types_))
+    if unknown:
+        known = ", ".join(types_) or "none"
+        raise BadInputError(
+            f"method '{method.key}' has no parameter {', '.join(unknown)} (its parameters: {known})"
+        )
+    converted = {
+        name: _convert(method.key, name, types_[name], value) if isinstance(value, str) else value
+        for name, value in values.items()
+    }
+    if not types_:
+        return method.Params()
+    params = method.Params(**converted)
+    check = getattr(params, "check", None)
+    if callable(check):
+        check()
+    return params
+
+
+# A comma starts a new NAME=VALUE pair only where one follows, so values may hold commas.
+_PAIR_SPLIT = re.compile(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
+
+
+def split_spec(text: str) -> tuple[str, dict[str, str]]:
+    """`KEY` or `KEY:NAME=VALUE[,NAME=VALUE…]` -> (key, {name: raw value}) (SPEC.md §6)."""
+    key, _, rest = text.strip().partition(":")
+    values: dict[str, str] = {}
+    if rest.strip():
+        for pair in _PAIR_SPLIT.split(rest):
+            name, eq, value = pair.partition("=")
+            if not eq or not name.strip():
+                raise BadInputError(
+                    f"--method {text!r}: parameters are written NAME=VALUE, separated by commas"
+                )
+            values[name.strip()] = value
+    if not key.strip():
+        raise BadInputError(f"--method {text!r}: the method key is missing")
+    return key.strip(), values
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method with its parameters, named by the string the user gave (`text` exactly as
+    written on the command line, or the key plus its non-default parameters)."""
+
+    method: Method
+    params: Any
+    text: str
+
+    @property
+    def key(self) -> str:
+        return self.method.key
+
+    def params_dict(self) -> dict[str, Any]:
+        return params_to_dict(self.params)
+
+    def run(
+        self,
+        query: SearchQuery,
+        context: MethodContext,
+        *,
+        top_k: int,
+        candidates: Sequence[int] | None = None,
+    ) -> Ranking:
+        """Run the method, refusing a query kind it does not answer, with a clear message."""
+        reason = self.method.unavailable_reason()
+        if reason:
+            raise BadInputError(f"method '{self.key}' cannot run here: {reason}")
+        if query.kind not in self.method.kinds:
+            raise BadInputError(
+                f"method '{self.key}' answers {', '.join(self.method.kinds)} queries, not "
+                f"{query.kind} queries"
+            )
+        if top_k < 1:
+            raise BadInputError("--top must be at least 1")
+        return self.method.run(query, self.params, context, top_k=top_k, candidates=candidates)
+
+
+def spec_label(method: Method, params: Any) -> str:
+    """A short name for a method with parameters: its label plus what differs from defaults."""
+    defaults = param_defaults(method.Params)
+    changed = [
+        f"{name}={value}"
+        for name, value in params_to_dict(params).items()
+        if defaults.get(name) != value
+    ]
+    return f"{method.label} ({', '.join(changed)})" if changed else method.label
