@@ -54,6 +54,29 @@ class RunInfo:
     created_at: datetime
     duration_ms: float | None
     ranking: list[tuple[int, float]]  # (image_id, score), rank order
+    kind: str = "text"  # "text", "image" or "image+text"
+    quadrat_version: str | None = None
+
+    @property
+    def signature(self) -> tuple[str, str, str]:
+        """What makes two runs the same search: method, query kind and parameters. Runs that
+        differ in any are compared side by side; the newest of each signature is shown."""
+        import json
+
+        return (self.method, self.kind, json.dumps(self.params, sort_keys=True, default=str))
+
+    @property
+    def label(self) -> str:
+        """The method's label, its non-default parameters, and the query kind if not text."""
+        from engine.methods import get_method, spec_label
+        from engine.methods.registry import spec_from_params
+
+        try:
+            spec = spec_from_params(self.method, self.params)
+            text = spec_label(get_method(self.method), spec.params)
+        except Exception:  # a plug-in no longer installed, a parameter renamed since
+            text = self.method
+        return text if self.kind == "text" else f"{text} · {self.kind}"
 
 
 @dataclass(frozen=True)
@@ -163,15 +186,21 @@ class QueryStore:
         model_key: str | None = None,
         params: dict[str, Any] | None = None,
         duration_ms: float | None = None,
+        kind: str = "text",
     ) -> int:
-        """Store one method's ranked list for a query; returns the run id."""
+        """Store one method's ranked list for a query, with what it takes to repeat it (method,
+        full parameters, query kind, model key, Quadrat version); returns the run id."""
+        from engine import quadrat_version
+
         with self.library.catalog.session() as s:
             run = Run(
                 query_id=query_id,
                 method=method,
+                kind=kind,
                 model_key=model_key,
                 params=dict(params or {}),
                 duration_ms=duration_ms,
+                quadrat_version=quadrat_version(),
             )
             s.add(run)
             s.flush()
@@ -206,15 +235,18 @@ class QueryStore:
                         run.created_at,
                         run.duration_ms,
                         ranking,
+                        run.kind,
+                        run.quadrat_version,
                     )
                 )
             return out
 
-    def latest_runs_by_method(self, query_id: int) -> dict[str, RunInfo]:
-        """The newest run of each method of a query (what the metrics panel compares)."""
-        latest: dict[str, RunInfo] = {}
+    def latest_runs_by_method(self, query_id: int) -> dict[tuple[str, str, str], RunInfo]:
+        """The newest run of each method, query kind and parameters of a query (what the
+        metrics panel compares), keyed by `RunInfo.signature`."""
+        latest: dict[tuple[str, str, str], RunInfo] = {}
         for run in self.runs_for(query_id):
-            latest[run.method] = run
+            latest[run.signature] = run
         return latest
 
     # -- judgments ---------------------------------------------------------------------------

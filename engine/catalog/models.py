@@ -152,8 +152,11 @@ class Run(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete="CASCADE"), index=True)
     method: Mapped[str] = mapped_column(String(32))
+    # "text", "image" or "image+text": what the user asked with (a dropped photo is an image run).
+    kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     model_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
     params: Mapped[dict] = mapped_column(JSON, default=dict)
+    quadrat_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
 

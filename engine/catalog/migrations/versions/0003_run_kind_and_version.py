@@ -1,0 +1,28 @@
+"""runs record their query kind and the Quadrat version that made them
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-23 06:30:00
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("runs", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("kind", sa.String(length=16), server_default="text", nullable=False)
+        )
+        batch_op.add_column(sa.Column("quadrat_version", sa.String(length=32), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("runs", schema=None) as batch_op:
+        batch_op.drop_column("quadrat_version")
+        batch_op.drop_column("kind")
