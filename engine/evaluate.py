@@ -139,6 +139,8 @@ def load_queries_csv(path: StrPath) -> list[BenchmarkQuery]:
             raise _fail(path, line, f"query_id {query_id} repeats line {seen[query_id]}")
         seen[query_id] = line
         queries.append(BenchmarkQuery(query_id, query_text, record))
+    if not queries:
+        raise BadInputError(f"{path}: no queries in the file (empty)")
     return queries
 
 

@@ -513,3 +513,10 @@ def test_run_benchmark_stops_when_cancelled() -> None:
     with pytest.raises(Cancelled):
         run_benchmark(QUERIES, JUDGMENTS, search, resolve, cancel=token)
     assert searched == ["1"]
+
+
+def test_a_queries_file_with_a_header_only_is_bad_input(tmp_path):
+    path = tmp_path / "queries.csv"
+    path.write_text(",query_id,query_text,supercategory\n")
+    with pytest.raises(BadInputError, match="no queries in the file"):
+        load_queries_csv(path)
