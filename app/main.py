@@ -28,6 +28,9 @@ def _milestone(name: str, started: float) -> None:
 def run_gui(folder: Path | None, demo: bool) -> int:
     """Open the main window (on FOLDER, or the demo collection) and run until it closes."""
     started = time.monotonic()
+    from widgets.qtcompat import keep_none_alive
+
+    keep_none_alive()  # before the first Qt object (see widgets/qtcompat.py)
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,26 +40,6 @@ from engine.errors import Cancelled, QuadratError
 from engine.progress import CancelToken, Progress
 
 log = logging.getLogger(__name__)
-
-
-def keep_none_alive() -> None:
-    """Work around PySide6 wheels built for Python >= 3.12 running on 3.11.
-
-    There, None is immortal, so the wheels' void methods return it without adding a
-    reference. On 3.11 every such call (painter.save(), setPen(), ...) drops one reference to
-    None, and after a few thousand calls Python aborts with "deallocating None". Giving None a
-    reference count no program can use up restores 3.12's behaviour. No-op on 3.12 and later.
-    """
-    if sys.version_info >= (3, 12) or getattr(keep_none_alive, "done", False):
-        return
-    import ctypes
-
-    # ob_refcnt is the first field of every CPython object, at the object's address.
-    ctypes.c_ssize_t.from_address(id(None)).value += 1 << 48
-    keep_none_alive.done = True  # type: ignore[attr-defined]
-
-
-keep_none_alive()
 
 READ, WRITE, THUMBNAILS = "read", "write", "thumbnails"
 PROGRESS_INTERVAL_S = 0.1
@@ -209,7 +188,7 @@ class TaskRunner(QObject):
         handle = TaskHandle(title, group, pool)
         if on_success is not None:
             handle.succeeded.connect(on_success)
-        handle.failed.connect(on_failure or (lambda exc: self._report(exc, title)))
+        handle.failed.connect(on_failure or (lambda exc: self.report_error(exc, title)))
         if on_progress is not None:
             handle.progressed.connect(on_progress)
         if on_cancelled is not None:
@@ -223,7 +202,10 @@ class TaskRunner(QObject):
         self._pools[pool].start(_Runnable(fn, handle), priority)
         return handle
 
-    def _report(self, exc: BaseException, title: str) -> None:
+    def report_error(self, exc: BaseException, title: str) -> None:
+        """Hand a failure to the central error handler (log + dialog), as a task that gives no
+        `on_failure` of its own does. For callers whose own failure handler still wants the
+        user told; `title` names the work that failed ("Saving the judgment")."""
         if self.error_handler is not None:
             self.error_handler(exc, title)
 

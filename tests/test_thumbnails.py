@@ -30,6 +30,11 @@ def decode(data: bytes) -> Image.Image:
     return image
 
 
+def files_under(folder: Path) -> list[Path]:
+    """Every file below `folder`, hidden ones included (temporary files start with a dot)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
 def test_thumbnail_fits_the_size_and_keeps_the_aspect(tmp_path: Path) -> None:
     photo = write_photo(tmp_path / "wide.jpg", (1200, 600))
     thumb = decode(make_thumbnail(photo, 256))
@@ -60,7 +65,8 @@ def test_cache_is_keyed_by_content_and_reused(tmp_path: Path) -> None:
     renamed = photo.rename(tmp_path / "b.jpg")
     stored.write_bytes(b"marker")
     assert cache.get_or_create(renamed) == b"marker"
-    assert not list((tmp_path / "cache").rglob(".tmp-*"))
+    # Written atomically: the folder holds the thumbnail and nothing else (no temporary file).
+    assert files_under(tmp_path / "cache") == [stored]
     assert cache.clear() == 1
     assert cache.get(digest) is None
 
@@ -73,7 +79,7 @@ def test_bad_files_raise_with_a_reason(tmp_path: Path) -> None:
         cache.get_or_create(broken)
     with pytest.raises(BadImageError, match="not found"):
         cache.get_or_create(tmp_path / "missing.jpg")
-    assert not list((tmp_path / "cache").rglob("*.jpg"))
+    assert files_under(tmp_path / "cache") == []
 
 
 def test_keys_that_are_not_hashes_are_refused(tmp_path: Path) -> None:

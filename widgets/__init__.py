@@ -1,5 +1,9 @@
-"""Qt widgets, views, models and delegates. No business logic: controllers in app/ decide."""
+"""Qt widgets, views, models and delegates. No business logic: controllers in app/ decide.
 
-from app.workers import keep_none_alive
+Widgets import Qt, the standard library and each other only: never `app` or `engine`. They
+show plain data they are given and emit signals saying what the user asked for.
+"""
+
+from widgets.qtcompat import keep_none_alive
 
 keep_none_alive()

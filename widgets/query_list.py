@@ -1,7 +1,7 @@
 """The saved queries: reopen, rename (F2 or the Rename button), delete, and notes.
 
-The panel shows `QueryInfo` rows it is given and emits what the user asks for; the judging
-controller acts.
+The panel shows `QueryInfo` rows it is given and emits what the user asks for; the
+saved-queries controller (app/controllers/queries.py) acts.
 """
 
 from __future__ import annotations

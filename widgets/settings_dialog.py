@@ -1,8 +1,13 @@
-"""The settings dialog: model, device, batch size, library folder, results per search."""
+"""The settings dialog: model, device, batch size, library folder, results per search.
+
+It edits plain `SettingsValues` and offers the `SettingsChoices` it is given; checking the
+values is the caller's (`validate`), so the dialog knows nothing of the settings file.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -21,17 +26,39 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import COMMON_MODELS, DEVICES, MAX_BATCH_SIZE, Settings
-
 LOCAL_CHECKPOINT = "__local_checkpoint__"
 
 
+@dataclass(frozen=True)
+class SettingsValues:
+    """What the dialog edits."""
+
+    model: str
+    device: str
+    batch_size: int
+    top_k: int
+    library_dir: str  # empty: the default library folder
+
+
+@dataclass(frozen=True)
+class SettingsChoices:
+    """What the dialog offers."""
+
+    models: Sequence[tuple[str, str]]  # (spec, description); any other spec may be typed
+    devices: Sequence[str]
+    max_batch_size: int
+    max_top_k: int = 100_000
+
+
 class SettingsDialog(QDialog):
-    """Edits a copy of `Settings`; OK validates and refuses bad values with a message."""
+    """Edits a copy of `values`; OK runs `validate` (problems, one per line) and refuses bad
+    values with its message."""
 
     def __init__(
         self,
-        settings: Settings,
+        values: SettingsValues,
+        choices: SettingsChoices,
+        validate: Callable[[SettingsValues], list[str]] = lambda _values: [],
         detected_device: str | None = None,
         default_library: str = "",
         parent: QWidget | None = None,
@@ -42,48 +69,49 @@ class SettingsDialog(QDialog):
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Quadrat settings")
         self.setMinimumWidth(560)
-        self._original = settings
-        self._result: Settings | None = None
+        self._original = values
+        self._validate = validate
+        self._result: SettingsValues | None = None
 
         self.model = QComboBox(self)
         self.model.setObjectName("modelCombo")
         self.model.setEditable(True)
         self.model.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        for spec, description in COMMON_MODELS:
+        for spec, description in choices.models:
             self.model.addItem(spec, spec)
             self.model.setItemData(self.model.count() - 1, description, Qt.ItemDataRole.ToolTipRole)
         self.model.addItem("Local checkpoint file…", LOCAL_CHECKPOINT)
         self.model.activated.connect(self._model_chosen)
-        self.model.setEditText(settings.model)
+        self.model.setEditText(values.model)
         self.model.setToolTip(
             "demo, ARCH:PRETRAINED (e.g. ViT-B-32:laion2b_s34b_b79k), hf-hub:ORG/NAME, or ARCH:/path/to/checkpoint"
         )
 
         self.device = QComboBox(self)
         self.device.setObjectName("deviceCombo")
-        for device in DEVICES:
+        for device in choices.devices:
             label = (
                 f"auto (detected: {detected_device})"
                 if device == "auto" and detected_device
                 else device
             )
             self.device.addItem(label, device)
-        self.device.setCurrentIndex(max(0, self.device.findData(settings.device)))
+        self.device.setCurrentIndex(max(0, self.device.findData(values.device)))
 
         self.batch_size = QSpinBox(self)
         self.batch_size.setObjectName("batchSpin")
-        self.batch_size.setRange(1, MAX_BATCH_SIZE)
-        self.batch_size.setValue(settings.batch_size)
+        self.batch_size.setRange(1, choices.max_batch_size)
+        self.batch_size.setValue(values.batch_size)
         self.batch_size.setToolTip(
             "Photos encoded together; larger is faster on a GPU but needs more memory"
         )
 
         self.top_k = QSpinBox(self)
-        self.top_k.setRange(1, 100_000)
+        self.top_k.setRange(1, choices.max_top_k)
         self.top_k.setSingleStep(100)
-        self.top_k.setValue(settings.top_k)
+        self.top_k.setValue(values.top_k)
 
-        self.library = QLineEdit(settings.library_dir, self)
+        self.library = QLineEdit(values.library_dir, self)
         self.library.setObjectName("libraryEdit")
         self.library.setPlaceholderText(default_library or "default")
         browse = QPushButton("Browse…", self)
@@ -152,8 +180,8 @@ class SettingsDialog(QDialog):
         if folder:
             self.library.setText(folder)
 
-    def edited_settings(self) -> Settings:
-        """The settings as currently edited (not validated)."""
+    def edited_values(self) -> SettingsValues:
+        """The values as currently edited (not validated)."""
         text = self.model.currentText().strip()
         library = self.library.text().strip()
         return replace(
@@ -165,13 +193,13 @@ class SettingsDialog(QDialog):
             library_dir=str(Path(library).expanduser()) if library else "",
         )
 
-    def result_settings(self) -> Settings | None:
-        """The accepted settings, or None when cancelled."""
+    def accepted_values(self) -> SettingsValues | None:
+        """The accepted values, or None when cancelled."""
         return self._result
 
     def accept(self) -> None:
-        edited = self.edited_settings()
-        problems = edited.problems()
+        edited = self.edited_values()
+        problems = self._validate(edited)
         if problems:
             self.error.setText("\n".join(problems))
             self.error.show()

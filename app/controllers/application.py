@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, QUrl
@@ -14,18 +14,38 @@ from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
 from app.controllers.judging import JudgingController
 from app.controllers.library import LibraryController
+from app.controllers.queries import SavedQueriesController
 from app.controllers.search import SearchController
 from app.controllers.session import EncoderLoader, LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
-from app.settings import QueryHistory, Settings, load_settings, save_settings
+from app.controllers.transfer import TransferController
+from app.settings import (
+    COMMON_MODELS,
+    DEVICES,
+    MAX_BATCH_SIZE,
+    QueryHistory,
+    Settings,
+    load_settings,
+    save_settings,
+)
 from app.workers import TaskRunner
 from engine.errors import QuadratError
 from widgets.main_window import WINDOW_TITLE, MainWindow
-from widgets.settings_dialog import SettingsDialog
+from widgets.settings_dialog import SettingsChoices, SettingsDialog, SettingsValues
 
 log = logging.getLogger(__name__)
 
 DEMO_MODEL = "demo"
+
+
+def _edited(settings: Settings, values: SettingsValues | None) -> Settings | None:
+    """`settings` with the values edited in the settings dialog (None: cancelled)."""
+    return None if values is None else replace(settings, **asdict(values))
+
+
+def _problems(settings: Settings, values: SettingsValues) -> list[str]:
+    """What is wrong with the values edited in the settings dialog (empty: nothing)."""
+    return replace(settings, **asdict(values)).problems()
 
 
 def _window_settings() -> QSettings:
@@ -89,17 +109,26 @@ class Application:
         w.results.activated.connect(lambda _index: w.detail_dock.show())
         self.judging = JudgingController(
             self.runner,
-            self.session,
+            self.session.query_store,
             w.results_model,
             w.results,
             w.detail_pane,
             w.metrics_panel,
+        )
+        self.queries = SavedQueriesController(
+            self.runner,
+            self.session,
+            self.judging,
             w.query_list,
-            w.query_bar,
-            self.thumbnails,
+            self.search.show_results,
             lambda title, text: w.ask_yes_no(title, text),
         )
-        self.search.searchFinished.connect(self.judging.on_search_finished)
+        self.transfers = TransferController(self.runner, self.session, self.judging)
+        self.search.searchFinished.connect(self.queries.on_search_finished)
+        w.results.moreLikeThisRequested.connect(self.queries.note_more_like_this)
+        w.detail_pane.moreLikeThisRequested.connect(self.queries.note_more_like_this)
+        w.metrics_panel.runSelected.connect(self.queries.show_run)
+        self.transfers.imported.connect(self.queries.reopen)
         w.relevant_action.triggered.connect(lambda: self.judging.judge_current(1))
         w.not_relevant_action.triggered.connect(lambda: self.judging.judge_current(0))
         w.clear_judgment_action.triggered.connect(lambda: self.judging.judge_current(None))
@@ -110,7 +139,13 @@ class Application:
         w.exportJudgmentsRequested.connect(self.export_judgments)
         w.exportResultsRequested.connect(self.export_results)
         w.copyRelevantRequested.connect(self.copy_relevant)
-        for source in (self.library.message, self.search.message, self.judging.message):
+        for source in (
+            self.library.message,
+            self.search.message,
+            self.judging.message,
+            self.queries.message,
+            self.transfers.message,
+        ):
             source.connect(w.set_status)
         self.library.indexingFinished.connect(self._on_indexing_finished)
         self.search.searchFinished.connect(
@@ -219,7 +254,7 @@ class Application:
             "Judgments (*.csv *.txt *.qrels);;All files (*)",
         )
         if queries or judgments:
-            self.judging.import_judgments(queries or None, judgments or None)
+            self.transfers.import_judgments(queries or None, judgments or None)
 
     def export_judgments(self) -> None:
         path = self.window.ask_save_file(
@@ -228,32 +263,43 @@ class Application:
             "INQUIRE-style CSV (*.csv);;TREC qrels (*.qrels *.txt)",
         )
         if path:
-            self.judging.export_judgments(path)
+            self.transfers.export_judgments(path)
 
     def export_results(self) -> None:
         path = self.window.ask_save_file(
             "Export the results shown, with judgments and metadata", "results.csv", "CSV (*.csv)"
         )
         if path:
-            self.judging.export_results(path)
+            self.transfers.export_results(path)
 
     def copy_relevant(self) -> None:
         folder = self.window.ask_folder("Copy the photos judged relevant to…")
         if folder:
-            self.judging.copy_relevant(folder)
+            self.transfers.copy_relevant(folder)
 
     # -- settings ---------------------------------------------------------------------------------
 
     def open_settings(self) -> SettingsDialog:
+        current = self.settings
         dialog = SettingsDialog(
-            self.settings,
+            SettingsValues(
+                model=current.model,
+                device=current.device,
+                batch_size=current.batch_size,
+                top_k=current.top_k,
+                library_dir=current.library_dir,
+            ),
+            SettingsChoices(models=COMMON_MODELS, devices=DEVICES, max_batch_size=MAX_BATCH_SIZE),
+            validate=lambda values: _problems(current, values),
             detected_device=self.session.detected_device,
             default_library=str(paths.default_library_dir()),
             parent=self.window,
             library_model=self.session.library_spec,
             demo=self.demo,
         )
-        dialog.accepted.connect(lambda: self.apply_settings(dialog.result_settings()))
+        dialog.accepted.connect(
+            lambda: self.apply_settings(_edited(current, dialog.accepted_values()))
+        )
         dialog.open()
         return dialog
 

@@ -107,7 +107,7 @@ class LibraryController(QObject):
             title=f"Looking at {folder.name}",
             pool=READ,
             on_success=lambda moved: self._index_added(folder, moved),
-            on_failure=lambda exc: self._report(exc, f"Adding {folder.name}"),
+            on_failure=lambda exc: self.runner.report_error(exc, f"Adding {folder.name}"),
         )
 
     def _index_added(self, folder: Path, moved: Any) -> None:
@@ -226,8 +226,7 @@ class LibraryController(QObject):
         self.refresh()
         self.indexingFinished.emit(None)
         self.message.emit(f"Indexing {name} failed")
-        if self.runner.error_handler is not None:
-            self.runner.error_handler(exc, f"Indexing {name}")
+        self.runner.report_error(exc, f"Indexing {name}")
 
     def cancel_indexing(self) -> None:
         """Stop the running and queued indexing runs; committed photos are kept."""
@@ -346,10 +345,6 @@ class LibraryController(QObject):
             on_progress=self._index_progress,
             on_failure=lambda exc: (
                 self.panel.progress.finish(),
-                self._report(exc, "Writing the demo collection"),
+                self.runner.report_error(exc, "Writing the demo collection"),
             ),
         )
-
-    def _report(self, exc: BaseException, title: str) -> None:
-        if self.runner.error_handler is not None:
-            self.runner.error_handler(exc, title)

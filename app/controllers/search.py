@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage, QPixmap
 
+from app.controllers.results import result_items
 from app.controllers.session import LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
 from app.settings import QueryHistory
@@ -174,34 +175,15 @@ class SearchController(QObject):
         library = session.library
 
         def run(ctx: TaskContext) -> SearchOutcome:
-            from engine.collections import missing_photos, photo_details
+            from engine.collections import missing_photos
             from engine.search import Searcher
 
             started = time.monotonic()
             searcher = Searcher(library, session.ensure_encoder())
             result = method.run(searcher, request)
             ctx.check()
-            details = photo_details(library, [h.image_id for h in result.hits])
-            items = []
-            for hit in result.hits:
-                d = details.get(hit.image_id)
-                title = (
-                    (d and (d.common_name or d.taxon))
-                    or hit.common_name
-                    or hit.taxon
-                    or Path(hit.path).name
-                )
-                items.append(
-                    ResultItem(
-                        rank=hit.rank,
-                        score=float(hit.score),
-                        image_id=hit.image_id,
-                        path=hit.path,
-                        title=title,
-                        content_hash=d.content_hash if d else None,
-                        details=d,
-                    )
-                )
+            ranking = [(hit.image_id, hit.score) for hit in result.hits]
+            items = result_items(library, ranking, result.hits)
             return SearchOutcome(
                 request,
                 items,
@@ -241,13 +223,19 @@ class SearchController(QObject):
         )
         self.searchFinished.emit(outcome)
 
+    def show_results(self, items: list[ResultItem], text: str, image: Path | None) -> None:
+        """Show a stored ranking (a reopened run) in the grid, its query in the query bar."""
+        self.thumbnails.reset()
+        self.model.set_results(items)
+        self.query_bar.set_text(text)
+        self.query_bar.set_image(image)
+
     def _failed(self, exc: BaseException) -> None:
         if isinstance(exc, BadInputError):
             self.message.emit(str(exc))  # a bad query is not worth a dialog
             return
         self.message.emit("The search failed")
-        if self.runner.error_handler is not None:
-            self.runner.error_handler(exc, "Searching")
+        self.runner.report_error(exc, "Searching")
 
     # -- the detail pane -----------------------------------------------------------------------
 

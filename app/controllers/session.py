@@ -66,6 +66,7 @@ class LibrarySession(QObject):
         self._load_encoder = encoder_loader or default_encoder_loader
         self._lock = threading.Lock()
         self.library: Any | None = None
+        self._queries: Any | None = None  # engine.queries.QueryStore of `library`
         self._encoder: Any | None = None
         self._encoder_spec: str | None = None
         self.target_model: str | None = None  # a model chosen for the next re-index
@@ -140,8 +141,7 @@ class LibrarySession(QObject):
         from app.controllers.errors import describe_error
 
         log.error("cannot open the library: %s", describe_error(exc))
-        if self.runner.error_handler is not None:
-            self.runner.error_handler(exc, "Opening the library")
+        self.runner.report_error(exc, "Opening the library")
 
     # -- model ------------------------------------------------------------------------------------
 
@@ -217,6 +217,17 @@ class LibrarySession(QObject):
         if cache is None:
             cache = self._thumbs = ThumbnailCache(self.library.root / "cache" / "thumbnails")
         return cache
+
+    def query_store(self) -> Any | None:
+        """The open library's saved queries, runs and judgments (one store per library)."""
+        if self.library is None:
+            return None
+        store = self._queries
+        if store is None or store.library is not self.library:
+            from engine.queries import QueryStore
+
+            store = self._queries = QueryStore(self.library)
+        return store
 
     def close(self) -> None:
         if self.library is not None:

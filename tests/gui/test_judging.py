@@ -288,26 +288,26 @@ def test_export_and_import_judgments(qtbot, judging_app, tmp_path) -> None:
     assert {r["query_id"] for r in rows} == {str(app.judging.query_id)}
 
     qrels = tmp_path / "judgments.qrels"
-    handle = app.judging.export_judgments(qrels)
+    handle = app.transfers.export_judgments(qrels)
     qtbot.waitUntil(lambda: handle.done, timeout=5_000)
     assert len(qrels.read_text().split("\n")) >= 3
 
     results = tmp_path / "results.csv"
-    handle = app.judging.export_results(results)
+    handle = app.transfers.export_results(results)
     qtbot.waitUntil(lambda: handle.done, timeout=5_000)
     result_rows = list(csv.DictReader(results.open(encoding="utf-8")))
     assert len(result_rows) == model.rowCount()
     assert [r["judgment"] for r in result_rows[:4]] == ["1", "0", "1", ""]
 
     dest = tmp_path / "relevant"
-    handle = app.judging.copy_relevant(dest)
+    handle = app.transfers.copy_relevant(dest)
     qtbot.waitUntil(lambda: handle.done, timeout=5_000)
     assert len(list(dest.iterdir())) == 2
 
     # Importing the demo benchmark judges "red circle" (query 1) for every red circle photo.
     photos = Path(model.item(0).path).parents[2]
     with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
-        handle = app.judging.import_judgments(photos / "queries.csv", photos / "judgments.csv")
+        handle = app.transfers.import_judgments(photos / "queries.csv", photos / "judgments.csv")
     assert shown(app)["R_at_k"] == "1.000"  # all 5 red circles are in the top 10
     assert shown(app)["AP"] == "1.000"
     qtbot.waitUntil(lambda: app.window.query_list.tree.topLevelItemCount() == 12)

@@ -214,7 +214,9 @@ def test_settings_dialog_round_trip_and_bad_values(qtbot, make_app, tmp_path) ->
     assert saved.settings == app.settings
 
 
-def test_settings_dialog_names_the_model_the_library_was_indexed_with(qtbot, make_app, photos) -> None:
+def test_settings_dialog_names_the_model_the_library_was_indexed_with(
+    qtbot, make_app, photos
+) -> None:
     app = indexed_app(qtbot, make_app, photos)
     dialog = app.open_settings()
     assert f"indexed with {app.session.library_spec}" in dialog.note.text()

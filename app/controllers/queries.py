@@ -1,0 +1,300 @@
+"""Saved queries: every search becomes a run of one; the query list opens, renames, annotates
+and deletes them.
+
+Opening a query (from the list, a run picked in the metrics panel, or the search just saved)
+reads its runs and judgments in the write pool, after every judgment queued before, and hands
+them to the `JudgingController`. The newest search or open wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.controllers.judging import JudgingController, OpenQuery, RunState
+from app.controllers.results import result_items
+from app.controllers.session import LibrarySession
+from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
+from widgets.query_list import QueryListPanel
+from widgets.results import ResultItem
+
+log = logging.getLogger(__name__)
+
+MORE_LIKE_THIS_METHOD = "image"
+
+# Shows a stored run in the grid: (cards, query text, query image).
+ShowResults = Callable[[list[ResultItem], str, Path | None], None]
+
+
+@dataclass
+class _Loaded:
+    """What a worker read about a query (after saving a run or to reopen it)."""
+
+    query: OpenQuery
+    text: str
+    image_path: str | None
+    queries: list[Any]  # engine.queries.QueryInfo, for the list
+    items: list[ResultItem] | None = None  # set when the grid must show a stored run
+
+
+def _local_time(moment: datetime) -> str:
+    if moment.tzinfo is None:  # the catalog stores UTC without a zone
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().strftime("%H:%M")
+
+
+def _run_label(run: Any) -> str:
+    image = (run.params or {}).get("image")
+    what = f"{run.method} · {Path(image).name}" if image else run.method
+    return f"{what} · {_local_time(run.created_at)}"
+
+
+def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
+    """A saved query with the latest run of each method (and run `run_id`, if older); its
+    judgments; the whole query list. Runs in a worker."""
+    infos = store.list_queries()
+    info = next((q for q in infos if q.id == query_id), None)
+    latest = store.latest_runs_by_method(query_id)
+    runs = sorted(latest.values(), key=lambda r: r.id)
+    if run_id is not None and all(r.id != run_id for r in runs):
+        # An older run of a method was asked for: show it beside the latest of the others.
+        older = next((r for r in store.runs_for(query_id) if r.id == run_id), None)
+        if older is not None:
+            runs = sorted(
+                [r for r in runs if r.method != older.method] + [older], key=lambda r: r.id
+            )
+    if run_id is None and runs:
+        run_id = runs[-1].id
+    return _Loaded(
+        query=OpenQuery(
+            query_id=query_id,
+            title=info.title if info else "",
+            run_id=run_id,
+            runs=[RunState(r.id, r.method, _run_label(r), list(r.ranking)) for r in runs],
+            judgments=store.judgments(query_id),
+        ),
+        text=info.text if info else "",
+        image_path=info.image_path if info else None,
+        queries=infos,
+    )
+
+
+class SavedQueriesController(QObject):
+    """Saves searches as runs, opens saved queries and their runs, and serves the query list
+    (rename, notes, delete)."""
+
+    message = Signal(str)
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        session: LibrarySession,
+        judging: JudgingController,
+        panel: QueryListPanel,
+        show_results: ShowResults,
+        ask_yes_no: Callable[[str, str], bool],
+    ) -> None:
+        super().__init__()
+        self.runner = runner
+        self.session = session
+        self.judging = judging
+        self.panel = panel
+        self.show_results = show_results
+        self.ask_yes_no = ask_yes_no
+        self._more_like_this: tuple[str, int] | None = None  # (photo path, query id)
+        self._generation = 0  # the newest search or open wins
+
+        session.opened.connect(self.refresh)
+        judging.countsChanged.connect(panel.update_counts)
+        panel.openRequested.connect(self.open_query)
+        panel.renameRequested.connect(self.rename_query)
+        panel.deleteRequested.connect(self.delete_query)
+        panel.notesEdited.connect(self.set_notes)
+
+    def refresh(self) -> TaskHandle | None:
+        """Read the query list again."""
+        store = self.session.query_store()
+        if store is None:
+            return None
+        return self.runner.submit(
+            lambda ctx: store.list_queries(),
+            title="Reading the saved queries",
+            pool=WRITE,
+            on_success=self._show_list,
+        )
+
+    def _show_list(self, infos: list[Any]) -> None:
+        self.panel.set_queries(infos)
+        self.panel.set_current(self.judging.query_id)
+
+    # -- searches become runs --------------------------------------------------------------------
+
+    def note_more_like_this(self, item: ResultItem) -> None:
+        """A "more like this" while a query is open becomes another method of that query."""
+        if self.judging.query_id is not None:
+            self._more_like_this = (item.path, self.judging.query_id)
+
+    def on_search_finished(self, outcome: Any) -> TaskHandle | None:
+        """Save the search as a run of its query and load that query's judgments."""
+        store = self.session.query_store()
+        if store is None:
+            return None
+        request = outcome.request
+        image = str(request.image) if request.image is not None else None
+        attach_to: int | None = None
+        method = request.method
+        params: dict[str, Any] = dict(outcome.params or {})
+        params.setdefault("top_k", request.top_k)
+        if image is not None:
+            params["image"] = image
+        pending, self._more_like_this = self._more_like_this, None
+        if pending is not None and image == pending[0] and not request.text.strip():
+            attach_to, method = pending[1], MORE_LIKE_THIS_METHOD
+        # The grid now shows a new ranking: judgments of the previous query must not show on it.
+        self._generation += 1
+        generation = self._generation
+        self.judging.new_ranking(attach_to)
+        ranking = [(item.image_id, item.score) for item in outcome.items]
+        model_key = self.session.model_key
+
+        def save(ctx: TaskContext) -> _Loaded:
+            query_id = (
+                attach_to
+                if attach_to is not None
+                else store.find_or_create_query(request.text, image)
+            )
+            run_id = store.save_run(
+                query_id,
+                method,
+                ranking,
+                model_key=model_key,
+                params=params,
+                duration_ms=outcome.seconds * 1000.0,
+            )
+            return read_query(store, query_id, run_id)
+
+        return self.runner.submit(
+            save,
+            title="Saving the search",
+            pool=WRITE,
+            on_success=lambda loaded: self._apply(loaded, generation),
+        )
+
+    # -- opening queries and runs ------------------------------------------------------------------
+
+    def open_query(self, query_id: int, run_id: int | None = None) -> TaskHandle | None:
+        """Show a saved query's run (default: its newest) with its judgments."""
+        store, library = self.session.query_store(), self.session.library
+        if store is None:
+            return None
+        self._generation += 1
+        generation = self._generation
+
+        def load(ctx: TaskContext) -> _Loaded:
+            loaded = read_query(store, query_id, run_id)
+            query = loaded.query
+            run = next((r for r in query.runs if r.run_id == query.run_id), None)
+            loaded.items = result_items(library, run.ranking if run else [])
+            return loaded
+
+        return self.runner.submit(
+            load,
+            title="Opening the query",
+            pool=WRITE,
+            on_success=lambda loaded: self._apply(loaded, generation),
+        )
+
+    def show_run(self, run_id: int) -> TaskHandle | None:
+        """Show another run of the open query in the grid (the judgments stay)."""
+        if self.judging.query_id is None or run_id == self.judging.run_id:
+            return None
+        return self.open_query(self.judging.query_id, run_id)
+
+    def reopen(self, query_ids: set[int] | None = None) -> TaskHandle | None:
+        """Read the open query again when it is among `query_ids` (None: in any case), else
+        just the list: after judgments were added behind the window's back (an import)."""
+        query_id = self.judging.query_id
+        if query_id is not None and (query_ids is None or query_id in query_ids):
+            return self.open_query(query_id, self.judging.run_id)
+        return self.refresh()
+
+    def _apply(self, loaded: _Loaded, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer search or open replaced this one
+        query = loaded.query
+        if loaded.items is not None:
+            image = Path(loaded.image_path) if loaded.image_path else None
+            self.show_results(loaded.items, loaded.text, image)
+        self.panel.set_queries(loaded.queries)
+        self.panel.set_current(query.query_id)
+        self.panel.select(query.query_id)  # its notes are the ones shown for editing
+        if loaded.items is not None:
+            run = next((r for r in query.runs if r.run_id == query.run_id), None)
+            self.message.emit(
+                f"Opened “{query.title}”: {run.label if run else 'no runs yet'}  ·  "
+                f"{len(query.judgments)} judged"
+            )
+        self.judging.show_query(query)
+
+    # -- the query list ----------------------------------------------------------------------------
+
+    def rename_query(self, query_id: int, name: str) -> TaskHandle | None:
+        store = self.session.query_store()
+        if store is None:
+            return None
+
+        def rename(ctx: TaskContext) -> list[Any]:
+            store.rename_query(query_id, name)
+            return store.list_queries()
+
+        def renamed(infos: list[Any]) -> None:
+            self._show_list(infos)
+            info = next((q for q in infos if q.id == query_id), None)
+            if info is not None:
+                self.judging.retitle(query_id, info.title)
+
+        return self.runner.submit(
+            rename, title="Renaming the query", pool=WRITE, on_success=renamed
+        )
+
+    def set_notes(self, query_id: int, notes: str) -> TaskHandle | None:
+        store = self.session.query_store()
+        if store is None:
+            return None
+        return self.runner.submit(
+            lambda ctx: store.set_notes(query_id, notes),
+            title="Saving the notes",
+            pool=WRITE,
+            on_success=lambda _r: self.panel.note_saved(query_id, notes),
+        )
+
+    def delete_query(self, query_id: int) -> TaskHandle | None:
+        store = self.session.query_store()
+        if store is None:
+            return None
+        info = self.panel.item_for(query_id)
+        title = info.text(0) if info is not None else str(query_id)
+        if not self.ask_yes_no(
+            "Delete the query?",
+            f"Delete “{title}” with its runs and judgments? This cannot be undone.",
+        ):
+            return None
+
+        def delete(ctx: TaskContext) -> list[Any]:
+            store.delete_query(query_id)
+            return store.list_queries()
+
+        def deleted(infos: list[Any]) -> None:
+            self.judging.forget_query(query_id)
+            self._show_list(infos)
+            self.message.emit(f"Deleted the query “{title}”")
+
+        return self.runner.submit(
+            delete, title="Deleting the query", pool=WRITE, on_success=deleted
+        )

@@ -1,0 +1,132 @@
+"""Judgments and results in and out of the library: INQUIRE CSV / TREC qrels export and
+import, the shown run as CSV, the photos judged relevant copied to a folder.
+
+Every task runs in the write pool, so an export sees every judgment queued before it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.controllers.judging import JudgingController
+from app.controllers.session import LibrarySession
+from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
+
+log = logging.getLogger(__name__)
+
+
+class TransferController(QObject):
+    """Imports and exports judgments and results of the library (the open query's, or all)."""
+
+    message = Signal(str)
+    imported = Signal(object)  # set of the query ids that received queries or judgments
+
+    def __init__(
+        self, runner: TaskRunner, session: LibrarySession, judging: JudgingController
+    ) -> None:
+        super().__init__()
+        self.runner = runner
+        self.session = session
+        self.judging = judging  # read only: the open query, its shown run and judgments
+
+    def export_judgments(self, path: str | Path, all_queries: bool = True) -> TaskHandle | None:
+        """Judgments as INQUIRE-style CSV, or TREC qrels when the file ends in .qrels/.txt."""
+        library = self.session.library
+        if library is None:
+            return None
+        path = Path(path)
+        fmt = "qrels" if path.suffix.lower() in (".qrels", ".txt") else "csv"
+        open_id = self.judging.query_id
+        query_ids = None if all_queries or open_id is None else [open_id]
+
+        def export(ctx: TaskContext) -> int:
+            from engine.export import export_judgments
+
+            return export_judgments(library, path, query_ids, fmt)
+
+        return self.runner.submit(
+            export,
+            title="Exporting the judgments",
+            pool=WRITE,  # after every judgment queued before it
+            on_success=lambda n: self.message.emit(f"Wrote {n:,} judgments to {path}"),
+        )
+
+    def export_results(self, path: str | Path) -> TaskHandle | None:
+        """The shown run with judgments and metadata as CSV."""
+        library = self.session.library
+        run = self.judging.current_run()
+        if library is None or run is None:
+            self.message.emit("Run a search first: there are no results to export")
+            return None
+        ranking, judgments = list(run.ranking), dict(self.judging.judgments)
+
+        def export(ctx: TaskContext) -> int:
+            from engine.export import export_results_csv
+
+            return export_results_csv(library, path, ranking, judgments)
+
+        return self.runner.submit(
+            export,
+            title="Exporting the results",
+            pool=WRITE,
+            on_success=lambda n: self.message.emit(f"Wrote {n:,} results to {path}"),
+        )
+
+    def import_judgments(
+        self, queries_file: str | Path | None, judgments_file: str | Path | None
+    ) -> TaskHandle | None:
+        """Benchmark queries become saved queries, their judgments attached; without a queries
+        file, judgments attach to saved queries by id (a Quadrat export read back). Emits
+        `imported` with the query ids that changed."""
+        library = self.session.library
+        if library is None:
+            return None
+
+        def do_import(ctx: TaskContext) -> Any:
+            from engine.export import import_benchmark
+
+            return import_benchmark(library, queries_file, judgments_file)
+
+        def done(report: Any) -> None:
+            note = (
+                f", {report.unresolved:,} name photos not in the library"
+                if report.unresolved
+                else ""
+            )
+            self.message.emit(
+                f"Imported {report.queries:,} queries and {report.judgments:,} judgments{note}"
+            )
+            self.imported.emit(set(report.query_ids.values()))
+
+        return self.runner.submit(
+            do_import, title="Importing judgments", pool=WRITE, on_success=done
+        )
+
+    def copy_relevant(self, dest: str | Path) -> TaskHandle | None:
+        """Copy the photos judged relevant for the open query into `dest`."""
+        library, query_id = self.session.library, self.judging.query_id
+        if library is None or query_id is None:
+            self.message.emit("Open a query first")
+            return None
+
+        def copy(ctx: TaskContext) -> list[Path]:
+            from engine.export import copy_relevant_photos
+
+            return copy_relevant_photos(library, query_id, dest)
+
+        return self.runner.submit(
+            copy,
+            title="Copying the relevant photos",
+            pool=WRITE,
+            on_success=lambda paths: self.message.emit(_copied_message(paths, dest)),
+        )
+
+
+def _copied_message(paths: list[Path], dest: str | Path) -> str:
+    missing = getattr(paths, "missing", 0)
+    gone = f"; {missing:,} are missing from disk and were not copied" if missing else ""
+    return f"Copied {len(paths):,} photos to {dest}{gone}"
