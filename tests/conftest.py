@@ -50,3 +50,25 @@ def photos(tmp_path: Path, small_demo_collection) -> Path:
     dest = tmp_path / "photos"
     shutil.copytree(small_demo_collection.root, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding an installed test plug-in package (see tests/plugin.py)."""
+    from tests.plugin import build_plugin
+
+    return build_plugin(tmp_path_factory)
+
+
+@pytest.fixture
+def with_plugin(plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The test plug-in importable and its methods in the registry, for this test only."""
+    import importlib
+
+    from engine import methods as registry
+
+    monkeypatch.syspath_prepend(str(plugin_path))
+    importlib.invalidate_caches()
+    registry.reload()
+    yield plugin_path
+    registry.reload()

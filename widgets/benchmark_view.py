@@ -50,6 +50,10 @@ class SummaryRow:
     mAP: float
     mean_nDCG: float
     MRR: float
+    # Against the first method (paired over queries); None for the first method itself.
+    delta: float | None = None
+    ci95: tuple[float, float] | None = None
+    p: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,18 @@ class BenchmarkTables:
     per_query: list[QueryRow] = field(default_factory=list)
     per_category: list[CategoryRow] = field(default_factory=list)
     note: str = ""
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.3f}"
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def _p(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
 
 
 def _tree(headers: Sequence[str], name: str, parent: QWidget) -> QTreeWidget:
@@ -142,7 +158,15 @@ class BenchmarkDialog(QDialog):
             box.setChecked(True)
             self.method_boxes[method] = box
             methods_row.addWidget(box)
-        methods_row.addStretch(1)
+        # Methods with options, to compare one method under several settings.
+        self.more_methods = QLineEdit(self)
+        self.more_methods.setObjectName("benchmarkMoreMethods")
+        self.more_methods.setPlaceholderText("also: KEY:NAME=VALUE; … e.g. text:template=ensemble")
+        self.more_methods.setToolTip(
+            "More methods with options, separated by ';'. Each later method is compared with "
+            "the first (paired randomisation test over queries)."
+        )
+        methods_row.addWidget(self.more_methods, 1)
         self.k_combo = QComboBox(self)
         for k in K_CHOICES:
             self.k_combo.addItem(str(k), k)
@@ -224,7 +248,8 @@ class BenchmarkDialog(QDialog):
         return BenchmarkRequest(
             self.queries_edit.text().strip(),
             self.judgments_edit.text().strip(),
-            tuple(m for m, box in self.method_boxes.items() if box.isChecked()),
+            tuple(m for m, box in self.method_boxes.items() if box.isChecked())
+            + tuple(m.strip() for m in self.more_methods.text().split(";") if m.strip()),
             int(self.k_combo.currentData()),
             str(self.protocol.currentData()),
         )
@@ -259,10 +284,16 @@ class BenchmarkDialog(QDialog):
     def show_tables(self, tables: BenchmarkTables) -> None:
         self.tables = tables
         k = tables.k
+        compared = any(r.delta is not None for r in tables.summary)
         _fill(
             self.summary,
-            ["Method", "Queries", f"mAP@{k}", f"nDCG@{k}", f"MRR@{k}"],
-            [(r.method, r.queries, r.mAP, r.mean_nDCG, r.MRR) for r in tables.summary],
+            ["Method", "Queries", f"mAP@{k}", f"nDCG@{k}", f"MRR@{k}"]
+            + (["ΔmAP vs first", "95% CI", "p"] if compared else []),
+            [
+                (r.method, r.queries, r.mAP, r.mean_nDCG, r.MRR)
+                + ((_signed(r.delta), _interval(r.ci95), _p(r.p)) if compared else ())
+                for r in tables.summary
+            ],
         )
         _fill(
             self.per_query,

@@ -1,4 +1,5 @@
-"""The query bar: a method picker, the query text, an optional query image, and history.
+"""The query bar: a method picker with its options button, the query text, an optional query
+image, and history.
 
 Emits `searchRequested(text, image_path_or_None, method_key)`; it decides nothing about how a
 search runs. Methods are given as `MethodChoice`s, so new ones only add an entry.
@@ -48,6 +49,7 @@ def _dropped_image(event: QDragEnterEvent | QDropEvent) -> Path | None:
 
 class QueryBar(QWidget):
     searchRequested = Signal(str, object, str)  # text, image path or None, method key
+    optionsRequested = Signal(str)  # method key
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,6 +64,14 @@ class QueryBar(QWidget):
         self.method.setObjectName("methodPicker")
         self.method.setToolTip("Search method")
         self.method.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+
+        self.options_button = QToolButton(self)
+        self.options_button.setObjectName("methodOptionsButton")
+        self.options_button.setText("⚙")
+        self.options_button.setToolTip("Options of the chosen search method")
+        self.options_button.clicked.connect(
+            lambda: self.optionsRequested.emit(self.method_key() or "")
+        )
 
         self.image_chip = QToolButton(self)
         self.image_chip.setObjectName("imageChip")
@@ -91,6 +101,7 @@ class QueryBar(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.setSpacing(6)
         layout.addWidget(self.method)
+        layout.addWidget(self.options_button)
         layout.addWidget(self.image_chip)
         layout.addWidget(self.edit, 1)
         layout.addWidget(self.search_button)

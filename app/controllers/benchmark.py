@@ -46,14 +46,25 @@ class BenchmarkOutcome:
 
 
 def build_tables(
-    request: BenchmarkRequest, texts: dict[str, str], results: dict[str, Any]
+    request: BenchmarkRequest,
+    texts: dict[str, str],
+    results: dict[str, Any],
+    comparisons: list[Any] | None = None,
 ) -> BenchmarkTables:
-    """The dialog's tables from one `BenchmarkResult` per method."""
+    """The dialog's tables from one `BenchmarkResult` per method, and each later method's
+    paired comparison with the first (`engine.significance.Comparison`)."""
     summary, per_query, per_category = [], [], []
     unresolved = 0
+    against = {c.method: c for c in comparisons or []}
     for method, result in results.items():
         mean = result.mean
-        summary.append(SummaryRow(method, mean.queries, mean.mAP, mean.mean_nDCG, mean.MRR))
+        c = against.get(method)
+        summary.append(
+            SummaryRow(
+                method, mean.queries, mean.mAP, mean.mean_nDCG, mean.MRR,
+                c.delta if c else None, c.ci95 if c else None, c.p if c else None,
+            )
+        )  # fmt: skip
         unresolved = max(unresolved, result.unresolved_judgments)
         for m in result.per_query:
             per_query.append(
@@ -79,12 +90,18 @@ def tables_csv(tables: BenchmarkTables) -> str:
     k = tables.k
     writer.writerow(
         ["level", "method", "query_id", "text", "column", "value", "queries", "R",
-         f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "protocol"]
+         f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "protocol",
+         "delta_vs_first", "ci95_low", "ci95_high", "p"]
     )  # fmt: skip
     for r in tables.summary:
+        tests = (
+            [f"{r.delta:.6f}", f"{r.ci95[0]:.6f}", f"{r.ci95[1]:.6f}", f"{r.p:.6f}"]
+            if r.delta is not None and r.ci95 is not None and r.p is not None
+            else ["", "", "", ""]
+        )
         writer.writerow(
             ["mean", r.method, "", "", "", "", r.queries, "",
-             f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol]
+             f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol, *tests]
         )  # fmt: skip
     for q in tables.per_query:
         writer.writerow(
@@ -163,7 +180,7 @@ class BenchmarkController(QObject):
             texts = {q.query_id: q.text for q in queries}
             return BenchmarkOutcome(
                 request,
-                build_tables(request, texts, bench.results),
+                build_tables(request, texts, bench.results, bench.comparisons),
                 bench.results,
                 time.monotonic() - started,
                 bench.comparisons,

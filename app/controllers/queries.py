@@ -26,7 +26,6 @@ from widgets.results import ResultItem
 
 log = logging.getLogger(__name__)
 
-MORE_LIKE_THIS_METHOD = "image"
 
 # Shows a stored run in the grid: (cards, query text, query image).
 ShowResults = Callable[[list[ResultItem], str, Path | None], None]
@@ -50,8 +49,10 @@ def _local_time(moment: datetime) -> str:
 
 
 def _run_label(run: Any) -> str:
+    """The method with its non-default options and the query kind ("Text · image"), the example
+    photo's name, and the time."""
     image = (run.params or {}).get("image")
-    what = f"{run.method} · {Path(image).name}" if image else run.method
+    what = f"{run.label} · {Path(image).name}" if image else run.label
     return f"{what} · {_local_time(run.created_at)}"
 
 
@@ -67,7 +68,8 @@ def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
         older = next((r for r in store.runs_for(query_id) if r.id == run_id), None)
         if older is not None:
             runs = sorted(
-                [r for r in runs if r.method != older.method] + [older], key=lambda r: r.id
+                [r for r in runs if r.signature != older.signature] + [older],
+                key=lambda r: r.id,
             )
     if run_id is None and runs:
         run_id = runs[-1].id
@@ -76,7 +78,7 @@ def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
             query_id=query_id,
             title=info.title if info else "",
             run_id=run_id,
-            runs=[RunState(r.id, r.method, _run_label(r), list(r.ranking)) for r in runs],
+            runs=[RunState(r.id, r.label, _run_label(r), list(r.ranking)) for r in runs],
             judgments=store.judgments(query_id),
         ),
         text=info.text if info else "",
@@ -155,7 +157,7 @@ class SavedQueriesController(QObject):
             params["image"] = image
         pending, self._more_like_this = self._more_like_this, None
         if pending is not None and image == pending[0] and not request.text.strip():
-            attach_to, method = pending[1], MORE_LIKE_THIS_METHOD
+            attach_to = pending[1]  # saved as an image run of the open query
         # The grid now shows a new ranking: judgments of the previous query must not show on it.
         self._generation += 1
         generation = self._generation
@@ -176,6 +178,7 @@ class SavedQueriesController(QObject):
                 model_key=model_key,
                 params=params,
                 duration_ms=outcome.seconds * 1000.0,
+                kind=request.kind,
             )
             return read_query(store, query_id, run_id)
 

@@ -1,20 +1,20 @@
-"""Searching: the method registry, running a query in the background, showing the results.
+"""Searching: the picker filled from the engine's method registry, each method's options, running
+a query in the background, showing the results.
 
-A method is a `SearchMethod` entry: its key, its label in the picker, and a function that runs
-it with a `Searcher`. VisRet, reranking and hybrid search join by adding entries. The newest
-search wins: a new query cancels the one still running and drops its late result.
+Every method of `engine.methods` (plug-ins included) appears in the picker; one that cannot run
+here is greyed with its reason. The newest search wins: a new query cancels the one still
+running and drops its late result.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 
 from app.controllers.results import result_items
@@ -24,6 +24,7 @@ from app.settings import QueryHistory
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
 from widgets.detail_pane import DetailPane
+from widgets.method_options import MethodOptionsDialog, ParamField
 from widgets.query_bar import MethodChoice, QueryBar
 from widgets.results import ResultItem, ResultsModel
 
@@ -38,37 +39,44 @@ class SearchRequest:
     image: Path | None = None
     method: str = "text"
     top_k: int = 1000
+    params: dict[str, Any] = field(default_factory=dict)  # the method's options (non-default)
+
+    @property
+    def kind(self) -> str:
+        """ "text", "image" or "image+text": what the run is saved as."""
+        if self.image is None:
+            return "text"
+        return "image+text" if self.text.strip() else "image"
 
 
-@dataclass(frozen=True)
-class SearchMethod:
-    key: str
-    label: str
-    tooltip: str
-    run: Callable[[Any, SearchRequest], Any]  # (Searcher, request) -> engine.search.SearchResult
-    available: bool = True
+def method_choices() -> list[MethodChoice]:
+    """The registry's methods for the picker; one that cannot run here is greyed, its reason
+    in the tooltip."""
+    from engine.methods import method_infos
+
+    return [
+        MethodChoice(
+            info.key,
+            info.label,
+            info.description if info.available else f"Cannot run here: {info.reason}",
+            info.available,
+        )
+        for info in method_infos()
+    ]
 
 
-def _run_clip(searcher: Any, request: SearchRequest) -> Any:
-    text = request.text.strip()
-    if request.image is not None and text:
-        return searcher.image_text(request.image, text, request.top_k)
-    if request.image is not None:
-        return searcher.image(request.image, request.top_k)
-    return searcher.text(text, request.top_k)
+def option_fields(method_key: str, values: dict[str, Any]) -> tuple[str, str, list[ParamField]]:
+    """(label, description, fields) for the options form of a method, with `values` filled in."""
+    from engine.methods import get_method, param_defaults, param_types
 
-
-METHODS: dict[str, SearchMethod] = {
-    m.key: m
-    for m in (
-        SearchMethod(
-            "text",
-            "Text",
-            "CLIP similarity to the query text (and to a dropped photo, if any)",
-            _run_clip,
-        ),
-    )
-}
+    method = get_method(method_key)
+    defaults = param_defaults(method.Params)
+    kinds = param_types(method.Params)
+    fields = [
+        ParamField(name, kinds[name], default, values.get(name, default))
+        for name, default in defaults.items()
+    ]
+    return method.label, method.description, fields
 
 
 @dataclass
@@ -78,7 +86,7 @@ class SearchOutcome:
     seconds: float  # engine time: encode the query and search
     total_seconds: float  # including reading the photos' details
     method_label: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # the method's full parameters
     missing: int = 0  # photos of the library missing from disk, so not searched
 
 
@@ -116,9 +124,9 @@ class SearchController(QObject):
         self.history = history
         self._pending: SearchRequest | None = None
         self.last_outcome: SearchOutcome | None = None
-        query_bar.set_methods(
-            [MethodChoice(m.key, m.label, m.tooltip, m.available) for m in METHODS.values()]
-        )
+        self.options: dict[str, dict[str, Any]] = {}  # method key -> options the user set
+        query_bar.set_methods(method_choices())
+        query_bar.optionsRequested.connect(self.edit_options)
         query_bar.set_history(history.items)
         query_bar.searchRequested.connect(self.on_search_requested)
         detail.moreLikeThisRequested.connect(self.more_like_this)
@@ -138,26 +146,64 @@ class SearchController(QObject):
             image=Path(image) if image is not None else None,
             method=method or "text",
             top_k=self.session.settings.top_k,
+            params=dict(self.options.get(method or "text", {})),
         )
         self.search(request)
 
     def more_like_this(self, item: ResultItem) -> None:
         self.query_bar.set_image(Path(item.path))
         self.query_bar.set_text("")
+        method = self.query_bar.method_key() or "text"
         self.search(
             SearchRequest(
                 "",
                 Path(item.path),
-                self.query_bar.method_key() or "text",
+                method,
                 self.session.settings.top_k,
+                dict(self.options.get(method, {})),
             )
         )
 
+    def edit_options(self, method_key: str) -> MethodOptionsDialog | None:
+        """Open the options form of a method; what the user sets applies to its next searches."""
+        from engine.methods import get_method, param_defaults
+
+        if not method_key:
+            return None
+        label, description, fields = option_fields(method_key, self.options.get(method_key, {}))
+        dialog = MethodOptionsDialog(label, description, fields, self.query_bar.window())
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def accepted() -> None:
+            from engine.methods.registry import spec_from_params
+
+            defaults = param_defaults(get_method(method_key).Params)
+            values = {n: v for n, v in dialog.values().items() if defaults.get(n) != v}
+            try:
+                spec_from_params(method_key, values)  # checks values (a template without {query})
+            except BadInputError as exc:
+                self.message.emit(str(exc))
+                return
+            self.options[method_key] = values
+            self.message.emit(f"{label} options: " + (
+                ", ".join(f"{n}={v}" for n, v in values.items()) or "defaults"
+            ))  # fmt: skip
+
+        dialog.accepted.connect(accepted)
+        dialog.open()
+        return dialog
+
     def search(self, request: SearchRequest) -> TaskHandle | None:
         """Run `request` in the background; the results replace the grid's."""
-        method = METHODS.get(request.method)
-        if method is None:
-            self.message.emit(f"Unknown search method: {request.method}")
+        from engine.methods.registry import spec_from_params
+
+        try:
+            spec = spec_from_params(request.method, request.params)
+        except BadInputError as exc:
+            self.message.emit(str(exc))
+            return None
+        if reason := spec.method.unavailable_reason():
+            self.message.emit(f"{spec.method.label} cannot run here: {reason}")
             return None
         if request.image is None and not request.text.strip():
             self.message.emit(
@@ -176,21 +222,30 @@ class SearchController(QObject):
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.collections import missing_photos
-            from engine.search import Searcher
+            from engine.methods import MethodContext, SearchQuery, spec_label
 
             started = time.monotonic()
-            searcher = Searcher(library, session.ensure_encoder())
-            result = method.run(searcher, request)
+            context = MethodContext(
+                library,
+                session.ensure_encoder,
+                progress=ctx.progress,
+                cancel=ctx.cancel,
+            )
+            ranking = spec.run(
+                SearchQuery(request.text, request.image), context, top_k=request.top_k
+            )
+            seconds = time.monotonic() - started
             ctx.check()
-            ranking = [(hit.image_id, hit.score) for hit in result.hits]
-            items = result_items(library, ranking, result.hits)
+            pairs = ranking.pairs()
+            hits = context.searcher.hits_for(pairs)
+            items = result_items(library, pairs, hits)
             return SearchOutcome(
                 request,
                 items,
-                result.seconds,
+                seconds,
                 time.monotonic() - started,
-                method.label,
-                result.params,
+                spec_label(spec.method, spec.params),
+                spec.params_dict(),
                 missing_photos(library).photos,
             )
 

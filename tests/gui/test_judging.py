@@ -134,13 +134,13 @@ def test_a_judgment_made_under_one_method_shows_under_another(qtbot, judging_app
     judged = {model.item(0).image_id, model.item(1).image_id}
     text_ap = shown(app)["AP"]
 
-    # "More like this" on the top photo: an image-method run of the same query.
+    # "More like this" on the top photo: an image run of the same query (same method, Text).
     with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
         view.moreLikeThisRequested.emit(model.item(0))
     assert app.search.last_outcome.request.image is not None
     assert app.judging.query_id == query_id
     runs = app.judging.store.runs_for(query_id)
-    assert [r.method for r in runs] == ["text", "image"]
+    assert [(r.method, r.kind) for r in runs] == [("text", "text"), ("text", "image")]
     assert app.judging.run_id == runs[1].id
     for image_id in judged:
         row = model.row_of(image_id)
@@ -149,10 +149,10 @@ def test_a_judgment_made_under_one_method_shows_under_another(qtbot, judging_app
     # Both runs side by side in the panel and the chart, on the same judgments (R = 2).
     panel = app.window.metrics_panel
     assert panel.runs.topLevelItemCount() == 2
-    assert [r.method for r in panel.chart.runs()] == ["text", "image"]
+    assert [r.method for r in panel.chart.runs()] == ["Text", "Text · image"]
     assert "R = 2 relevant" in panel.summary.text()
     view_ = panel.view()
-    assert view_ is not None and view_.current.method == "image"
+    assert view_ is not None and view_.current.method == "Text · image"
     assert panel.runs.headerItem().text(1) == "AP@10"
     assert panel.runs.topLevelItem(0).text(1) == text_ap  # the text run's AP, unchanged
 

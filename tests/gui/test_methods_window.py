@@ -1,0 +1,86 @@
+"""The window reads the engine's method registry: the picker (plug-ins included, greyed with a
+reason when they cannot run), a method's options form, runs saved with their kind and options,
+and the benchmark view comparing methods."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from tests.gui.test_window import indexed_app, search
+
+
+def picker_items(app) -> dict[str, tuple[str, bool, str]]:
+    combo = app.window.query_bar.method
+    model = combo.model()
+    return {
+        combo.itemData(row): (
+            combo.itemText(row),
+            model.item(row).isEnabled(),
+            str(combo.itemData(row, Qt.ItemDataRole.ToolTipRole) or ""),
+        )
+        for row in range(combo.count())
+    }
+
+
+def test_the_picker_lists_the_registry_with_plugins(qtbot, make_app, with_plugin) -> None:
+    app = make_app(start=False)
+    items = picker_items(app)
+    assert items["text"][:2] == ("Text", True)
+    assert items["reverse"][:2] == ("Reverse", True)
+    label, enabled, tip = items["needsgpu"]
+    assert not enabled and "no GPU with 80 GB found" in tip
+    assert not items["broken"][1] and "could not be loaded" in items["broken"][2]
+    dialog = app.open_benchmark()
+    assert {"text", "reverse"} <= set(dialog.method_boxes)
+    assert "needsgpu" not in dialog.method_boxes  # only what can run
+
+
+def test_options_make_a_separate_run_and_a_second_line(qtbot, make_app, photos) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    search(qtbot, app, "red circle")
+    qtbot.waitUntil(lambda: app.judging.query_id is not None and len(app.judging.runs) == 1)
+
+    dialog = app.search.edit_options("text")
+    assert dialog is not None
+    editors = dialog._editors
+    editors["template"].setText("a photo of {query}")
+    dialog.accept()
+    assert app.search.options["text"] == {"template": "a photo of {query}"}
+
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        search(qtbot, app, "red circle")
+    runs = app.judging.store.runs_for(app.judging.query_id)
+    assert [r.params.get("template") for r in runs] == ["{query}", "a photo of {query}"]
+    assert [r.kind for r in runs] == ["text", "text"]
+    assert runs[1].quadrat_version  # repeatable: the version is recorded
+    labels = [r.method for r in app.judging.runs]
+    assert labels == ["Text", "Text (template=a photo of {query})"]
+    assert app.window.metrics_panel.runs.topLevelItemCount() == 2
+
+    bad = app.search.edit_options("text")
+    bad._editors["template"].setText("no placeholder")
+    messages: list[str] = []
+    app.search.message.connect(messages.append)
+    bad.accept()
+    assert app.search.options["text"] == {"template": "a photo of {query}"}  # unchanged
+    assert "must contain {query}" in messages[-1]
+
+
+def test_the_benchmark_view_compares_methods(qtbot, make_app, photos) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    dialog = app.open_benchmark()
+    dialog.set_files(str(photos / "queries.csv"), str(photos / "judgments.csv"))
+    dialog.more_methods.setText("text:template=a photo of {query}; text:template=ensemble")
+    with qtbot.waitSignal(app.benchmark.finished, timeout=120_000) as blocker:
+        dialog.run_button.click()
+    outcome = blocker.args[0]
+    assert outcome is not None
+    assert list(outcome.results) == [
+        "text", "text:template=a photo of {query}", "text:template=ensemble"
+    ]  # fmt: skip
+    header = dialog.summary.headerItem()
+    assert [header.text(c) for c in range(5, 8)] == ["ΔmAP vs first", "95% CI", "p"]
+    assert dialog.summary.topLevelItem(0).text(5) == ""  # the baseline itself
+    second = dialog.summary.topLevelItem(1)
+    assert second.text(5).startswith(("+", "-")) and second.text(6).startswith("[")
+    assert 0 < float(second.text(7)) <= 1
