@@ -129,7 +129,7 @@ def test_two_first_index_runs_at_once_on_a_new_library_never_show_sql(
             line = _assert_one_clean_line(lines)
             assert ANOTHER_INDEXER in line and str(library) in line, line
     assert succeeded >= 1
-    assert _photo_counts(library / "catalog.sqlite3") == (60, 60)
+    assert _photo_counts(library / "catalog.sqlite3") == (108, 108)
     assert _integrity(library / "catalog.sqlite3") == "ok"
 
 
@@ -317,7 +317,7 @@ def test_after_a_disk_full_run_freeing_space_lets_indexing_complete(
     again = _index(photos, library)
     assert again.returncode == 0, again.stderr
     assert '"cancelled": false' in again.stdout
-    assert _photo_counts(library / "catalog.sqlite3") == (60, 60)
+    assert _photo_counts(library / "catalog.sqlite3") == (108, 108)
     assert _integrity(library / "catalog.sqlite3") == "ok"
 
 
@@ -335,7 +335,7 @@ def test_a_disk_full_before_the_catalog_is_created_is_one_line(
         filler.unlink()
         again = _index(photos, disk / "library")
         assert again.returncode == 0, again.stderr
-        assert _photo_counts(disk / "library" / "catalog.sqlite3") == (60, 60)
+        assert _photo_counts(disk / "library" / "catalog.sqlite3") == (108, 108)
         assert _integrity(disk / "library" / "catalog.sqlite3") == "ok"
 
 

@@ -22,13 +22,13 @@ def test_index_then_search_fills_the_grid(qtbot, make_app, photos, small_demo_co
     wait_ready(qtbot, app)
     index(qtbot, app, photos)
     qtbot.waitUntil(lambda: app.session.ready, timeout=20_000)
-    qtbot.waitUntil(lambda: bool(app.library.stats) and app.library.stats[0].indexed == 60)
+    qtbot.waitUntil(lambda: bool(app.library.stats) and app.library.stats[0].indexed == 108)
     bar = app.window.query_bar
     bar.edit.setText("red circle")
     with qtbot.waitSignal(app.search.searchFinished, timeout=20_000):
         bar.submit()
     model = app.window.results_model
-    assert model.rowCount() == 60
+    assert model.rowCount() == 108
     top = model.item(0)
     rel = Path(top.path).relative_to(photos).as_posix()
     assert small_demo_collection.labels[rel] == "red circle"
@@ -121,7 +121,7 @@ def test_cancel_stops_within_a_second_and_keeps_committed_rows(
     app.library.add_folder(photos)
     # 8 photos per batch, a checkpoint every 16: at 24 done at least 16 are committed.
     qtbot.waitUntil(
-        lambda: progress.bar.maximum() == 60 and progress.bar.value() >= 24, timeout=30_000
+        lambda: progress.bar.maximum() == 108 and progress.bar.value() >= 24, timeout=30_000
     )
     qtbot.waitUntil(progress.isVisible)  # shown once the run took longer than 0.5 s
     started = time.monotonic()
@@ -130,11 +130,11 @@ def test_cancel_stops_within_a_second_and_keeps_committed_rows(
     assert time.monotonic() - started < 1.0
     report = blocker.args[0].report
     assert report.cancelled
-    assert 16 <= report.indexed < 60
+    assert 16 <= report.indexed < 108
     qtbot.waitUntil(lambda: bool(app.library.stats), timeout=10_000)
     stats = app.library.stats[0]
     assert stats.indexed == report.indexed  # what was committed is kept
-    assert stats.pending == 60 - report.indexed
+    assert stats.pending == 108 - report.indexed
     assert not progress.isVisible()
 
 
