@@ -14,9 +14,10 @@ install-test:
 demo: install
 	quadrat gui --demo
 
-# Install, lint, then run the default test suite (benchmarks excluded).
+# Install, lint, type-check engine/, then run the default test suite (benchmarks excluded).
 test: install-test
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest
 
 lint:

@@ -24,13 +24,17 @@ import re
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from collections.abc import Collection as CollectionT
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BadInputError, QuadratError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +76,16 @@ class BackupInfo:
 # -- where the catalog is ---------------------------------------------------------------------
 
 
-def sqlite_catalog_file(catalog: str | os.PathLike[str] | Any) -> Path:
+def sqlite_catalog_file(catalog: str | os.PathLike[str] | URL) -> Path:
     """The file of a SQLite catalog given as a path, a `sqlite:///` URL or a SQLAlchemy URL.
 
     Raises `QuadratError` for a server catalog (its backups are the server's job) and for an
     in-memory database.
     """
-    text = catalog if isinstance(catalog, str) else None
-    if text is None and isinstance(catalog, os.PathLike):
+    if isinstance(catalog, os.PathLike):
         return Path(catalog)
-    if text is None:  # a SQLAlchemy URL object (library.catalog.engine.url)
-        text = catalog.render_as_string(hide_password=True)
+    # Else a str, or a SQLAlchemy URL object (library.catalog.engine.url).
+    text = catalog if isinstance(catalog, str) else catalog.render_as_string(hide_password=True)
     if "://" not in text:
         return Path(text)
     from sqlalchemy.engine import make_url
@@ -98,7 +101,7 @@ def sqlite_catalog_file(catalog: str | os.PathLike[str] | Any) -> Path:
     return Path(url.database)
 
 
-def is_sqlite_catalog(catalog: str | os.PathLike[str] | Any) -> bool:
+def is_sqlite_catalog(catalog: str | os.PathLike[str] | URL) -> bool:
     """True when `catalog` is a SQLite file that `backup_catalog` can copy."""
     try:
         sqlite_catalog_file(catalog)
@@ -116,7 +119,7 @@ def backups_dir(library_root: str | os.PathLike[str]) -> Path:
 
 def backup_catalog(
     library_root: str | os.PathLike[str],
-    catalog_path: str | os.PathLike[str] | Any,
+    catalog_path: str | os.PathLike[str] | URL,
     *,
     keep: int = DEFAULT_KEEP,
     reason: str = "session",
@@ -322,7 +325,7 @@ def judgment_fingerprint(engine_or_connection: Any) -> Fingerprint:
 
 def backup_if_changed(
     library_root: str | os.PathLike[str],
-    catalog_path: str | os.PathLike[str] | Any,
+    catalog_path: str | os.PathLike[str] | URL,
     fingerprint_at_open: Fingerprint | None,
     current_fingerprint: Fingerprint | None,
     keep: int = DEFAULT_KEEP,
@@ -385,7 +388,7 @@ def _known_revisions() -> set[str]:
 
 def restore_catalog(
     library_root: str | os.PathLike[str],
-    catalog_path: str | os.PathLike[str] | Any,
+    catalog_path: str | os.PathLike[str] | URL,
     backup: str | os.PathLike[str],
     *,
     keep: int = DEFAULT_KEEP,
@@ -444,7 +447,7 @@ def _integrity(conn: sqlite3.Connection) -> str:
 
 
 @contextlib.contextmanager
-def _sql(target: Any):  # noqa: ANN202 - yields a one-row query function
+def _sql(target: Any) -> Iterator[Callable[[str], Any]]:  # yields a one-row query function
     """`execute(sql) -> first row` over a sqlite3 connection or anything SQLAlchemy."""
     if isinstance(target, sqlite3.Connection):
         yield lambda sql: target.execute(sql).fetchone()

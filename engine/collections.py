@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
 
 from engine.catalog import Collection, Embedding, Image, Judgment, RunResult, Taxon
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
@@ -99,7 +100,7 @@ def collection_stats(
                 .select_from(Image)
                 .where(Image.collection_id == coll.id, Image.status == STATUS_OK)
             )
-            indexed = 0
+            indexed: int | None = 0
             if model_key is not None:
                 indexed = s.scalar(
                     select(func.count())
@@ -146,7 +147,7 @@ def collection_stats(
     return out
 
 
-def _unseen_files(s, coll: Collection) -> tuple[int, bool]:  # noqa: ANN001 - a Session
+def _unseen_files(s: Session, coll: Collection) -> tuple[int, bool]:
     """Files on disk that are new or changed since the catalog saw them; and whether the
     folder is missing."""
     root = Path(coll.root)
@@ -350,7 +351,7 @@ def relocate_collection(
     return Relocation(coll.id, old_root, str(new), photos or 0, len(dropped))
 
 
-def _merge_into(s, keep: int, twin: int) -> list[int]:  # noqa: ANN001 - a Session
+def _merge_into(s: Session, keep: int, twin: int) -> list[int]:
     """Move the twin collection's photos into `keep`; a photo both hold (same relative path)
     keeps `keep`'s row, taking over the twin's judgments and run results. Returns dropped ids."""
     kept = dict(

@@ -54,15 +54,36 @@ _IMAGE_BATCH = 64
 
 
 class Encoder(Protocol):
-    """Turns images and texts into L2-normalised vectors of one embedding space."""
+    """Turns images and texts into L2-normalised vectors of one embedding space.
 
-    model_key: str
-    dim: int
-    device: str
+    What `Indexer` and `Searcher` use; `OpenClipEncoder` is the real one, and wrappers (tests,
+    benchmarks) satisfy it structurally. An encoder may also have an ``image_size`` attribute
+    (the side the model sees): the indexer then lets decoders shrink large JPEGs down to it.
+    """
 
-    def preprocess(self, image: Image.Image) -> torch.Tensor: ...
+    @property
+    def model_key(self) -> str:
+        """Identifies the model and its weights: vectors of equal keys are comparable."""
+        ...
 
-    def encode_preprocessed(self, batch: Sequence[torch.Tensor]) -> np.ndarray: ...
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def device(self) -> str:
+        """The torch device it encodes on ("cpu", "cuda", "mps", ...)."""
+        ...
+
+    @property
+    def spec(self) -> ModelSpec | str:
+        """The model as the user named it (remembered by the library to load it again)."""
+        ...
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor | np.ndarray:
+        """One image, resized for the model (CPU; called from decode threads)."""
+        ...
+
+    def encode_preprocessed(self, batch: Sequence[torch.Tensor | np.ndarray]) -> np.ndarray: ...
 
     def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray: ...
 
@@ -278,7 +299,8 @@ def _as_state_dict(loaded: Any, path: Path) -> dict[str, torch.Tensor]:
         loaded.pop(key, None)
     if next(iter(loaded)).startswith("module."):  # saved from DistributedDataParallel
         loaded = {k.removeprefix("module."): v for k, v in loaded.items()}
-    return loaded
+    state_dict: dict[str, torch.Tensor] = loaded
+    return state_dict
 
 
 def _apply_state_dict(
@@ -370,7 +392,8 @@ class OpenClipEncoder:
         """
         image = image.convert("RGB")
         if self._pil_steps is None:
-            return self._transform(image)
+            tensor: torch.Tensor = self._transform(image)
+            return tensor
         for step in self._pil_steps:
             image = step(image)
         return np.asarray(image.convert("RGB"), dtype=np.uint8)
@@ -386,7 +409,7 @@ class OpenClipEncoder:
             pixels = pixels.permute(0, 3, 1, 2).float().div_(255.0)
             pixels = pixels.sub_(self._mean).div_(self._std)
         else:
-            pixels = torch.stack(list(batch)).to(self.device)
+            pixels = torch.stack([torch.as_tensor(item) for item in batch]).to(self.device)
         with torch.inference_mode(), self._autocast:
             features = self.model.encode_image(pixels)
         return _normalised(features)

@@ -167,7 +167,7 @@ def import_benchmark(
         for j in load_judgments(judgments_path):
             saved = mapping.get(j.query_id)
             image_id = resolver(j) if saved is not None else None
-            if image_id is None:
+            if saved is None or image_id is None:
                 unresolved += 1
                 continue
             store.judge(saved, image_id, j.relevant)

@@ -103,6 +103,9 @@ _OUR_FOURCCS = (b"IxM2", b"IwFl", b"IvFl")
 # Digests a checksum file may name (a later version may choose another); SHAKE needs a length.
 _KNOWN_ALGORITHMS = frozenset(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
 
+# faiss's type stubs (faiss-cpu 1.15) omit the SWIG class DirectMap, present at runtime.
+_HASHTABLE_DIRECT_MAP: int = faiss.DirectMap.Hashtable  # type: ignore[attr-defined]
+
 SCORE_TOLERANCE: float = 1e-3
 """A score further than this outside [-1, 1] cannot come from unit vectors (float32 rounding
 stays below 1e-5 at 512 dimensions): the index is damaged."""
@@ -132,8 +135,8 @@ class VectorIndex:
             raise ValueError(f"vector dimension must be positive, got {dim}")
         self._setup(faiss.IndexIDMap2(faiss.IndexFlatIP(dim)))
 
-    def _setup(self, index: faiss.Index) -> None:
-        self._index = index
+    def _setup(self, index: faiss.IndexIDMap2 | faiss.IndexIVF) -> None:
+        self._index: faiss.IndexIDMap2 | faiss.IndexIVF = index
         self.dim = int(index.d)
         self.kind = "ivf" if isinstance(index, faiss.IndexIVF) else "flat"
         self._lock = threading.RLock()
@@ -183,7 +186,7 @@ class VectorIndex:
         ivf.train(_normalised(vectors[sample], dim))
         if cancel is not None:
             cancel.check()
-        ivf.set_direct_map_type(faiss.DirectMap.Hashtable)
+        ivf.set_direct_map_type(_HASHTABLE_DIRECT_MAP)
         ivf.nprobe = default_nprobe(nlist)
         self = cls.__new__(cls)
         self._setup(ivf)
@@ -234,8 +237,8 @@ class VectorIndex:
         elif isinstance(index, faiss.IndexIVFFlat):
             if index.metric_type != faiss.METRIC_INNER_PRODUCT:
                 raise QuadratError(f"Vector index file {path} does not use inner-product scores")
-            if index.direct_map.type != faiss.DirectMap.Hashtable:
-                index.set_direct_map_type(faiss.DirectMap.Hashtable)
+            if index.direct_map.type != _HASHTABLE_DIRECT_MAP:
+                index.set_direct_map_type(_HASHTABLE_DIRECT_MAP)
         else:
             raise QuadratError(
                 f"Vector index file {path} is not a Quadrat vector index "
@@ -359,13 +362,15 @@ class VectorIndex:
             return self._sorted_ids.copy()
 
     def _read_ids_from_faiss(self) -> np.ndarray:
-        if self.kind == "flat":
-            ids = faiss.vector_to_array(self._index.id_map)
+        index = self._index
+        if isinstance(index, faiss.IndexIDMap2):
+            ids = faiss.vector_to_array(index.id_map)
         else:
-            lists = self._index.invlists
+            lists = index.invlists
+            assert lists is not None  # an IVF index owns its inverted lists
             parts = [
                 faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
-                for i in range(self._index.nlist)
+                for i in range(index.nlist)
                 if lists.list_size(i)
             ]
             ids = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
@@ -384,19 +389,19 @@ class VectorIndex:
     @property
     def nprobe(self) -> int:
         """IVF lists probed per query (more: better recall, slower). 0 for a flat index."""
-        return int(self._index.nprobe) if self.kind == "ivf" else 0
+        return int(self._index.nprobe) if isinstance(self._index, faiss.IndexIVF) else 0
 
     @nprobe.setter
     def nprobe(self, value: int) -> None:
         if value < 1:
             raise ValueError(f"nprobe must be at least 1, got {value}")
-        if self.kind == "ivf":
+        if isinstance(self._index, faiss.IndexIVF):
             self._index.nprobe = min(int(value), int(self._index.nlist))
 
     @property
     def nlist(self) -> int:
         """Number of IVF lists; 0 for a flat index."""
-        return int(self._index.nlist) if self.kind == "ivf" else 0
+        return int(self._index.nlist) if isinstance(self._index, faiss.IndexIVF) else 0
 
     def needs_rebuild(self) -> bool:
         """True when `build(kind="auto")` on the current contents would give a different kind
@@ -460,16 +465,18 @@ class VectorIndex:
     def _search_faiss(
         self, queries: np.ndarray, k: int, allowed: np.ndarray | None, available: int
     ) -> list[list[tuple[int, float]]]:
-        params = None
+        params: faiss.SearchParameters | None = None
         if allowed is not None or self.kind == "ivf":
             selector = faiss.IDSelectorBatch(allowed) if allowed is not None else None
-            if self.kind == "ivf":
+            if isinstance(self._index, faiss.IndexIVF):
                 nprobe = self._index.nprobe
                 if allowed is not None:
                     # Probe proportionally more lists when only a fraction of vectors is allowed,
                     # so the probed lists still hold about as many candidates.
                     nprobe = math.ceil(nprobe * len(self) / len(allowed))
-                params = faiss.SearchParametersIVF(nprobe=min(nprobe, self._index.nlist))
+                ivf_params = faiss.SearchParametersIVF()
+                ivf_params.nprobe = min(nprobe, self._index.nlist)
+                params = ivf_params
             else:
                 params = faiss.SearchParameters()
             if selector is not None:
@@ -730,7 +737,8 @@ def _isin_sorted(values: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     if len(sorted_ids) == 0:
         return np.zeros(len(values), dtype=bool)
     positions = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
-    return sorted_ids[positions] == values
+    found: np.ndarray = sorted_ids[positions] == values
+    return found
 
 
 def _tie_at_cut(scores: np.ndarray, ids: np.ndarray, k: int) -> bool:

@@ -18,13 +18,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import delete, func, insert, or_, select
+from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy.orm import Session
 
 from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
+from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
@@ -40,6 +42,9 @@ from engine.scan import (
     taxon_for_path,
     walk_images,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +168,7 @@ class _Prepared:
     width: int
     height: int
     exif: Any
-    tensor: Any
+    tensor: torch.Tensor | np.ndarray  # what `Encoder.preprocess` returned
 
 
 @dataclass
@@ -179,7 +184,7 @@ class Indexer:
     def __init__(
         self,
         library: Library,
-        encoder: Any,
+        encoder: Encoder,
         *,
         batch_size: int = 32,
         workers: int | None = None,
@@ -386,12 +391,10 @@ class Indexer:
     def _spec(self) -> str:
         """The model spec to remember, with local paths made absolute (the CLI may have been
         given a path relative to another working folder)."""
-        spec = getattr(self.encoder, "spec", None)
-        if spec is None:
-            return self.model_key
+        spec = self.encoder.spec
         if isinstance(spec, str):
             return spec
-        path = getattr(spec, "path", None)
+        path = spec.path
         if spec.kind == "checkpoint" and path is not None:
             return f"{spec.arch}:{Path(path).expanduser().resolve()}"
         if spec.kind == "local-dir" and path is not None:
@@ -555,15 +558,17 @@ class Indexer:
             now = utcnow()
             for start in range(0, len(gone), 900):
                 s.execute(
-                    Image.__table__.update()
+                    update(Image)
                     .where(Image.id.in_(gone[start : start + 900]))
                     .values(status=STATUS_MISSING, missing_since=now)
+                    .execution_options(synchronize_session=False)  # a plain UPDATE
                 )
             for start in range(0, len(returned), 900):
                 s.execute(
-                    Image.__table__.update()
+                    update(Image)
                     .where(Image.id.in_(returned[start : start + 900]))
                     .values(status=STATUS_OK, missing_since=None, skip_reason=None)
+                    .execution_options(synchronize_session=False)
                 )
         if gone:
             report.missing = len(gone)
@@ -597,7 +602,7 @@ class Indexer:
         self, jobs: list[_Job], cancel: CancelToken
     ) -> Iterable[_Prepared | _Failed]:
         """Yield prepared photos in order, keeping a bounded number of decodes in flight."""
-        in_flight: deque[Future] = deque()
+        in_flight: deque[Future[_Prepared | _Failed]] = deque()
         ahead = self.batch_size * 3
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="quadrat-decode")
         try:
@@ -636,7 +641,7 @@ class Indexer:
 
         # On a CPU a batch of a real CLIP model takes seconds; encoding it in slices with a
         # cancel check between them keeps Cancel responsive within about a second.
-        on_cpu = str(getattr(self.encoder, "device", "cpu")).startswith("cpu")
+        on_cpu = self.encoder.device.startswith("cpu")
         slice_size = min(self.batch_size, CPU_CANCEL_SLICE) if on_cpu else self.batch_size
 
         def encode_batch() -> None:
@@ -766,7 +771,7 @@ class Indexer:
         return np.asarray(ids, dtype=np.int64), vectors
 
     @staticmethod
-    def _load_rows(s: Any, image_ids: list[int]) -> None:
+    def _load_rows(s: Session, image_ids: list[int]) -> None:
         """Load these rows into the session in a few queries, so `s.get` finds them in memory."""
         for start in range(0, len(image_ids), 900):
             list(s.scalars(select(Image).where(Image.id.in_(image_ids[start : start + 900]))))
@@ -780,7 +785,7 @@ class Indexer:
             self._taxon_ids.clear()
             raise
 
-    def _reclaimable(self, s: Any, collection_id: int, digests: list[str]) -> dict[str, int]:
+    def _reclaimable(self, s: Session, collection_id: int, digests: list[str]) -> dict[str, int]:
         """Rows whose content matches new files and whose own file is gone: missing photos, or
         photos of another collection no longer at their path. Content hash -> image id."""
         found: dict[str, int] = {}
@@ -797,14 +802,14 @@ class Indexer:
                 .order_by((Image.status == STATUS_MISSING).desc(), Image.id)
             )
             for image_id, digest, status, rel_path, root in s.execute(stmt):
-                if digest in found or image_id in self._claimed:
+                if digest is None or digest in found or image_id in self._claimed:
                     continue
                 if status == STATUS_MISSING or not (Path(root) / rel_path).exists():
                     found[digest] = image_id
                     self._claimed.add(image_id)
         return found
 
-    def _upsert_image(self, s: Any, collection_id: int, job: _Job, digest: str | None) -> Image:
+    def _upsert_image(self, s: Session, collection_id: int, job: _Job, digest: str | None) -> Image:
         img = s.get(Image, job.image_id) if job.image_id is not None else None
         if img is None:
             img = Image(collection_id=collection_id, rel_path=job.entry.rel_path)
@@ -813,7 +818,7 @@ class Indexer:
         img.size, img.mtime_ns, img.content_hash = job.entry.size, job.entry.mtime_ns, digest
         return img
 
-    def _apply_metadata(self, s: Any, img: Image, meta: ImageMeta | None, exif: Any) -> None:
+    def _apply_metadata(self, s: Session, img: Image, meta: ImageMeta | None, exif: Any) -> None:
         """Metadata precedence: the COCO file, then EXIF, then the iNat folder name."""
         taxon = (meta.taxon if meta else None) or taxon_for_path(img.rel_path)
         img.taxon_id = self._taxon_id(s, taxon) if taxon else None
@@ -831,7 +836,7 @@ class Indexer:
             img.rights_holder = meta.rights_holder
             img.external_id = meta.external_id
 
-    def _taxon_id(self, s: Any, info: TaxonInfo) -> int:
+    def _taxon_id(self, s: Session, info: TaxonInfo) -> int:
         key = info.image_dir_name or info.name
         cached = self._taxon_ids.get(key)
         if cached is not None:

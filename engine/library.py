@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from sqlalchemy import delete, select
@@ -22,6 +23,12 @@ from engine.catalog import Catalog, Embedding, Image, LibraryMeta, open_catalog
 from engine.catalog.models import STATUS_OK
 from engine.errors import ModelMismatchError, QuadratError
 from engine.progress import CancelToken, ProgressCallback, no_progress
+
+if TYPE_CHECKING:
+    from sqlalchemy import CursorResult
+
+    from engine.backup import Fingerprint
+    from engine.index import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +69,10 @@ class Library:
     def __init__(self, root: Path, catalog: Catalog) -> None:
         self.root = root
         self.catalog = catalog
-        self._indexes: dict[str, object] = {}
+        self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.RLock()
         # Judgments as the session found them: a session that changed them ends with a backup.
-        self._judgments_at_open: tuple | None = None
+        self._judgments_at_open: Fingerprint | None = None
         from engine.backup import is_sqlite_catalog, judgment_fingerprint
 
         if is_sqlite_catalog(catalog.engine.url):
@@ -194,7 +201,11 @@ class Library:
     def drop_embeddings_except(self, model_key: str) -> int:
         """Delete vectors of every other model (a re-index with a new model)."""
         with self.catalog.session() as s:
-            result = s.execute(delete(Embedding).where(Embedding.model_key != model_key))
+            # A DELETE gives a CursorResult; Session.execute is typed as returning a Result.
+            result = cast(
+                "CursorResult[Any]",
+                s.execute(delete(Embedding).where(Embedding.model_key != model_key)),
+            )
             removed = result.rowcount or 0
         with self._lock:
             for key in list(self._indexes):
@@ -261,7 +272,7 @@ class Library:
 
     def vector_index(
         self, model_key: str, dim: int | None = None, progress: ProgressCallback = no_progress
-    ):  # -> VectorIndex
+    ) -> VectorIndex:
         """The model's vector index, loaded and checked against the catalog on first use.
 
         `progress` hears about a rebuild from the catalog (minutes at a million photos).
@@ -277,7 +288,7 @@ class Library:
 
     def _load_and_repair(
         self, model_key: str, dim: int | None, progress: ProgressCallback = no_progress
-    ):  # -> (VectorIndex, RepairReport)
+    ) -> tuple[VectorIndex, RepairReport]:
         """Load the model's index file, verified by its checksum, and repair it from the
         catalog: add the vectors it lacks, remove ids the table no longer has, or rebuild it
         when it is missing, fails its check or cannot be read (one warning line says which).
@@ -342,7 +353,7 @@ class Library:
         model_key: str,
         progress: ProgressCallback = no_progress,
         cancel: CancelToken | None = None,
-    ):  # -> VectorIndex
+    ) -> VectorIndex:
         """Build the model's index afresh from the catalog (the kind chosen by size) and save it.
 
         At a million photos an approximate (IVF) build takes minutes: it reports progress and
@@ -354,7 +365,7 @@ class Library:
 
     def _build_from_catalog(
         self, model_key: str, progress: ProgressCallback, cancel: CancelToken | None
-    ):  # -> VectorIndex
+    ) -> VectorIndex:
         from engine.index import VectorIndex
 
         ids, vectors = self.load_vectors(model_key)
@@ -369,6 +380,6 @@ class Library:
             if index is not None:
                 index.save(self.index_path(model_key))
 
-    def set_index(self, model_key: str, index: object) -> None:
+    def set_index(self, model_key: str, index: VectorIndex) -> None:
         with self._lock:
             self._indexes[model_key] = index

@@ -142,7 +142,7 @@ def strict_order(
             image_id,
         )
 
-    return [image_id for image_id, _ in sorted(scored, key=key)]  # type: ignore[arg-type]
+    return [image_id for image_id, _ in sorted(scored, key=key)]
 
 
 def reciprocal_rank_fusion(
@@ -164,7 +164,7 @@ def reciprocal_rank_fusion(
             seen.add(doc)
             scores[doc] = scores.get(doc, Fraction(0)) + Fraction(1, k_rrf + rank)
             best_rank[doc] = min(best_rank.get(doc, rank), rank)
-    ordered = sorted(scores, key=lambda doc: (-scores[doc], best_rank[doc], doc))  # type: ignore[arg-type]
+    ordered = sorted(scores, key=lambda doc: (-scores[doc], best_rank[doc], doc))
     return [(doc, float(scores[doc])) for doc in ordered]
 
 

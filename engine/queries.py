@@ -12,15 +12,19 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from engine.catalog import Judgment, Query, Run, RunResult
 from engine.catalog.models import utcnow
 from engine.errors import BadInputError
 from engine.library import Library
 from engine.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
+
+if TYPE_CHECKING:
+    from sqlalchemy import CursorResult
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +173,7 @@ class QueryStore:
             s.delete(self._query(s, query_id))
 
     @staticmethod
-    def _query(s: Any, query_id: int) -> Query:
+    def _query(s: Session, query_id: int) -> Query:
         query = s.get(Query, query_id)
         if query is None:
             raise BadInputError(f"no saved query with id {query_id}")
@@ -295,7 +299,12 @@ class QueryStore:
 
     def clear_judgments(self, query_id: int) -> int:
         with self.library.catalog.session() as s:
-            return s.execute(delete(Judgment).where(Judgment.query_id == query_id)).rowcount or 0
+            # A DELETE gives a CursorResult; Session.execute is typed as returning a Result.
+            result = cast(
+                "CursorResult[Any]",
+                s.execute(delete(Judgment).where(Judgment.query_id == query_id)),
+            )
+            return result.rowcount or 0
 
     # -- metrics -----------------------------------------------------------------------------
 

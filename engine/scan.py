@@ -21,6 +21,7 @@ import math
 import os
 import re
 import stat
+import sys
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -29,7 +30,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from functools import lru_cache, partial
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import ijson
 from PIL import ExifTags, Image, UnidentifiedImageError
@@ -39,7 +40,7 @@ from engine.errors import BadImageError, BadInputError
 log = logging.getLogger(__name__)
 
 try:  # HEIC/HEIF support is optional (the "heic" extra).
-    import pillow_heif  # type: ignore[import-not-found]
+    import pillow_heif
 
     pillow_heif.register_heif_opener()
     HEIF_AVAILABLE = True
@@ -81,11 +82,12 @@ class FileEntry:
 def _is_hidden(entry: os.DirEntry[str]) -> bool:
     if entry.name.startswith("."):
         return True
-    if os.name != "nt":
+    if sys.platform == "win32":  # (not os.name: type checkers know sys.platform)
+        # Windows marks hidden files with an attribute rather than a dot (cached, no extra call).
+        attributes = getattr(entry.stat(follow_symlinks=False), "st_file_attributes", 0)
+        return bool(attributes & stat.FILE_ATTRIBUTE_HIDDEN)
+    else:
         return False
-    # Windows marks hidden files with an attribute rather than a dot (cached, no extra call).
-    attributes = getattr(entry.stat(follow_symlinks=False), "st_file_attributes", 0)
-    return bool(attributes & stat.FILE_ATTRIBUTE_HIDDEN)
 
 
 def _is_storable_name(name: str) -> bool:
@@ -985,7 +987,8 @@ def _to_rgb(image: Image.Image) -> Image.Image:
     if mode in ("I", "F"):
         # 16-bit and float greyscale: map the format's range onto 0..255 instead of
         # clipping to white (a 16-bit PNG arrives as "I" or "I;16" with values to 65535).
-        _, high = image.getextrema()
+        # One band: getextrema gives (min, max) numbers, not a (min, max) pair per band.
+        high = cast(float, image.getextrema()[1])
         if mode == "F" and 0 < high <= 1.0:
             scale = 255.0
         elif high <= 255:

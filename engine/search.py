@@ -8,14 +8,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import func, or_, select
 
 from engine.catalog import Collection, Image, Taxon
+from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError
 from engine.library import Library
+
+if TYPE_CHECKING:
+    from engine.index import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +92,13 @@ class SearchResult:
 class Searcher:
     """Searches one library with one encoder (the one it was indexed with)."""
 
-    def __init__(self, library: Library, encoder: Any) -> None:
+    def __init__(self, library: Library, encoder: Encoder) -> None:
         library.check_model(encoder.model_key)
         self.library = library
         self.encoder = encoder
 
     @property
-    def index(self) -> Any:
+    def index(self) -> VectorIndex:
         return self.library.vector_index(self.encoder.model_key)
 
     def text(self, query: str, top_k: int = 50, filters: SearchFilters | None = None) -> SearchResult:
@@ -143,7 +147,8 @@ class Searcher:
             decoded = decode_image(path)
         except BadImageError as exc:
             raise BadInputError(f"cannot use {path.name} as a query: {exc.reason}") from exc
-        return self.encoder.encode_images([decoded.image])[0]
+        vector: np.ndarray = self.encoder.encode_images([decoded.image])[0]
+        return vector
 
     def vector(
         self, vector: np.ndarray, top_k: int = 50, filters: SearchFilters | None = None
@@ -200,9 +205,10 @@ class Searcher:
                     .outerjoin(Taxon, Taxon.id == Image.taxon_id)
                     .where(Image.id.in_(chunk))
                 )
-                for image_id, root, rel, name, common in s.execute(stmt):
-                    info[image_id] = (root, rel, name, common)
-        hits = []
+                # taxon and common are None for a photo without a taxon (the outer join)
+                for image_id, root, rel, taxon, common in s.execute(stmt):
+                    info[image_id] = (root, rel, taxon, common)
+        hits: list[SearchHit] = []
         for image_id, score in ranked:
             if image_id not in info:  # removed between index and catalog read
                 continue

@@ -68,7 +68,7 @@ def paired_randomization_p(
 
 
 def bootstrap_ci(
-    diffs: Sequence[float],
+    diffs: Sequence[float] | np.ndarray,
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = SEED,
     level: float = 0.95,

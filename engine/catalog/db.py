@@ -14,11 +14,15 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, exc, make_url, text
+from sqlalchemy import Connection, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from engine.errors import CatalogError, QuadratError
+
+if TYPE_CHECKING:
+    from alembic.config import Config  # imported lazily at runtime
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +85,7 @@ _OS_ERRNOS = {
 }
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API object
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:  # a DB-API connection
     cursor = dbapi_connection.cursor()
     # First, so that the pragmas below wait for a process that is writing instead of failing.
     cursor.execute("PRAGMA busy_timeout=10000")
@@ -265,7 +269,7 @@ class Catalog:
         self.engine.dispose()
 
 
-def _alembic_config(connection):  # noqa: ANN001, ANN202 - alembic types imported lazily
+def _alembic_config(connection: Connection) -> Config:
     from alembic.config import Config
 
     cfg = Config()

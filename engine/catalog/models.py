@@ -8,6 +8,7 @@ the `embeddings` table and can always be rebuilt from it.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -155,7 +156,7 @@ class Run(Base):
     # "text", "image" or "image+text": what the user asked with (a dropped photo is an image run).
     kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     model_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    params: Mapped[dict] = mapped_column(JSON, default=dict)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     quadrat_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     duration_ms: Mapped[float | None] = mapped_column(Float, nullable=True)

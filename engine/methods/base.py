@@ -19,12 +19,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from engine.errors import BadInputError
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
 if TYPE_CHECKING:
+    from engine.encoders import Encoder
     from engine.library import Library
     from engine.search import Searcher, SearchFilters
 
@@ -89,11 +90,13 @@ class ModelManager:
     def get(self, key: str, loader: Callable[[], T], *, large: bool = True) -> T:
         """The model under `key`, loaded with `loader()` on first use."""
         with self._lock:
+            # The cache holds models of every kind: the key says which, the caller's loader
+            # gave its type when it was loaded.
             if key in self._small:
-                return self._small[key]
+                return cast(T, self._small[key])
             if key in self._large:
                 self._large.move_to_end(key)
-                return self._large[key]
+                return cast(T, self._large[key])
             if large:
                 while len(self._large) >= self.max_large:
                     old_key, _ = self._large.popitem(last=False)
@@ -128,7 +131,7 @@ class MethodContext:
     a cache folder, metadata filters, progress and cancel."""
 
     library: Library
-    encoder_loader: Callable[[], Any]
+    encoder_loader: Callable[[], Encoder]
     models: ModelManager = field(default_factory=ModelManager)
     cache_dir: Path | None = None
     filters: SearchFilters | None = None
@@ -137,7 +140,7 @@ class MethodContext:
     _searcher: Searcher | None = field(default=None, repr=False)
 
     @property
-    def encoder(self) -> Any:
+    def encoder(self) -> Encoder:
         return self.encoder_loader()
 
     @property
@@ -215,7 +218,9 @@ def param_types(params_type: type) -> dict[str, type]:
 
 
 def params_to_dict(params: Any) -> dict[str, Any]:
-    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {}
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        return dataclasses.asdict(params)
+    return {}
 
 
 def _convert(method: str, name: str, kind: type, text: str) -> Any:

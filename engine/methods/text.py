@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from engine.encoders import Encoder
 from engine.errors import BadInputError
 from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
 
@@ -88,9 +88,10 @@ class TextMethod(Method):
         return Ranking.from_pairs(hits)
 
     @staticmethod
-    def text_vector(text: str, params: TextParams, encoder: Any) -> np.ndarray:
+    def text_vector(text: str, params: TextParams, encoder: Encoder) -> np.ndarray:
         """The query's unit vector under the template (the mean of the ensemble's)."""
         templates = ENSEMBLE_TEMPLATES if params.template == ENSEMBLE else (params.template,)
         vectors = encoder.encode_texts([t.replace("{query}", text) for t in templates])
         mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
-        return mean / (np.linalg.norm(mean) or 1.0)
+        unit: np.ndarray = mean / (np.linalg.norm(mean) or 1.0)
+        return unit
