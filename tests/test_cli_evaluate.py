@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.cli import main
 
 
@@ -19,14 +21,20 @@ def evaluate(capsys, demo_collection, lib, *extra: str) -> dict:
     return json.loads(out)
 
 
-def test_demo_benchmark_reaches_map_at_10_of_0_9(capsys, tmp_path, demo_collection):
+def test_demo_benchmark_scores_species_near_1_and_relations_lower(
+    capsys, tmp_path, demo_collection
+):
     lib = tmp_path / "lib"
     assert main(["index", str(demo_collection.root), "--library", str(lib), "--model", "demo"]) == 0
     capsys.readouterr()
     run_file = tmp_path / "run.trec"
     result = evaluate(capsys, demo_collection, lib, "--run-out", str(run_file))
-    assert result["queries"] >= 12
-    assert result["mAP@10"] >= 0.9, result
+    assert result["queries"] == 60
+    per_supercategory = result["per_supercategory"]
+    assert per_supercategory["Species"] == {"mAP@10": pytest.approx(1.0, abs=0.05), "queries": 12}
+    # The secondary attributes are where plain CLIP similarity fails (docs/BENCHMARKS.md).
+    assert per_supercategory["Context"]["mAP@10"] < 0.8
+    assert per_supercategory["Context"]["queries"] == 28
     assert {"nDCG@10", "MRR@10", "per_query"} <= set(result)
     assert all({"query_id", "AP", "nDCG", "RR", "R"} <= set(q) for q in result["per_query"])
     assert result["unresolved_judgments"] == 0
@@ -40,7 +48,8 @@ def test_demo_benchmark_reaches_map_at_10_of_0_9(capsys, tmp_path, demo_collecti
     assert code == 0
     assert abs(json.loads(out)["mAP@10"] - result["mAP@10"]) < 1e-9
 
-    assert evaluate(capsys, demo_collection, lib, "--protocol", "rerank")["mAP@10"] >= 0.9
+    reranked = evaluate(capsys, demo_collection, lib, "--protocol", "rerank")
+    assert reranked["per_supercategory"]["Species"]["mAP@10"] >= 0.9
 
 
 def test_malformed_benchmark_file_gives_exit_2_naming_file_and_line(

@@ -32,16 +32,19 @@ def library(tmp_path: Path, small_demo_collection, demo_encoder):
         yield lib
 
 
-def test_counts_per_collection_with_skipped_reasons(library: Library, tmp_path: Path) -> None:
+def test_counts_per_collection_with_skipped_reasons(
+    library: Library, tmp_path: Path, small_demo_collection
+) -> None:
+    n = small_demo_collection.image_count
     stats = {s.name: s for s in collection_stats(library)}
     assert set(stats) == {"first", "second"}
     first = stats["first"]
-    assert (first.indexed, first.skipped, first.pending) == (60, 2, 0)
+    assert (first.indexed, first.skipped, first.pending) == (n, 2, 0)
     reasons = {p.rel_path: p.reason for p in first.skipped_photos}
     assert reasons["bad/empty.jpg"] == "empty file"
     assert "not an image" in reasons["bad/notes.jpg"]
-    assert (stats["second"].indexed, stats["second"].skipped) == (60, 0)
-    assert first.total == 62
+    assert (stats["second"].indexed, stats["second"].skipped) == (n, 0)
+    assert first.total == n + 2
 
 
 def test_new_and_changed_files_are_pending_when_the_disk_is_scanned(
@@ -62,7 +65,9 @@ def test_new_and_changed_files_are_pending_when_the_disk_is_scanned(
     assert missing.folder_missing
 
 
-def test_rows_without_vectors_for_the_model_are_pending(library: Library) -> None:
+def test_rows_without_vectors_for_the_model_are_pending(
+    library: Library, small_demo_collection
+) -> None:
     key = library.model_key
     with library.catalog.session() as s:
         ids = list(
@@ -75,24 +80,26 @@ def test_rows_without_vectors_for_the_model_are_pending(library: Library) -> Non
         )
         s.execute(Embedding.__table__.delete().where(Embedding.image_id.in_(ids)))
     stats = {s.name: s for s in collection_stats(library, key)}["first"]
-    assert (stats.indexed, stats.pending) == (55, 5)
+    n = small_demo_collection.image_count
+    assert (stats.indexed, stats.pending) == (n - 5, 5)
     other = {s.name: s for s in collection_stats(library, "another-model")}["first"]
-    assert (other.indexed, other.pending) == (0, 60)
+    assert (other.indexed, other.pending) == (0, n)
 
 
 def test_remove_collection_drops_rows_vectors_and_index_entries(
-    library: Library, tmp_path: Path
+    library: Library, tmp_path: Path, small_demo_collection
 ) -> None:
+    n = small_demo_collection.image_count
     key = library.model_key
     first_id = find_collection(library, tmp_path / "first")
     assert first_id is not None
-    assert len(library.vector_index(key)) == 120
-    assert remove_collection(library, first_id) == 62
+    assert len(library.vector_index(key)) == 2 * n
+    assert remove_collection(library, first_id) == n + 2
     with library.catalog.session() as s:
-        assert s.scalar(select(func.count()).select_from(Image)) == 60
-        assert s.scalar(select(func.count()).select_from(Embedding)) == 60
+        assert s.scalar(select(func.count()).select_from(Image)) == n
+        assert s.scalar(select(func.count()).select_from(Embedding)) == n
         assert s.get(Collection, first_id) is None
-    assert len(library.vector_index(key)) == 60
+    assert len(library.vector_index(key)) == n
     # The saved index file agrees too: a fresh check changes nothing.
     assert not library.check_consistency(key).changed
     assert (tmp_path / "first" / "bad" / "notes.jpg").exists()  # files are never touched

@@ -58,7 +58,7 @@ def warnings_of(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
 
 @pytest.fixture
 def indexed(tmp_path: Path, photos: Path, demo_encoder) -> tuple[Path, Path, list]:
-    """A library of the 60 demo photos: (library folder, index file, top 10 for QUERY)."""
+    """A library of the small demo collection: (library folder, index file, top 10 for QUERY)."""
     root = tmp_path / "lib"
     with Library.open(root) as lib:
         Indexer(lib, demo_encoder).run(photos)
@@ -85,8 +85,9 @@ def vector_block(path: Path) -> tuple[int, int]:
 
 
 def test_random_bytes_in_the_vector_block_are_caught_and_the_file_rebuilt(
-    indexed, demo_encoder, caplog: pytest.LogCaptureFixture
+    indexed, demo_encoder, caplog: pytest.LogCaptureFixture, small_demo_collection
 ) -> None:
+    n_photos = small_demo_collection.image_count
     root, path, top10 = indexed
     offset, length = vector_block(path)
     data = bytearray(path.read_bytes())
@@ -100,14 +101,14 @@ def test_random_bytes_in_the_vector_block_are_caught_and_the_file_rebuilt(
     with caplog.at_level(logging.WARNING), Library.open(root) as lib:
         searcher = Searcher(lib, demo_encoder)
         assert ranking(searcher) == top10
-        all60 = ranking(searcher, top_k=60)
-    assert len(all60) == 60
-    assert_scores_are_cosines(all60)
+        every = ranking(searcher, top_k=n_photos)
+    assert len(every) == n_photos
+    assert_scores_are_cosines(every)
     messages = warnings_of(caplog, "engine.library")
     assert len(messages) == 1
     assert "failed its check, rebuilding from the catalog" in messages[0]
     assert path.read_bytes() != damaged  # rebuilt on disk, not only in memory
-    assert len(VectorIndex.load(path)) == 60
+    assert len(VectorIndex.load(path)) == n_photos
 
 
 def test_a_missing_checksum_file_rebuilds_the_index(
@@ -139,27 +140,29 @@ def test_a_truncated_index_file_is_rebuilt(
 
 
 def test_a_crash_between_the_index_and_checksum_renames_leads_to_a_rebuild(
-    indexed, demo_encoder, caplog: pytest.LogCaptureFixture
+    indexed, demo_encoder, caplog: pytest.LogCaptureFixture, small_demo_collection
 ) -> None:
+    n_photos = small_demo_collection.image_count
     root, path, top10 = indexed
     old_checksum = checksum_path(path).read_bytes()
     with Library.open(root) as lib:
         index = lib.vector_index(demo_encoder.model_key)
         index.remove(index.ids()[:5])
-        index.save(path)  # both files now describe 55 vectors
+        index.save(path)  # both files now describe five vectors fewer
     # The index file of the next save landed; its checksum file did not.
     checksum_path(path).write_bytes(old_checksum)
     with caplog.at_level(logging.WARNING), Library.open(root) as lib:
         report = lib.check_consistency(demo_encoder.model_key)
         assert report.rebuilt  # not repaired by adding the five ids back: not trusted at all
-        assert len(lib.vector_index(demo_encoder.model_key)) == 60
+        assert len(lib.vector_index(demo_encoder.model_key)) == n_photos
         assert ranking(Searcher(lib, demo_encoder)) == top10
     assert any("failed its check" in m for m in warnings_of(caplog, "engine.library"))
 
 
 def test_impossible_scores_in_memory_make_the_searcher_rebuild_once(
-    indexed, demo_encoder, caplog: pytest.LogCaptureFixture
+    indexed, demo_encoder, caplog: pytest.LogCaptureFixture, small_demo_collection
 ) -> None:
+    n_photos = small_demo_collection.image_count
     root, path, top10 = indexed
     with Library.open(root) as lib:
         searcher = Searcher(lib, demo_encoder)
@@ -168,8 +171,8 @@ def test_impossible_scores_in_memory_make_the_searcher_rebuild_once(
         garbage = np.random.default_rng(3).standard_normal((len(ids), good.dim)) * 1e6
         lib.set_index(demo_encoder.model_key, index_of_raw_vectors(ids, garbage))
         with caplog.at_level(logging.WARNING):
-            hits = ranking(searcher, top_k=60)
-        assert len(hits) == 60
+            hits = ranking(searcher, top_k=n_photos)
+        assert len(hits) == n_photos
         assert_scores_are_cosines(hits)
         assert hits[:10] == top10
         assert lib.vector_index(demo_encoder.model_key) is not good  # rebuilt from the catalog
