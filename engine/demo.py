@@ -515,8 +515,8 @@ def _neutral_colour(rng: np.random.Generator) -> tuple[int, int, int]:
     if rng.uniform() < 0.7:
         v = int(rng.integers(10, 246))
         return (v, v, v)
-    v = rng.uniform(0.25, 0.55)
-    r, g, b = colorsys.hsv_to_rgb(rng.uniform(0.05, 0.1), rng.uniform(0.3, 0.6), v)
+    value = rng.uniform(0.25, 0.55)
+    r, g, b = colorsys.hsv_to_rgb(rng.uniform(0.05, 0.1), rng.uniform(0.3, 0.6), value)
     return (int(r * 255), int(g * 255), int(b * 255))
 
 
@@ -1072,7 +1072,8 @@ def _to_tensor(image: Image.Image, rng: np.random.Generator, preprocess: Any) ->
             # A fast JPEG decode at reduced scale, as a thumbnailing pipeline might do: the
             # model should not care how the pixels were decoded.
             decoded.draft("RGB", (decoded.width // 2, decoded.height // 2))
-        return preprocess(decoded.convert("RGB"))
+        tensor: torch.Tensor = preprocess(decoded.convert("RGB"))
+        return tensor
 
 
 def _render_training_pool(
@@ -1098,7 +1099,8 @@ def _render_benchmark(
 
     plan = _plan_collection(purpose, seed, images_per_class, photos_per_query)
     tensors = []
-    images, annotations = [], []
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     for row, photo in enumerate(plan):
         image = _render_planned(purpose, seed, photo)
         with Image.open(io.BytesIO(_jpeg_bytes(image))) as decoded:
@@ -1121,9 +1123,9 @@ def _encode(model: Any, tokenizer: Any, images: torch.Tensor, texts: Sequence[st
         image_vectors = torch.cat(
             [model.encode_image(images[i : i + 256].float()) for i in range(0, len(images), 256)]
         )
-        image_vectors = F.normalize(image_vectors, dim=-1).numpy()
-        text_vectors = F.normalize(model.encode_text(tokenizer(list(texts))), dim=-1).numpy()
-    return image_vectors, text_vectors
+        image_array = F.normalize(image_vectors, dim=-1).numpy()
+        text_array = F.normalize(model.encode_text(tokenizer(list(texts))), dim=-1).numpy()
+    return image_array, text_array
 
 
 def evaluate_model(
