@@ -177,3 +177,23 @@ def test_evaluate_with_two_methods_prints_them_side_by_side(capsys, indexed, sma
                  "--judgments", str(small_demo_collection.judgments_path),
                  "--library", str(indexed), "--method", "text", "--method", "text"])  # fmt: skip
     assert code == 2 and "given twice" in capsys.readouterr().err
+
+
+def test_the_model_manager_loads_once_and_frees_the_older_large_model():
+    from engine.methods import ModelManager
+
+    loads: list[str] = []
+
+    def loader(name: str):
+        return lambda: loads.append(name) or f"model {name}"
+
+    models = ModelManager(max_large=1)
+    assert models.get("clip", loader("clip")) == "model clip"
+    assert models.get("clip", loader("clip")) == "model clip"  # loaded once
+    assert models.get("tokenizer", loader("tokenizer"), large=False) == "model tokenizer"
+    assert models.get("stable-diffusion", loader("sd")) == "model sd"
+    assert sorted(models.loaded()) == ["stable-diffusion", "tokenizer"]  # CLIP made room
+    assert models.get("clip", loader("clip")) == "model clip"
+    assert loads == ["clip", "tokenizer", "sd", "clip"]
+    models.release("clip")
+    assert models.loaded() == ["tokenizer"]

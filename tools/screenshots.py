@@ -173,6 +173,13 @@ def _drive_window(out: Path) -> int:
     capture("04-settings")
     dialog.reject()
 
+    options = app.search.edit_options("text")
+    if options is not None:
+        options.move(140, 90)
+        pump(0.3)
+        capture("04b-method-options")
+        options.reject()
+
     # Judge the text run like an annotator: keys on the grid, then one click on a toggle.
     wait_for(lambda: app.judging.query_id is not None)
     window.results.setFocus()
@@ -204,6 +211,7 @@ def _drive_window(out: Path) -> int:
     dialog = app.open_benchmark()
     dialog.move(120, 80)
     dialog.k_combo.setCurrentIndex(dialog.k_combo.findData(10))
+    dialog.more_methods.setText("text:template=a photo of {query}")  # compared with the first
     dialog.run_button.click()
     wait_for(lambda: not app.benchmark.running and app.benchmark.outcome is not None, timeout=120)
     capture("09-benchmark")
