@@ -254,10 +254,15 @@ class Indexer:
     ) -> IndexReport:
         report = IndexReport(collection=str(root))
 
+        if not reindex and self.library.model_changed_under(self.model_key, self._spec()):
+            # The same spec now names other weights: the old vectors are of another model.
+            log.warning("the model %s has changed since the last run: re-encoding every photo",
+                        self._spec())  # fmt: skip
+            reindex = True
         if reindex:
             self.library.drop_embeddings_except(self.model_key)
         else:
-            self.library.check_model(self.model_key)
+            self.library.check_model(self.model_key, self._spec())
 
         progress(RateMeter(0).update(0, "scanning folder"))
         entries = list(walk_images(root))

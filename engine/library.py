@@ -179,9 +179,26 @@ class Library:
     def model_spec(self) -> str | None:
         return self.meta(META_MODEL_SPEC)
 
-    def check_model(self, model_key: str) -> None:
+    def model_changed_under(self, model_key: str, spec: str | None) -> bool:
+        """True when the library was indexed under the same model spec but other weights (the
+        bundled demo model after an update, a checkpoint file replaced at the same path)."""
+        known = self.model_key
+        return (
+            known is not None
+            and known != model_key
+            and spec is not None
+            and (self.model_spec == spec)
+        )
+
+    def check_model(self, model_key: str, spec: str | None = None) -> None:
         """Raise `ModelMismatchError` unless the library is empty or indexed with `model_key`."""
         known = self.model_key
+        if self.model_changed_under(model_key, spec):
+            raise ModelMismatchError(
+                f"the model '{spec}' has changed since this library was indexed (an update, or "
+                "another file at the same path): index its folders again to re-encode the "
+                "photos (quadrat index FOLDER)"
+            )
         if known is not None and known != model_key:
             spec = self.model_spec or known
             raise ModelMismatchError(

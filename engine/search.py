@@ -54,7 +54,11 @@ class SearchFilters:
     @property
     def active(self) -> bool:
         return bool(
-            self.taxon or self.date_from or self.date_to or self.bbox or self.license
+            self.taxon
+            or self.date_from
+            or self.date_to
+            or self.bbox
+            or self.license
             or self.collection_ids
         )
 
@@ -93,7 +97,10 @@ class Searcher:
     """Searches one library with one encoder (the one it was indexed with)."""
 
     def __init__(self, library: Library, encoder: Encoder) -> None:
-        library.check_model(encoder.model_key)
+        spec = (
+            encoder.spec if isinstance(encoder.spec, str) else getattr(encoder.spec, "spec", None)
+        )
+        library.check_model(encoder.model_key, spec)
         self.library = library
         self.encoder = encoder
 
@@ -101,7 +108,9 @@ class Searcher:
     def index(self) -> VectorIndex:
         return self.library.vector_index(self.encoder.model_key)
 
-    def text(self, query: str, top_k: int = 50, filters: SearchFilters | None = None) -> SearchResult:
+    def text(
+        self, query: str, top_k: int = 50, filters: SearchFilters | None = None
+    ) -> SearchResult:
         started = time.monotonic()
         query = validate_query_text(query)
         vector = self.encoder.encode_texts([query])[0]
@@ -214,7 +223,9 @@ class Searcher:
                 continue
             root, rel, name, common = info[image_id]
             hits.append(
-                SearchHit(len(hits) + 1, image_id, float(score), str(Path(root) / rel), rel, name, common)
+                SearchHit(
+                    len(hits) + 1, image_id, float(score), str(Path(root) / rel), rel, name, common
+                )
             )
         return hits
 
@@ -223,16 +234,26 @@ class Searcher:
         if filters.taxon:
             pattern = f"%{filters.taxon.strip().lower()}%"
             ranks = (
-                Taxon.name, Taxon.common_name, Taxon.kingdom, Taxon.phylum, Taxon.class_,
-                Taxon.order, Taxon.family, Taxon.genus,
+                Taxon.name,
+                Taxon.common_name,
+                Taxon.kingdom,
+                Taxon.phylum,
+                Taxon.class_,
+                Taxon.order,
+                Taxon.family,
+                Taxon.genus,
             )
             stmt = stmt.join(Taxon, Taxon.id == Image.taxon_id).where(
                 or_(*(func.lower(col).like(pattern) for col in ranks))
             )
         if filters.date_from:
-            stmt = stmt.where(Image.observed_at >= datetime.combine(filters.date_from, datetime.min.time()))
+            stmt = stmt.where(
+                Image.observed_at >= datetime.combine(filters.date_from, datetime.min.time())
+            )
         if filters.date_to:
-            stmt = stmt.where(Image.observed_at <= datetime.combine(filters.date_to, datetime.max.time()))
+            stmt = stmt.where(
+                Image.observed_at <= datetime.combine(filters.date_to, datetime.max.time())
+            )
         if filters.bbox:
             min_lat, min_lon, max_lat, max_lon = filters.bbox
             stmt = stmt.where(Image.latitude.between(min_lat, max_lat))

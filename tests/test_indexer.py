@@ -235,6 +235,7 @@ def test_a_damaged_or_stale_index_file_is_repaired_from_the_catalog(
 def test_searching_with_another_model_names_the_model_to_use(folder, library, demo_encoder):
     Indexer(library, demo_encoder).run(folder)
     other = CountingEncoder(demo_encoder, model_key="ViT-B-32:laion2b_s34b_b79k")
+    other.spec = "ViT-B-32:laion2b_s34b_b79k"  # another model, not the same one updated
     with pytest.raises(ModelMismatchError, match="--model"):
         Searcher(library, other)
     with pytest.raises(ModelMismatchError):
@@ -385,3 +386,20 @@ def test_a_second_indexing_process_on_the_same_library_is_refused(folder, tmp_pa
         holder.wait()
     with Library.open(tmp_path / "lib") as lib:
         assert Indexer(lib, demo_encoder).run(folder).indexed > 0
+
+
+def test_an_updated_model_under_the_same_spec_is_re_encoded_not_refused(
+    folder, library, demo_encoder, small_demo_collection
+):
+    """The bundled demo model changed in an update: same spec ("demo"), other weights."""
+    old = CountingEncoder(demo_encoder, model_key="quadrat-demo:sha256-of-last-version")
+    Indexer(library, old).run(folder)
+    with pytest.raises(ModelMismatchError, match="has changed since this library was indexed"):
+        Searcher(library, demo_encoder)
+    new = CountingEncoder(demo_encoder)
+    report = Indexer(library, new).run(folder)
+    n = small_demo_collection.image_count
+    assert (report.indexed, new.encoded) == (n, n)
+    assert library.model_key == demo_encoder.model_key
+    assert consistency(library, demo_encoder.model_key) == (n, n, n)
+    Searcher(library, demo_encoder)  # searchable again
