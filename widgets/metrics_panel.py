@@ -45,6 +45,18 @@ def format_metric(value: float, percent: bool = False) -> str:
     return f"{value:.0%}" if percent else f"{value:.3f}"
 
 
+NOT_YET = "—"
+"""What a metric shows while nothing of the query is judged: 0.000 would read as a result."""
+
+
+def shown_metric(key: str, value: float, percent: bool, judged: int) -> str:
+    """A metric as the panel shows it: "—" until a photo of the query is judged (judged@k
+    itself is a plain fact even then: 0 %)."""
+    if judged == 0 and key != "judged":
+        return NOT_YET
+    return format_metric(value, percent)
+
+
 @dataclass(frozen=True)
 class RunMetrics:
     """One run's numbers at the panel's k."""
@@ -285,9 +297,12 @@ class MetricsPanel(QWidget):
                 f"R = {view.relevant} relevant  ·  {view.judged} judged  ·  "
                 f"{len(view.runs)} run{'s' * (len(view.runs) != 1)}"
             )
+        judged = view.judged if view is not None else 0
         for key, _label, percent in METRICS:
             self.values[key].setText(
-                format_metric(current.values[key], percent) if current is not None else "—"
+                shown_metric(key, current.values[key], percent, judged)
+                if current is not None
+                else NOT_YET
             )
         self.stop_rule.setText(self._stop_rule_text(current))
         self._fill_runs(view)
@@ -315,7 +330,8 @@ class MetricsPanel(QWidget):
         if view is not None:
             for number, run in enumerate(view.runs):
                 cells = [run.method] + [
-                    format_metric(run.values[key], percent[key]) for key in TABLE_COLUMNS
+                    shown_metric(key, run.values[key], percent[key], view.judged)
+                    for key in TABLE_COLUMNS
                 ]
                 item = QTreeWidgetItem(cells)
                 item.setToolTip(0, run.label)

@@ -417,6 +417,8 @@ class ResultsView(QListView):
         if self.selectionModel() is not None:
             self.selectionModel().currentChanged.connect(self._on_current_changed)
         model.modelReset.connect(lambda: self.currentItemChanged.emit(None))
+        # New results start at rank 1, not wherever the previous list was scrolled to.
+        model.modelReset.connect(self.scrollToTop)
 
     def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         self.currentItemChanged.emit(

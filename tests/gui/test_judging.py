@@ -50,7 +50,11 @@ def test_keys_update_the_metrics_to_hand_computed_values_and_undo_restores_them(
     panel, view, model = app.window.metrics_panel, app.window.results, app.window.results_model
     store, query_id = app.judging.store, app.judging.query_id
     assert panel.names["AP"].text() == "AP@10"
-    assert shown(app)["AP"] == "0.000"  # nothing judged yet
+    # Nothing judged yet: "—", not a score of 0 (judged@10 is a plain fact: 0 %).
+    assert shown(app) == {
+        "P": "—", "R_at_k": "—", "AP": "—", "nDCG": "—", "RR": "—", "judged": "0%"
+    }  # fmt: skip
+    assert panel.runs.topLevelItem(0).text(1) == "—"
     focus_grid(qtbot, app, 0)
 
     # Ranks 1..5 judged R, N, N, R, N: rel@10 = (1,0,0,1,0,0,0,0,0,0), R = 2.
@@ -331,6 +335,6 @@ def test_a_judgment_that_cannot_be_stored_is_taken_back_and_reported(qtbot, judg
     qtbot.waitUntil(lambda: bool(app.errors.dialogs), timeout=5_000)
     # ...and taken back when the write failed: the screen never claims what is not stored.
     assert model.data(model.index(0, 0), ResultRole.Judgment) is None
-    assert shown(app)["AP"] == "0.000"
+    assert shown(app)["AP"] == "—"
     assert "disk full" in app.errors.dialogs[-1].informativeText()
     assert "Saving the judgment failed" in app.errors.dialogs[-1].text()

@@ -84,3 +84,14 @@ def test_the_benchmark_view_compares_methods(qtbot, make_app, photos) -> None:
     second = dialog.summary.topLevelItem(1)
     assert second.text(5).startswith(("+", "-")) and second.text(6).startswith("[")
     assert 0 < float(second.text(7)) <= 1
+
+
+def test_new_results_start_at_the_top(qtbot, make_app, photos) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    search(qtbot, app, "red circle")
+    view = app.window.results
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5_000)
+    bar.setValue(bar.maximum())
+    search(qtbot, app, "blue square")
+    assert bar.value() == 0
