@@ -55,6 +55,7 @@ class Settings:
     batch_size: int = 32
     library_dir: str = ""  # empty: the default library folder
     top_k: int = 1000  # results per search
+    metrics_k: int = 10  # the metrics panel's cut-off rank, kept across sessions
     # Empty: a SQLite file inside the library folder. Otherwise any SQLAlchemy URL.
     database_url: str = ""
     version: int = SETTINGS_VERSION
@@ -84,6 +85,8 @@ class Settings:
             out.append(f"Batch size: must be a whole number from 1 to {MAX_BATCH_SIZE}")
         if not isinstance(self.top_k, int) or not 1 <= self.top_k <= 100_000:
             out.append("Results per search: must be a whole number from 1 to 100000")
+        if not isinstance(self.metrics_k, int) or not 1 <= self.metrics_k <= 1000:
+            out.append("Metrics k: must be a whole number from 1 to 1000")
         if self.database_url and "://" not in self.database_url:
             out.append(
                 f"Database URL: '{self.database_url}' is not a URL "

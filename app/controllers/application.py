@@ -28,9 +28,10 @@ from app.settings import (
     load_settings,
     save_settings,
 )
-from app.workers import TaskRunner
+from app.workers import WRITE, TaskRunner
 from engine.errors import QuadratError
 from widgets.main_window import WINDOW_TITLE, MainWindow
+from widgets.metrics_panel import K_CHOICES
 from widgets.settings_dialog import SettingsChoices, SettingsDialog, SettingsValues
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,9 @@ class Application:
         w.results.moreLikeThisRequested.connect(self.queries.note_more_like_this)
         w.detail_pane.moreLikeThisRequested.connect(self.queries.note_more_like_this)
         w.metrics_panel.runSelected.connect(self.queries.show_run)
+        if self.settings.metrics_k in K_CHOICES:
+            self.judging.set_k(self.settings.metrics_k)
+        w.metrics_panel.kChanged.connect(self._remember_metrics_k)
         self.transfers.imported.connect(self.queries.reopen)
         w.relevant_action.triggered.connect(lambda: self.judging.judge_current(1))
         w.not_relevant_action.triggered.connect(lambda: self.judging.judge_current(0))
@@ -302,6 +306,14 @@ class Application:
         )
         dialog.open()
         return dialog
+
+    def _remember_metrics_k(self, k: int) -> None:
+        """Keep the metrics panel's k for the next session (written off the GUI thread)."""
+        if k == self.settings.metrics_k:
+            return
+        new = replace(self.settings, metrics_k=k)
+        self.settings = new
+        self.runner.submit(lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE)
 
     def apply_settings(self, new: Settings | None) -> None:
         if new is None:

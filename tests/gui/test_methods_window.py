@@ -95,3 +95,18 @@ def test_new_results_start_at_the_top(qtbot, make_app, photos) -> None:
     bar.setValue(bar.maximum())
     search(qtbot, app, "blue square")
     assert bar.value() == 0
+
+
+def test_the_metrics_k_is_remembered_across_sessions(qtbot, make_app) -> None:
+    from app.settings import load_settings, settings_path
+
+    app = make_app(start=False)
+    panel = app.window.metrics_panel
+    assert panel.k() == 10
+    panel.k_combo.setCurrentIndex(panel.k_combo.findData(50))
+    qtbot.waitUntil(lambda: settings_path().exists(), timeout=5_000)
+    qtbot.waitUntil(lambda: load_settings().settings.metrics_k == 50, timeout=5_000)
+    assert app.judging.k == 50
+
+    again = make_app(settings=load_settings().settings, start=False)
+    assert again.window.metrics_panel.k() == 50 and again.judging.k == 50
