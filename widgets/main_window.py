@@ -33,6 +33,7 @@ class MainWindow(QMainWindow):
 
     settingsRequested = Signal()
     openLogFolderRequested = Signal()
+    aboutRequested = Signal()
     benchmarkRequested = Signal()
     importJudgmentsRequested = Signal()
     exportJudgmentsRequested = Signal()
@@ -156,9 +157,16 @@ class MainWindow(QMainWindow):
         tools_menu.addAction(benchmark)
 
         help_menu = self.menuBar().addMenu("&Help")
+        shortcuts = QAction("&Keyboard shortcuts", self)
+        shortcuts.setShortcut(QKeySequence("F1"))
+        shortcuts.triggered.connect(self.show_shortcuts)
         log_action = QAction("Open the log folder", self)
         log_action.triggered.connect(self.openLogFolderRequested)
-        help_menu.addAction(log_action)
+        about = QAction("&About Quadrat", self)
+        about.triggered.connect(self.aboutRequested)
+        help_menu.addActions([shortcuts, log_action])
+        help_menu.addSeparator()
+        help_menu.addAction(about)
 
     def _build_judging_actions(self) -> None:
         """R / N / U / Ctrl+Z act where photos are looked at (the grid and the detail pane),
@@ -201,6 +209,47 @@ class MainWindow(QMainWindow):
 
     def set_model_name(self, text: str) -> None:
         self.model_label.setText(text)
+
+    def shortcut_lines(self) -> list[tuple[str, str]]:
+        """(keys, what they do) for every action of the window that has a shortcut."""
+        out = []
+        for action in self.findChildren(QAction):
+            keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+            if keys:
+                out.append((keys, action.text().replace("&", "").rstrip("…")))
+        extra = [
+            ("Enter", "Search (in the query bar)"),
+            ("Up / Down", "Earlier and later queries (in the query bar)"),
+            ("Drop a photo", "Search by example (with typed words: photo and words)"),
+        ]
+        return sorted(set(out)) + extra
+
+    def show_shortcuts(self) -> QMessageBox:
+        rows = "".join(
+            f"<tr><td><b>{keys}</b></td><td>&nbsp;&nbsp;{what}</td></tr>"
+            for keys, what in self.shortcut_lines()
+        )
+        box = QMessageBox(self)
+        box.setWindowTitle("Keyboard shortcuts")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(f"<table>{rows}</table>")
+        box.open()
+        return box
+
+    def show_about(self, lines: list[tuple[str, str]]) -> QMessageBox:
+        """About Quadrat: the facts the controller hands over (version, model, folders)."""
+        rows = "".join(
+            f"<tr><td>{name}</td><td>&nbsp;&nbsp;{value}</td></tr>" for name, value in lines
+        )
+        box = QMessageBox(self)
+        box.setWindowTitle("About Quadrat")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(
+            "<b>Quadrat</b> — expert image search over local natural-world photo collections"
+            f"<br><br><table>{rows}</table>"
+        )
+        box.open()
+        return box
 
     def ask_yes_no(self, title: str, text: str) -> bool:
         """A modal question; tests replace this method."""

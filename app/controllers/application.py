@@ -74,6 +74,7 @@ class Application:
         self.demo = demo
         self.folder = folder
         self.window = MainWindow()
+        self.log_file = log_file
         self.errors = ErrorReporter(lambda: self.window, log_file)
         self.runner = TaskRunner(error_handler=self.errors)
         library_dir = paths.demo_library_dir() if demo else settings.library_path()
@@ -158,6 +159,7 @@ class Application:
         self.session.modelChanged.connect(lambda spec: w.set_model_name(f"Model: {spec}"))
         self.session.opened.connect(self._on_opened)
         w.settingsRequested.connect(self.open_settings)
+        w.aboutRequested.connect(self.show_about)
         w.openLogFolderRequested.connect(
             lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(paths.log_dir())))
         )
@@ -306,6 +308,24 @@ class Application:
         )
         dialog.open()
         return dialog
+
+    def about_lines(self) -> list[tuple[str, str]]:
+        """What About Quadrat says: version, model, device, the library and data folders."""
+        from engine import quadrat_version
+
+        session = self.session
+        return [
+            ("Version", quadrat_version()),
+            ("Model", session.search_model()),
+            ("Device", self.settings.device),
+            ("Library", str(session.library_dir)),
+            ("Backups", str(session.library_dir / "backups")),
+            ("Settings", str(paths.config_dir())),
+            ("Log file", str(self.log_file) if self.log_file else "none"),
+        ]
+
+    def show_about(self) -> None:
+        self.window.show_about(self.about_lines())
 
     def _remember_metrics_k(self, k: int) -> None:
         """Keep the metrics panel's k for the next session (written off the GUI thread)."""

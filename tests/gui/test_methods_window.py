@@ -110,3 +110,19 @@ def test_the_metrics_k_is_remembered_across_sessions(qtbot, make_app) -> None:
 
     again = make_app(settings=load_settings().settings, start=False)
     assert again.window.metrics_panel.k() == 50 and again.judging.k == 50
+
+
+def test_help_lists_the_shortcuts_and_about_names_the_folders(qtbot, make_app) -> None:
+    app = make_app(start=False)
+    lines = dict((what, keys) for keys, what in app.window.shortcut_lines())
+    assert lines["Mark relevant"] == "R" and lines["Undo the last judgment"] == "Ctrl+Z"
+    assert "Keyboard shortcuts" in lines and "Focus the query" in lines
+    box = app.window.show_shortcuts()
+    assert "Mark not relevant" in box.text()
+    box.done(0)
+    about = dict(app.about_lines())
+    assert about["Model"] == "demo" and about["Library"] == str(app.session.library_dir)
+    assert about["Backups"].endswith("backups") and about["Version"]
+    box = app.window.show_about(app.about_lines())
+    assert "Library" in box.text()
+    box.done(0)
