@@ -254,11 +254,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     query = SearchQuery(args.text, args.image)
     if args.image is None:
         validate_query_text(args.text)
-    if query.kind not in method.method.kinds:
-        raise BadInputError(
-            f"method '{method.key}' answers {', '.join(method.method.kinds)} queries, "
-            f"not {query.kind} queries"
-        )
+    method.check_query(query)  # before loading any model
     filters = SearchFilters(
         taxon=args.taxon,
         date_from=_parse_date(args.date_from, "--date-from"),

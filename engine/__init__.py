@@ -1,4 +1,4 @@
-
+"""Quadrat's core: catalog, indexing, search methods, metrics. Never imports Qt."""
 
 
 def quadrat_version() -> str:

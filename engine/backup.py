@@ -90,15 +90,18 @@ def sqlite_catalog_file(catalog: str | os.PathLike[str] | URL) -> Path:
         return Path(text)
     from sqlalchemy.engine import make_url
 
+    from engine.catalog.db import sqlite_file_of
+
     url = make_url(text)
     if url.get_backend_name() != "sqlite":
         raise QuadratError(
             f"the catalog is on a {url.get_backend_name()} server; backing it up is the "
             "server's job (pg_dump), not Quadrat's"
         )
-    if not url.database or url.database == ":memory:" or url.database.startswith("file:"):
+    path = sqlite_file_of(url)
+    if path is None:
         raise QuadratError("the catalog is not a file Quadrat can back up")
-    return Path(url.database)
+    return path
 
 
 def is_sqlite_catalog(catalog: str | os.PathLike[str] | URL) -> bool:

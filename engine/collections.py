@@ -215,9 +215,9 @@ def forget_missing(library: Library, collection_id: int | None = None) -> Missin
     first (`backups/…-before-forget`). Returns what was forgotten."""
     forgotten = missing_photos(library, collection_id)
     if forgotten.judgments:
-        from engine.backup import backup_catalog, is_sqlite_catalog
+        from engine.backup import backup_catalog
 
-        if is_sqlite_catalog(library.catalog.engine.url):  # a server catalog has its own
+        if library.catalog.path is not None:  # a server catalog is backed up by its server
             backup_catalog(library.root, library.catalog.engine.url, reason="before-forget")
     with library.catalog.session() as s:
         stmt = select(Image.id).where(Image.status == STATUS_MISSING)

@@ -73,9 +73,9 @@ class Library:
         self._lock = threading.RLock()
         # Judgments as the session found them: a session that changed them ends with a backup.
         self._judgments_at_open: Fingerprint | None = None
-        from engine.backup import is_sqlite_catalog, judgment_fingerprint
+        if catalog.path is not None:  # a server catalog is backed up by its server
+            from engine.backup import judgment_fingerprint
 
-        if is_sqlite_catalog(catalog.engine.url):
             self._judgments_at_open = judgment_fingerprint(catalog.engine)
 
     @classmethod

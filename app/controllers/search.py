@@ -23,6 +23,7 @@ from app.controllers.thumbnails import ThumbnailLoader
 from app.settings import QueryHistory
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
+from engine.methods import SearchQuery
 from widgets.detail_pane import DetailPane
 from widgets.method_options import MethodOptionsDialog, ParamField
 from widgets.query_bar import MethodChoice, QueryBar
@@ -42,11 +43,13 @@ class SearchRequest:
     params: dict[str, Any] = field(default_factory=dict)  # the method's options (non-default)
 
     @property
+    def query(self) -> SearchQuery:
+        return SearchQuery(self.text, self.image)
+
+    @property
     def kind(self) -> str:
         """ "text", "image" or "image+text": what the run is saved as."""
-        if self.image is None:
-            return "text"
-        return "image+text" if self.text.strip() else "image"
+        return self.query.kind
 
 
 def method_choices() -> list[MethodChoice]:
@@ -222,7 +225,7 @@ class SearchController(QObject):
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.collections import missing_photos
-            from engine.methods import MethodContext, SearchQuery, spec_label
+            from engine.methods import MethodContext, spec_label
 
             started = time.monotonic()
             context = MethodContext(
@@ -231,9 +234,7 @@ class SearchController(QObject):
                 progress=ctx.progress,
                 cancel=ctx.cancel,
             )
-            ranking = spec.run(
-                SearchQuery(request.text, request.image), context, top_k=request.top_k
-            )
+            ranking = spec.run(request.query, context, top_k=request.top_k)
             seconds = time.monotonic() - started
             ctx.check()
             pairs = ranking.pairs()

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc, make_url, text
+from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from engine.errors import CatalogError, QuadratError
@@ -233,11 +233,12 @@ def catalog_faults(path: str | Path | None, *, opening: bool = False) -> Iterato
 # -- the catalog ------------------------------------------------------------------------------
 
 
-def _sqlite_file(engine: Engine) -> Path | None:
-    """The catalog file of a SQLite engine (None for memory databases and other dialects)."""
-    if engine.dialect.name != "sqlite":
+def sqlite_file_of(url: URL) -> Path | None:
+    """The catalog file a SQLAlchemy URL names (None for memory databases, `file:` URIs and
+    server databases)."""
+    if url.get_backend_name() != "sqlite":
         return None
-    database = engine.url.database
+    database = url.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database)
@@ -248,7 +249,7 @@ class Catalog:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.path: Path | None = _sqlite_file(engine)
+        self.path: Path | None = sqlite_file_of(engine.url)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @contextmanager
@@ -355,7 +356,7 @@ def open_catalog(
         engine = create_engine(make_url(url))
     except Exception as error:  # a malformed URL, a database driver that is not installed
         raise QuadratError(f"cannot open the catalog at {url}: {error}") from error
-    catalog_file = _sqlite_file(engine)
+    catalog_file = sqlite_file_of(engine.url)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     try:

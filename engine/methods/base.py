@@ -302,6 +302,14 @@ class MethodSpec:
     def params_dict(self) -> dict[str, Any]:
         return params_to_dict(self.params)
 
+    def check_query(self, query: SearchQuery) -> None:
+        """Refuse a query kind the method does not answer, with a clear message."""
+        if query.kind not in self.method.kinds:
+            raise BadInputError(
+                f"method '{self.key}' answers {', '.join(self.method.kinds)} queries, not "
+                f"{query.kind} queries"
+            )
+
     def run(
         self,
         query: SearchQuery,
@@ -314,11 +322,7 @@ class MethodSpec:
         reason = self.method.unavailable_reason()
         if reason:
             raise BadInputError(f"method '{self.key}' cannot run here: {reason}")
-        if query.kind not in self.method.kinds:
-            raise BadInputError(
-                f"method '{self.key}' answers {', '.join(self.method.kinds)} queries, not "
-                f"{query.kind} queries"
-            )
+        self.check_query(query)
         if top_k < 1:
             raise BadInputError("--top must be at least 1")
         return self.method.run(query, self.params, context, top_k=top_k, candidates=candidates)
