@@ -257,7 +257,10 @@ def test_save_load_round_trip_gives_equal_results(clustered, kind: str, tmp_path
     queries = random_vectors(5, seed=12)
     assert loaded.search_many(queries, 20) == index.search_many(queries, 20)
     # No temporary file left; the checksum file sits beside the index.
-    assert sorted(p.name for p in path.parent.iterdir()) == ["model.faiss", "model.faiss.check.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "model.faiss",
+        "model.faiss.check.json",
+    ]
 
 
 def test_failed_save_leaves_old_file_intact(

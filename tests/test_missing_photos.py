@@ -208,9 +208,7 @@ def test_forgetting_missing_photos_is_explicit(tmp_path, photos, library, demo_e
     assert (report.missing, report.removed, report.still_missing) == (2, 2, 0)
 
 
-def test_the_run_fails_when_the_catalog_lost_what_the_run_committed(
-    photos, library, demo_encoder
-):
+def test_the_run_fails_when_the_catalog_lost_what_the_run_committed(photos, library, demo_encoder):
     """Counts are read back from the catalog: lost commits fail the run; the next repairs."""
     db = library.root / "catalog.sqlite3"
 

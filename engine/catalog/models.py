@@ -164,9 +164,7 @@ class Run(Base):
 
 class RunResult(Base):
     __tablename__ = "run_results"
-    run_id: Mapped[int] = mapped_column(
-        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
-    )
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     rank: Mapped[int] = mapped_column(Integer, primary_key=True)  # 1-based
     image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"))
     score: Mapped[float] = mapped_column(Float)
