@@ -31,7 +31,9 @@ from app.cli_common import (
 from app.cli_evaluate import add_evaluate_command
 from app.cli_methods import add_methods_command, method_option_help
 from app.cli_metrics import add_metrics_command
+from app.cli_models import add_models_command
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
+from engine.models import ModelUnavailableError
 
 log = logging.getLogger("quadrat.cli")
 
@@ -151,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate_command(sub)
     add_backup_command(sub)
     add_methods_command(sub)
+    add_models_command(sub)
     return parser
 
 
@@ -396,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ModelUnavailableError as exc:  # the command was right; the network was not there
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except (BadInputError, ModelLoadError, ModelMismatchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

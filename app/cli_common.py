@@ -50,18 +50,31 @@ def resolve_model_spec(requested: str | None, library: Any) -> str:
 
 def load_encoder_for(spec: str, device: str | None):  # -> Encoder
     from engine.encoders import load_encoder
+    from engine.models import preflight
 
+    # Offline with a model not on disk: one line now, before seconds of importing torch.
+    preflight(spec, paths.models_dir(), paths.model_cache_dir())
     device = device or user_settings().device
-    return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
+    return load_encoder(
+        spec, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
+    )
 
 
 class TqdmProgress:
     """Feeds engine progress reports to a tqdm bar on stderr."""
 
-    def __init__(self, desc: str) -> None:
+    def __init__(self, desc: str, unit: str = "img") -> None:
         from tqdm import tqdm
 
-        self._bar = tqdm(total=0, desc=desc, unit="img", file=sys.stderr, disable=None, leave=True)
+        self._bar = tqdm(
+            total=0,
+            desc=desc,
+            unit=unit,
+            unit_scale=unit == "B",  # bytes read as kB, MB, GB
+            file=sys.stderr,
+            disable=None,
+            leave=True,
+        )
 
     def __call__(self, p: Any) -> None:
         if self._bar.total != p.total:

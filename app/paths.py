@@ -55,4 +55,10 @@ def demo_library_dir() -> Path:
 
 
 def model_cache_dir() -> Path:
+    """open_clip's download cache (models fetched on first use, before the model store)."""
     return cache_dir() / "models"
+
+
+def models_dir() -> Path:
+    """The model store: one folder per installed model (downloads, offline packs)."""
+    return data_dir() / "models"

@@ -3,8 +3,9 @@
 A model is named by a spec string (SPEC.md §5):
 
 - ``demo`` - the tiny model shipped in ``resources/models``;
-- ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, downloaded on first use;
-- ``hf-hub:ORG/NAME`` - an open_clip model on the Hugging Face hub, downloaded on first use;
+- ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, from the model store
+  (`engine.models`) or downloaded on first use;
+- ``hf-hub:ORG/NAME`` - an open_clip model on the Hugging Face hub, likewise;
 - ``ARCH:/path/to/checkpoint`` - an open_clip architecture with a local weights file;
 - ``local-dir:/path`` - a folder with ``open_clip_config.json`` and the weights.
 
@@ -509,13 +510,21 @@ def _set_cpu_threads() -> None:
 
 
 def load_encoder(
-    spec: str | ModelSpec, device: str = "auto", cache_dir: Path | None = None
+    spec: str | ModelSpec,
+    device: str = "auto",
+    cache_dir: Path | None = None,
+    *,
+    store_dir: Path | None = None,
 ) -> OpenClipEncoder:
     """Load the model named by `spec` on `device` ("auto": cuda, mps, cpu).
 
-    Named pretrained models and hub models are downloaded into `cache_dir` (the user cache by
-    default) on first use. Any failure -> `ModelLoadError` with a one-line reason;
-    a malformed spec or unavailable device -> `BadInputError`.
+    A named model (``ARCH:PRETRAINED``, ``hf-hub:ORG/NAME``) installed in the model store at
+    `store_dir` (see `engine.models`) loads from there, offline, under the same model key as a
+    download. Otherwise it comes from open_clip's download cache in `cache_dir` (the user
+    cache by default), downloaded on first use; when it is not there and cannot be fetched now
+    (offline, unreachable hub) -> `ModelUnavailableError` within seconds. Any other failure ->
+    `ModelLoadError` with a one-line reason; a malformed spec or unavailable device ->
+    `BadInputError`.
     """
     import open_clip
 
@@ -546,20 +555,31 @@ def load_encoder(
         model, preprocess, tokenizer, key = _load_local_dir(model_spec.path)
     elif model_spec.kind == "pretrained":
         assert model_spec.arch is not None and model_spec.pretrained is not None
-        model, preprocess, tokenizer = _load_pretrained(
-            model_spec.arch, model_spec.pretrained, cache
-        )
         key = f"{model_spec.arch}:{model_spec.pretrained}"
+        _known_pretrained(model_spec.arch, model_spec.pretrained)
+        stored = _store_folder(model_spec, store_dir)
+        if stored is not None:
+            model, preprocess, tokenizer, _ = _load_local_dir(stored, key)
+        else:
+            model, preprocess, tokenizer = _load_pretrained(
+                model_spec.arch, model_spec.pretrained, cache
+            )
     else:
         assert model_spec.hub_id is not None
-        model, preprocess, tokenizer = _load_from_hub(model_spec.hub_id, cache)
         key = f"hf-hub:{model_spec.hub_id}"
+        stored = _store_folder(model_spec, store_dir)
+        if stored is not None:
+            model, preprocess, tokenizer, _ = _load_local_dir(stored, key)
+        else:
+            model, preprocess, tokenizer = _load_from_hub(model_spec.hub_id, cache)
     encoder = OpenClipEncoder(model, preprocess, tokenizer, key, device, model_spec)
     log.info("loaded %s on %s (%d dimensions)", key, device, encoder.dim)
     return encoder
 
 
-def _load_local_dir(folder: Path) -> tuple[Any, Any, Any, str]:
+def _load_local_dir(folder: Path, key: str | None = None) -> tuple[Any, Any, Any, str]:
+    """Build an open_clip model folder's model with our safe weight loader. Its model key is
+    `key` when given (a store folder keeps its model's name), else a hash of the weights."""
     import open_clip
 
     config_path = folder / "open_clip_config.json"
@@ -597,22 +617,69 @@ def _load_local_dir(folder: Path) -> tuple[Any, Any, Any, str]:
             f"could not build the model described in {config_path}: {error}"
         ) from error
     _apply_state_dict(model, state_dict, weights, name)
-    return model, preprocess, tokenizer, f"local-dir:sha256-{_file_digest(weights)[:16]}"
+    return model, preprocess, tokenizer, key or f"local-dir:sha256-{_file_digest(weights)[:16]}"
 
 
-def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
+def _known_pretrained(arch: str, tag: str) -> None:
     import open_clip
-    from open_clip.pretrained import download_pretrained, get_pretrained_cfg
 
     _known_arch(arch)
     tags = open_clip.list_pretrained_tags_by_model(arch)
     if tag not in tags:
         known = ", ".join(tags) if tags else "none (give a checkpoint file: ARCH:/path/to/file)"
         raise ModelLoadError(f"unknown pretrained tag '{tag}' for {arch}; known tags: {known}")
+
+
+def _store_folder(spec: ModelSpec, store_dir: Path | None) -> Path | None:
+    if store_dir is None:
+        return None
+    from engine.models import ModelStore
+
+    return ModelStore(store_dir).folder(spec)
+
+
+def _cached_on_hub(repo_id: str, names: Sequence[str], cache: str) -> bool:
+    """Whether open_clip's download cache already holds one of `names` of a hub repo (no
+    network: a first use offline must not wait on retries)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return any(
+        isinstance(try_to_load_from_cache(repo_id, name, cache_dir=cache), str) for name in names
+    )
+
+
+def _safe_alternatives(file_name: str) -> list[str]:
+    if file_name == "open_clip_pytorch_model.bin":
+        return ["open_clip_model.safetensors", file_name]
+    if file_name.endswith((".bin", ".pth")):
+        return [file_name.rsplit(".", 1)[0] + ".safetensors", file_name]
+    return [file_name]
+
+
+def _pretrained_is_cached(cfg: dict[str, Any], cache: str) -> bool:
+    hub = str(cfg.get("hf_hub") or "")
+    if hub:
+        repo_id = "/".join(hub.split("/")[:2])
+        file_name = hub[len(repo_id) :].strip("/") or "open_clip_pytorch_model.bin"
+        return _cached_on_hub(repo_id, _safe_alternatives(file_name), cache)
+    url = str(cfg.get("url") or "")
+    return bool(url) and (Path(cache) / os.path.basename(url)).is_file()
+
+
+def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
+    import open_clip
+    from open_clip.pretrained import download_pretrained, get_pretrained_cfg
+
+    from engine.models import ensure_reachable, unavailable
+
+    spec = f"{arch}:{tag}"
+    cfg = get_pretrained_cfg(arch, tag)
+    if not _pretrained_is_cached(cfg, cache):
+        ensure_reachable(spec)  # offline: one line now, not a minute of retries
     try:
-        download_pretrained(get_pretrained_cfg(arch, tag), cache_dir=cache)
+        download_pretrained(cfg, cache_dir=cache)
     except Exception as error:
-        raise ModelLoadError(f"could not download {arch}:{tag}: {_one_line(error)}") from error
+        raise unavailable(spec, _one_line(error)) from error
     try:
         # Downloaded (cached) files come from the tag's known source; open_clip loads them
         # with weights_only=True.
@@ -629,12 +696,19 @@ def _load_from_hub(hub_id: str, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained_from_hf
 
+    from engine.models import ensure_reachable, unavailable
+
+    name = f"hf-hub:{hub_id}"
+    if not (
+        _cached_on_hub(hub_id, ["open_clip_config.json"], cache)
+        and _cached_on_hub(hub_id, _safe_alternatives("open_clip_pytorch_model.bin"), cache)
+    ):
+        ensure_reachable(name)  # offline: one line now, not a minute of retries
     try:
         download_pretrained_from_hf(hub_id, filename="open_clip_config.json", cache_dir=cache)
         download_pretrained_from_hf(hub_id, cache_dir=cache)
     except Exception as error:
-        raise ModelLoadError(f"could not download hf-hub:{hub_id}: {_one_line(error)}") from error
-    name = f"hf-hub:{hub_id}"
+        raise unavailable(name, _one_line(error)) from error
     try:
         model, _, preprocess = open_clip.create_model_and_transforms(name, cache_dir=cache)
         tokenizer = open_clip.get_tokenizer(name, cache_dir=cache)

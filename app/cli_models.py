@@ -1,0 +1,203 @@
+"""`quadrat models`: the models offered and installed, downloads and offline packs (SPEC.md §6).
+
+    quadrat models list [--json]        the catalogue and what is installed
+    quadrat models download SPEC        into the model store (Ctrl+C keeps the partial file)
+    quadrat models pack SPEC OUT        one archive to carry to an offline machine
+    quadrat models import PACK          install a pack (checked; a bad pack installs nothing)
+    quadrat models remove SPEC          delete an installed model
+
+Failing to reach the hub is exit 1 (the command was right; the network was not there), a bad
+spec or pack exit 2, as for every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from app import paths
+from app.cli_common import EXIT_OK, TqdmProgress
+
+EXIT_INTERRUPTED = 130
+_WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # weights, not a pack
+
+
+def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `models` and its subcommands on the `quadrat` subcommand parser."""
+    models = subparsers.add_parser(
+        "models",
+        help="list, download, pack, import or remove models",
+        description="Models offered and installed; offline packs for machines without network.",
+    )
+    sub = models.add_subparsers(dest="models_command", metavar="COMMAND", required=True)
+
+    listing = sub.add_parser("list", help="the models offered and which are installed")
+    listing.add_argument("--json", action="store_true", help="one JSON list")
+    listing.set_defaults(func=cmd_list)
+
+    download = sub.add_parser("download", help="download a model into the model store")
+    download.add_argument("spec", help="ARCH:PRETRAINED or hf-hub:ORG/NAME")
+    download.set_defaults(func=cmd_download)
+
+    pack = sub.add_parser("pack", help="write an offline pack of a model (downloads it first)")
+    pack.add_argument("spec", help="ARCH:PRETRAINED or hf-hub:ORG/NAME")
+    pack.add_argument("out", type=Path, help="the pack file to write (or a folder for it)")
+    pack.set_defaults(func=cmd_pack)
+
+    imp = sub.add_parser("import", help="install an offline pack (or a model file or folder)")
+    imp.add_argument("pack", help="a pack file, an open_clip model folder, or ARCH:/path/file")
+    imp.set_defaults(func=cmd_import)
+
+    remove = sub.add_parser("remove", help="delete an installed model from the model store")
+    remove.add_argument("spec")
+    remove.set_defaults(func=cmd_remove)
+
+
+def _store():  # -> ModelStore
+    from engine.models import ModelStore
+
+    return ModelStore(paths.models_dir())
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def model_rows() -> list[dict[str, Any]]:
+    """The catalogue, then installed models it does not list: what `models list` shows."""
+    from engine.models import model_offers
+
+    store = _store()
+    installed = {model.spec: model for model in store.installed()}
+    rows: list[dict[str, Any]] = []
+    for offer in model_offers():
+        model = installed.pop(offer.spec, None)
+        rows.append(
+            {
+                "spec": offer.spec,
+                "installed": model is not None,
+                "size_bytes": model.size_bytes if model else offer.download_bytes,
+                "download_bytes": offer.download_bytes,
+                "memory_bytes": offer.memory_bytes,
+                "label": offer.label,
+                "good_at": offer.good_at,
+                "licence": offer.licence,
+                "source": offer.source,
+                "origin": model.origin if model else None,
+                "path": str(model.path) if model and model.path else None,
+                "partial_bytes": 0 if model else _partial(store, offer.spec),
+            }
+        )
+    for model in installed.values():
+        rows.append(
+            {
+                "spec": model.spec,
+                "installed": True,
+                "size_bytes": model.size_bytes,
+                "download_bytes": None,
+                "memory_bytes": None,
+                "label": model.spec,
+                "good_at": "",
+                "licence": model.licence,
+                "source": model.source,
+                "origin": model.origin,
+                "path": str(model.path) if model.path else None,
+                "partial_bytes": 0,
+            }
+        )
+    return rows
+
+
+def _partial(store: Any, spec: str) -> int:
+    from engine.errors import BadInputError
+
+    try:
+        return int(store.partial_bytes(spec))
+    except BadInputError:  # the demo: nothing to download
+        return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = model_rows()
+    if args.json:
+        print(json.dumps(rows))
+        return EXIT_OK
+    for row in rows:
+        if row["installed"]:
+            state = f"installed ({row['origin']}, {_size(row['size_bytes'])})"
+        elif row["partial_bytes"]:
+            state = (
+                f"partly downloaded ({_size(row['partial_bytes'])} of {_size(row['size_bytes'])})"
+            )
+        else:
+            state = f"download {_size(row['size_bytes'])}"
+        print(f"{row['spec']:<32} {state}")
+        if row["good_at"]:
+            memory = f"; needs ~{_size(row['memory_bytes'])} memory" if row["memory_bytes"] else ""
+            print(f"{'':<32} {row['label']}: {row['good_at']}{memory}")
+    print(f"model store: {paths.models_dir()}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from engine.errors import Cancelled
+    from engine.progress import CancelToken
+
+    store = _store()
+    if store.is_installed(args.spec):
+        print(f"{args.spec} is already installed")
+        return EXIT_OK
+    bar = TqdmProgress("downloading", unit="B")
+    cancel = CancelToken()
+    try:
+        model = store.download(args.spec, progress=bar, cancel=cancel)
+    except (KeyboardInterrupt, Cancelled):
+        cancel.cancel()
+        bar.close()
+        kept = _size(store.partial_bytes(args.spec))
+        print(
+            f"interrupted: {kept} downloaded so far are kept; run the same command to resume",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        bar.close()
+    print(f"installed {model.spec} ({_size(model.size_bytes)}) in {model.path}")
+    return EXIT_OK
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    bar = TqdmProgress("packing", unit="B")
+    try:
+        out = _store().pack(args.spec, args.out, progress=bar)
+    finally:
+        bar.close()
+    print(f"wrote {out} ({_size(out.stat().st_size)}); install it with 'quadrat models import'")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    bar = TqdmProgress("importing", unit="B")
+    try:
+        store = _store()
+        source = Path(args.pack).expanduser()
+        if source.is_file() and source.suffix.lower() not in _WEIGHT_SUFFIXES:
+            model = store.import_pack(source, progress=bar)
+        else:
+            model = store.import_file(args.pack)
+    finally:
+        bar.close()
+    print(f"installed {model.spec} ({_size(model.size_bytes)}); use it with --model {model.spec}")
+    return EXIT_OK
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    _store().remove(args.spec)
+    print(f"removed {args.spec}")
+    return EXIT_OK
