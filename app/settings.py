@@ -28,18 +28,9 @@ HISTORY_FILE = "query-history.json"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
+# The models offered in the window come from engine.models.model_offers() (the model chooser
+# and the settings dialog share them); any other valid spec may be typed in.
 DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
-
-# Offered in the settings dialog; any other valid spec may be typed in.
-COMMON_MODELS: tuple[tuple[str, str], ...] = (
-    ("demo", "Demo model (bundled, for the demo collection)"),
-    ("ViT-B-32:laion2b_s34b_b79k", "ViT-B/32, LAION-2B (fast, good default)"),
-    ("ViT-B-16:laion2b_s34b_b88k", "ViT-B/16, LAION-2B (more accurate, ~4x slower)"),
-    ("ViT-L-14:laion2b_s32b_b82k", "ViT-L/14, LAION-2B (accurate, needs a GPU)"),
-    ("ViT-B-32:openai", "ViT-B/32, OpenAI"),
-    ("ViT-L-14:openai", "ViT-L/14, OpenAI (needs a GPU)"),
-    ("hf-hub:imageomics/bioclip", "BioCLIP (tree-of-life, from the Hugging Face hub)"),
-)
 
 
 class SettingsError(BadInputError):

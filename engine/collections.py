@@ -179,6 +179,20 @@ def find_collection(library: Library, folder: str | Path) -> int | None:
         return s.scalar(select(Collection.id).where(Collection.root == root))
 
 
+def add_collection(library: Library, folder: str | Path) -> int:
+    """Register `folder` as a collection with no photos yet (listed, waiting to be indexed);
+    returns its id. An existing collection at that root is returned as it is."""
+    root = Path(folder).expanduser().resolve()
+    with library.catalog.session() as s:
+        found = s.scalar(select(Collection.id).where(Collection.root == str(root)))
+        if found is not None:
+            return found
+        collection = Collection(root=str(root), name=root.name or str(root))
+        s.add(collection)
+        s.flush()
+        return collection.id
+
+
 @dataclass(frozen=True)
 class MissingPhotos:
     """Photos whose files are gone, and the judgments kept on them."""

@@ -41,10 +41,20 @@ class SettingsValues:
 
 
 @dataclass(frozen=True)
+class ModelChoice:
+    """A model the dialog offers (any other spec may be typed in)."""
+
+    spec: str
+    label: str
+    installed: bool = False  # on this computer: no download needed
+    note: str = ""  # what it is good at
+
+
+@dataclass(frozen=True)
 class SettingsChoices:
     """What the dialog offers."""
 
-    models: Sequence[tuple[str, str]]  # (spec, description); any other spec may be typed
+    models: Sequence[ModelChoice]
     devices: Sequence[str]
     max_batch_size: int
     max_top_k: int = 100_000
@@ -77,9 +87,15 @@ class SettingsDialog(QDialog):
         self.model.setObjectName("modelCombo")
         self.model.setEditable(True)
         self.model.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        for spec, description in choices.models:
-            self.model.addItem(spec, spec)
-            self.model.setItemData(self.model.count() - 1, description, Qt.ItemDataRole.ToolTipRole)
+        # The list shows names, marked when on disk; the field shows the spec chosen.
+        for choice in choices.models:
+            mark = "✓ on disk" if choice.installed else "download"
+            self.model.addItem(f"{choice.label}  ({mark})", choice.spec)
+            self.model.setItemData(
+                self.model.count() - 1,
+                f"{choice.spec}: {choice.note}" if choice.note else choice.spec,
+                Qt.ItemDataRole.ToolTipRole,
+            )
         self.model.addItem("Local checkpoint file…", LOCAL_CHECKPOINT)
         self.model.activated.connect(self._model_chosen)
         self.model.setEditText(values.model)
@@ -161,6 +177,7 @@ class SettingsDialog(QDialog):
 
     def _model_chosen(self, row: int) -> None:
         if self.model.itemData(row) != LOCAL_CHECKPOINT:
+            self.model.setEditText(str(self.model.itemData(row)))
             return
         previous = self._original.model
         path, _ = QFileDialog.getOpenFileName(
@@ -183,6 +200,9 @@ class SettingsDialog(QDialog):
     def edited_values(self) -> SettingsValues:
         """The values as currently edited (not validated)."""
         text = self.model.currentText().strip()
+        row = self.model.findText(text)
+        if row >= 0 and self.model.itemData(row) != LOCAL_CHECKPOINT:
+            text = str(self.model.itemData(row))  # a name from the list: its spec
         library = self.library.text().strip()
         return replace(
             self._original,

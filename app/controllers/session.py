@@ -29,7 +29,9 @@ EncoderLoader = Callable[[str, str], Any]
 def default_encoder_loader(spec: str, device: str) -> Any:
     from engine.encoders import load_encoder
 
-    return load_encoder(spec, device=device, cache_dir=paths.model_cache_dir())
+    return load_encoder(
+        spec, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
+    )
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class LibrarySession(QObject):
     opened = Signal()  # the library is open (collections can be listed)
     readyChanged = Signal(bool, str)  # can search?, a message for the query bar
     modelChanged = Signal(str)  # the model spec searches use
+    modelMissing = Signal(str)  # a search needs this model and it is not on disk
 
     def __init__(
         self,
@@ -64,6 +67,9 @@ class LibrarySession(QObject):
         self.settings = settings
         self.fixed_model = fixed_model  # the demo library always uses the demo model
         self._load_encoder = encoder_loader or default_encoder_loader
+        # Whether a model is on disk (set by the models controller): a model that is not is
+        # never loaded here, since loading would try to download it (the chooser does that).
+        self.model_available: Callable[[str], bool] = lambda spec: True
         self._lock = threading.Lock()
         self.library: Any | None = None
         self._queries: Any | None = None  # engine.queries.QueryStore of `library`
@@ -115,7 +121,7 @@ class LibrarySession(QObject):
             model_key, model_spec = library.model_key, library.model_spec
             spec = self._choose_model(model_spec)
             encoder = None
-            if model_key is not None or self.fixed_model:
+            if (model_key is not None or self.fixed_model) and self.model_available(spec):
                 encoder = self.ensure_encoder(spec)
             if model_key is not None:
                 # Load and check it now, not on the first search; a rebuild reports progress.
@@ -185,6 +191,10 @@ class LibrarySession(QObject):
             self._set_ready(False, "Indexing… searching starts when the first photos are in")
         elif not has_vectors:
             self._set_ready(False, "Add a photo folder to the library to start searching")
+        elif not encoder_ok and not self.model_available(self.search_model()):
+            spec = self.search_model()
+            self._set_ready(False, f"The model {spec} is not on this computer: choose one")
+            self.modelMissing.emit(spec)
         elif not encoder_ok:
             self._set_ready(False, "Loading the model…")
             self.runner.submit(

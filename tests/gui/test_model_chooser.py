@@ -1,0 +1,270 @@
+"""The model chooser, driven like a new user would: no model on disk, no network, a download
+that is cancelled and resumed, the demo model, an imported pack, and changing the model."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.controllers.application import Application
+from app.settings import DEFAULT_MODEL, Settings, load_settings
+from engine.models import ModelStore, model_offers
+from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
+
+# The offscreen platform cannot raise a window above another (the chooser is raised when it is
+# asked for again) nor propagate size hints; neither says anything about the application.
+offscreen = pytest.mark.qt_log_ignore(
+    "does not support propagateSizeHints", "does not support raise"
+)
+
+MB = 1_000_000
+DOWNLOAD = 150 * MB
+
+
+@dataclass(frozen=True)
+class Installed:
+    spec: str
+    size_bytes: int
+    path: Path | None
+    origin: str
+
+
+class FakeStore:
+    """A model store on a temporary folder whose download source is local: it hands out bytes
+    in 10 MB steps, stopping at `stall_at` until released."""
+
+    def __init__(self, root: Path, *, stall_at: int | None = None) -> None:
+        self.root = root
+        self.stall_at = stall_at
+        self.release = threading.Event()
+        self.installed_specs = {"demo"}
+        self.started_from: list[int] = []
+
+    def partial(self, spec: str) -> Path:
+        return self.root / (spec.replace(":", "_").replace("/", "_") + ".part")
+
+    def is_installed(self, spec: str) -> bool:
+        return spec in self.installed_specs
+
+    def download(
+        self, spec: str, progress: ProgressCallback = no_progress, cancel: CancelToken | None = None
+    ) -> Installed:
+        cancel = cancel or CancelToken()
+        part = self.partial(spec)
+        part.parent.mkdir(parents=True, exist_ok=True)
+        done = part.stat().st_size if part.exists() else 0
+        self.started_from.append(done)
+        while done < DOWNLOAD:
+            while self.stall_at is not None and done >= self.stall_at and not self.release.is_set():
+                cancel.check()  # the partial file stays for the next attempt
+                progress(Progress(done, DOWNLOAD))  # as a slow connection goes on reporting
+                time.sleep(0.01)
+            cancel.check()
+            with part.open("ab") as out:
+                out.truncate(done + 10 * MB)
+            done += 10 * MB
+            progress(Progress(done, DOWNLOAD))
+        self.installed_specs.add(spec)
+        return Installed(spec, DOWNLOAD, self.root / spec, "download")
+
+    def import_pack(self, pack: Path, progress: ProgressCallback = no_progress) -> Installed:
+        weights = self.root / "imported.safetensors"
+        weights.parent.mkdir(parents=True, exist_ok=True)
+        weights.write_bytes(b"weights")
+        spec = f"ViT-B-32:{weights}"
+        self.installed_specs.add(spec)
+        return Installed(spec, 1, self.root, "pack")
+
+    def import_file(self, spec_or_path: str) -> Installed:
+        raise AssertionError("a pack must be imported as a pack")
+
+
+def offline_store(root: Path) -> ModelStore:
+    """The real model store, its download source a local port where nothing listens."""
+    return ModelStore(root, endpoint="http://127.0.0.1:9")
+
+
+def start(qtbot, make_app, tmp_path: Path, store: Any, model: str = DEFAULT_MODEL) -> Any:
+    settings = Settings(model=model, library_dir=str(tmp_path / "library"), batch_size=16)
+    app = make_app(settings=settings, model_store=store)
+    qtbot.waitUntil(lambda: app.session.library is not None, timeout=20_000)
+    return app
+
+
+def chooser_shown(app: Application) -> bool:
+    return app.models.chooser is not None and app.models.chooser.isVisible()
+
+
+@offscreen
+def test_first_start_without_a_model_offers_the_chooser(qtbot, make_app, tmp_path) -> None:
+    app = start(qtbot, make_app, tmp_path, offline_store(tmp_path / "models"))
+    qtbot.waitUntil(lambda: chooser_shown(app), timeout=5_000)
+    chooser = app.models.chooser
+    assert chooser is not None
+    offers = model_offers()
+    assert [r.spec for r in chooser.rows()] == [o.spec for o in offers]
+    assert [r.installed for r in chooser.rows()] == [o.spec == "demo" for o in offers]
+    table = chooser.table
+    shown = [[table.topLevelItem(i).text(c) for c in range(5)] for i in range(len(offers))]
+    assert shown[0][2:] == ["bundled", "450 MB", "✓ on disk"]
+    b32 = next(i for i, o in enumerate(offers) if o.spec == DEFAULT_MODEL)
+    assert shown[b32] == ["ViT-B/32 · LAION-2B", offers[b32].good_at, "605 MB", "1.2 GB", ""]
+    assert any("INQUIRE" in row[1] for row in shown) and any("BioCLIP" in r[0] for r in shown)
+    assert chooser.selected_spec() == DEFAULT_MODEL  # the model the settings name
+    assert chooser.use_button.text() == "Download and use the selected model"
+    assert "needs a model" in chooser.reason.text()
+
+
+@offscreen
+def test_offline_the_added_folder_is_kept_and_the_demo_model_indexes_it(
+    qtbot, make_app, tmp_path, photos
+) -> None:
+    app = start(qtbot, make_app, tmp_path, offline_store(tmp_path / "models"))
+    started = time.monotonic()
+    app.library.add_folder(photos)
+    qtbot.waitUntil(lambda: chooser_shown(app) and "“photos”" in app.models.chooser.reason.text())
+    assert time.monotonic() - started < 5  # the chooser, not a 40-second hang
+    assert not app.library.indexing
+    # The folder is in the library at once, listed and waiting.
+    root = str(photos.resolve())
+    qtbot.waitUntil(lambda: [s.root for s in app.library.stats] == [root], timeout=10_000)
+    assert app.library.stats[0].indexed == 0 and app.library.stats[0].pending == 108
+
+    chooser = app.models.chooser
+    with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000) as finished:
+        chooser.demo_button.click()
+    assert finished.args[0] is not None
+    assert not chooser.isVisible()
+    qtbot.waitUntil(lambda: bool(app.library.stats) and app.library.stats[0].indexed == 108)
+    assert [s.root for s in app.library.stats] == [root]  # the same collection, once
+    qtbot.waitUntil(lambda: load_settings().settings.model == "demo", timeout=5_000)
+
+
+@offscreen
+def test_a_failed_download_says_what_failed_in_one_sentence(
+    qtbot, make_app, tmp_path, photos
+) -> None:
+    app = start(qtbot, make_app, tmp_path, offline_store(tmp_path / "models"))
+    app.library.add_folder(photos)
+    qtbot.waitUntil(lambda: chooser_shown(app))
+    chooser = app.models.chooser
+    chooser.select(DEFAULT_MODEL)
+    chooser.use_button.click()
+    qtbot.waitUntil(chooser.error.isVisible, timeout=5_000)
+    text = chooser.error.text()
+    assert text.startswith("Could not download ViT-B/32 · LAION-2B: ")
+    assert "127.0.0.1:9 cannot be reached" in text  # what failed, from the error message
+    assert text.endswith(".") and text.count(". ") == 0 and "\n" not in text
+    assert "quadrat models" not in text and "--model" not in text  # command-line advice
+    # The dialog stays open with every other way on.
+    assert chooser.isVisible()
+    assert chooser.demo_button.isEnabled() and chooser.import_button.isEnabled()
+    assert chooser.table.isEnabled() and chooser.use_button.isEnabled()
+    assert not app.library.indexing
+
+
+@offscreen
+def test_a_download_shows_progress_can_be_cancelled_and_resumes(
+    qtbot, make_app, tmp_path, photos
+) -> None:
+    store = FakeStore(tmp_path / "models", stall_at=30 * MB)
+    app = start(qtbot, make_app, tmp_path, store)
+    app.library.add_folder(photos)
+    qtbot.waitUntil(lambda: chooser_shown(app))
+    chooser = app.models.chooser
+    chooser.select(DEFAULT_MODEL)
+    chooser.use_button.click()
+    qtbot.waitUntil(lambda: chooser.progress_label.text() == "30.0 of 150.0 MB", timeout=5_000)
+    assert chooser.progress_box.isVisible() and chooser.progress.value() == 200
+    assert not chooser.use_button.isEnabled() and not chooser.demo_button.isEnabled()
+
+    chooser.cancel_button.click()
+    qtbot.waitUntil(lambda: "resumes" in chooser.status.text(), timeout=5_000)
+    assert chooser.status.text() == (
+        "Download cancelled at 30 MB of 150 MB; it resumes from there next time."
+    )
+    assert not chooser.progress_box.isVisible() and chooser.isVisible()
+    assert store.partial(DEFAULT_MODEL).stat().st_size == 30 * MB
+    assert not app.library.indexing
+
+    # The next attempt resumes, and the waiting folder is indexed once the model is there.
+    store.release.set()
+    with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000) as finished:
+        chooser.use_button.click()
+    assert finished.args[0] is not None
+    assert store.started_from == [0, 30 * MB]
+    assert not chooser.isVisible()
+    assert app.library.last_report.indexed == 108
+
+
+@offscreen
+def test_importing_a_model_pack_uses_it(qtbot, make_app, tmp_path, photos) -> None:
+    store = FakeStore(tmp_path / "models")
+    app = start(qtbot, make_app, tmp_path, store)
+    app.library.add_folder(photos)
+    qtbot.waitUntil(lambda: chooser_shown(app))
+    chooser = app.models.chooser
+    pack = tmp_path / "vit-b-32.qmodel"
+    pack.write_bytes(b"pack")
+    chooser.ask_import_file = lambda: str(pack)
+    with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000):
+        chooser._import_file()  # as the button's menu entry does
+    imported = "ViT-B-32:" + str(store.root / "imported.safetensors")
+    assert app.settings.model == imported
+    assert app.library.last_report.indexed == 108
+
+
+@offscreen
+def test_changing_the_model_asks_first_and_estimates_the_time(
+    qtbot, make_app, tmp_path, photos
+) -> None:
+    store = offline_store(tmp_path / "models")
+    app = start(qtbot, make_app, tmp_path, store, model="demo")
+    with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000):
+        app.library.add_folder(photos)
+    assert not chooser_shown(app)  # the demo model is on disk: no question
+    qtbot.waitUntil(lambda: app.session.ready, timeout=20_000)
+    qtbot.waitUntil(lambda: bool(app.library.stats) and app.library.stats[0].indexed == 108)
+
+    dialog = app.open_settings()
+    labels = [dialog.model.itemText(i) for i in range(dialog.model.count())]
+    assert labels[:3] == [
+        "Demo model (bundled)  (✓ on disk)",
+        "ViT-B/32 · LAION-2B  (download)",
+        "ViT-L/14 · LAION-2B  (download)",
+    ]
+    questions: list[str] = []
+    app.window.ask_yes_no = lambda title, text: questions.append(text) or True
+    dialog.model.setCurrentIndex(2)
+    dialog._model_chosen(2)  # as picking it in the list does
+    assert dialog.model.currentText() == "ViT-L-14:laion2b_s32b_b82k"
+    dialog.accept()
+
+    assert len(questions) == 1
+    question = questions[0]
+    assert "indexed with demo" in question
+    assert "Re-indexing 108 photos with ViT-L/14 · LAION-2B will take" in question
+    assert "this computer indexed" in question and "photos/s" in question
+    # Not on disk: the chooser offers it before anything is re-indexed.
+    qtbot.waitUntil(lambda: chooser_shown(app))
+    assert app.models.chooser.selected_spec() == "ViT-L-14:laion2b_s32b_b82k"
+    assert not app.library.indexing
+    assert app.library.stats[0].indexed == 108
+
+
+def test_estimates_scale_this_computers_rate_or_use_a_typical_one() -> None:
+    from app.controllers.models import estimate_reindex
+
+    measured = estimate_reindex(3000, "ViT-L-14:laion2b_s32b_b82k", "cpu",
+                                ("ViT-B-32:laion2b_s34b_b79k", 600, 10.0))  # fmt: skip
+    assert measured.rate == pytest.approx(60 * 2.5 / 30)  # 60 photos/s, L/14 is 12x slower
+    assert measured.seconds == pytest.approx(600)
+    assert "this computer indexed 60 photos/s" in measured.how
+    typical = estimate_reindex(3000, "ViT-B-32:laion2b_s34b_b79k", "cuda")
+    assert typical.seconds == pytest.approx(6) and "typical speed" in typical.how
+    assert typical.sentence("ViT-B/32").endswith("on a GPU).")
