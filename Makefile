@@ -24,9 +24,13 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-# PNGs of the main views from the real window under Xvfb (see README).
+# PNGs of the main views from the real window under Xvfb (see README), one folder per screen
+# size; fails if the layout clips anything on one of them.
+SCREENS := 1280x800 1600x1000 2560x1440
 screenshots:
-	$(PYTHON) tools/screenshots.py --out screenshots
+	for screen in $(SCREENS); do \
+		$(PYTHON) tools/screenshots.py --out screenshots/$$screen --screen $${screen}x24 || exit 1; \
+	done
 
 # On-demand benchmarks; each prints a Markdown table.
 bench:

@@ -1,11 +1,17 @@
 """Screenshots of the real window under a virtual X server (Xvfb).
 
-    python tools/screenshots.py [--out screenshots]
+    python tools/screenshots.py [--out screenshots] [--screen 1280x800x24]
+    python tools/screenshots.py --check-layout --screen 1280x800x24
 
 Starts Xvfb, opens Quadrat on the demo collection (in a throwaway QUADRAT_HOME, so your own
-library is untouched), drives it like a user (index, search, select a result, open the
-settings, search by image, judge results and watch the metrics, run the benchmark) and writes
-one PNG per view into the output folder.
+library is untouched) as a first window on that screen, drives it like a user (index, search,
+select a result, open the settings, search by image, judge results and watch the metrics, run
+the benchmark) and writes one PNG per view into the output folder. It then checks the layout
+(window inside the screen, every pane at least its minimum size, the photo whole, no text cut)
+and exits with status 3 if anything is clipped, listing what in `layout.txt`.
+
+`--check-layout` only opens the window (no indexing), fills it with sample content, prints the
+layout check as JSON and saves `layout-WxH.png`: a few seconds per screen size.
 
 Needs Xvfb and the X libraries Qt's xcb plugin loads; on Debian/Ubuntu:
 
@@ -18,30 +24,40 @@ is grabbed by Qt itself.)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREEN = "1600x1000x24"
+LAYOUT_PROBLEMS = 3  # exit status when the window's layout clips something
 INSTALL_HINT = (
     "Xvfb was not found. Install it (and the X libraries Qt needs), e.g. on Debian/Ubuntu:\n"
     "    sudo apt-get install xvfb libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 imagemagick"
 )
 
 
-def _free_display() -> int:
-    for number in range(99, 160):
-        if (
-            not Path(f"/tmp/.X{number}-lock").exists()
-            and not Path(f"/tmp/.X11-unix/X{number}").exists()
-        ):
-            return number
-    raise SystemExit("no free X display number between :99 and :159")
+def _start_xvfb(xvfb: str, screen: str) -> tuple[subprocess.Popen[bytes], str | None]:
+    """Xvfb on a display number it picks itself (-displayfd), so runs side by side never
+    race for one; returns the server and its display (None: it did not start)."""
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        [xvfb, "-displayfd", str(write), "-screen", "0", screen, "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(write,),
+    )
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        number = pipe.readline().strip()  # written once the server accepts connections
+    return server, (f":{number}" if number else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,44 +66,56 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=ROOT / "screenshots", help="folder for the PNGs"
     )
     parser.add_argument(
-        "--screen", default=SCREEN, help="virtual screen as WIDTHxHEIGHTxDEPTH (default: %(default)s)"
+        "--screen",
+        default=SCREEN,
+        help="virtual screen as WIDTHxHEIGHTxDEPTH (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--check-layout",
+        action="store_true",
+        help="only open the window with sample content and check its layout (prints JSON)",
+    )
+    parser.add_argument(
+        "--platform",
+        choices=("xvfb", "offscreen"),
+        default="xvfb",
+        help="xvfb: the real window on a virtual X server (default); offscreen: Qt's offscreen "
+        "platform with a screen of that size (no X server needed, no dialogs in the PNGs)",
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        help="QUADRAT_HOME to use and keep (default: a throwaway one); the window's geometry "
+        "is saved there at exit, so a second run shows the next session",
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return _drive_window(args.out)
+        return _check_layout(args.out) if args.check_layout else _drive_window(args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    child_args = ["--child", "--out", str(args.out.resolve())]
+    child_args += ["--check-layout"] if args.check_layout else []
+    if args.platform == "offscreen":
+        return _run_offscreen(args.screen, args.home, child_args)
 
     xvfb = shutil.which("Xvfb")
     if xvfb is None:
         print(INSTALL_HINT, file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    display = f":{_free_display()}"
-    server = subprocess.Popen(
-        [xvfb, display, "-screen", "0", args.screen, "-nolisten", "tcp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server, display = _start_xvfb(xvfb, args.screen)
     try:
-        time.sleep(1.0)
-        if server.poll() is not None:
+        if display is None:
+            server.wait(timeout=10)
             print(f"Xvfb exited at start (code {server.returncode})", file=sys.stderr)
             return 1
-        with tempfile.TemporaryDirectory(prefix="quadrat-shots-") as home:
-            env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", QUADRAT_HOME=home)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        with _home(args.home) as home:
+            env = _child_env(home, DISPLAY=display, QT_QPA_PLATFORM="xcb")
             child = subprocess.run(
-                [
-                    sys.executable,
-                    str(Path(__file__).resolve()),
-                    "--child",
-                    "--out",
-                    str(args.out.resolve()),
-                ],
+                [sys.executable, str(Path(__file__).resolve()), *child_args],
                 env=env,
                 check=False,
             )
-            if child.returncode != 0:
+            if child.returncode not in (0, LAYOUT_PROBLEMS):
                 print(
                     "the window could not be driven; if Qt says it cannot load the xcb plugin, "
                     "run with QT_DEBUG_PLUGINS=1 to see the missing library.\n" + INSTALL_HINT,
@@ -97,6 +125,54 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _home(keep: Path | None) -> Iterator[str]:
+    """QUADRAT_HOME for the child: `keep`, or a throwaway folder."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield str(keep.resolve())
+        return
+    with tempfile.TemporaryDirectory(prefix="quadrat-shots-") as home:
+        yield home
+
+
+def _child_env(home: str, **qt: str) -> dict[str, str]:
+    env = dict(os.environ, QUADRAT_HOME=home, **qt)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def _run_offscreen(screen: str, keep: Path | None, child_args: list[str]) -> int:
+    """The child on Qt's offscreen platform, its one screen of `screen` (WxH[xD]) pixels."""
+    width, height = (int(n) for n in screen.lower().split("x")[:2])
+    with _home(keep) as home:
+        config = Path(home) / "offscreen-screen.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "screens": [
+                        {
+                            "name": "screen",
+                            "x": 0,
+                            "y": 0,
+                            "width": width,
+                            "height": height,
+                            "logicalDpi": 96,
+                            "logicalBaseDpi": 96,
+                            "dpr": 1,
+                        }
+                    ]
+                }
+            ),
+            encoding="utf-8",
+        )
+        env = _child_env(home, QT_QPA_PLATFORM=f"offscreen:configfile={config}")
+        child = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), *child_args], env=env, check=False
+        )
+        return child.returncode
 
 
 def _drive_window(out: Path) -> int:
@@ -112,10 +188,7 @@ def _drive_window(out: Path) -> int:
     qt_app = QApplication([sys.argv[0]])
     apply_style(qt_app)
     app = Application(demo=True, log_file=log_file)
-    window = app.window
-    area = qt_app.primaryScreen().availableGeometry()
-    window.resize(min(1560, area.width() - 40), min(960, area.height() - 40))
-    window.move(20, 20)
+    window = app.window  # placed by itself, as a new user's first window is
     shots: list[Path] = []
 
     def pump(seconds: float) -> None:
@@ -202,6 +275,8 @@ def _drive_window(out: Path) -> int:
         lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(4)), timeout=30
     )
     capture("06-more-like-this-same-judgments")
+    problems = window.layout_problems()
+    (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
     capture("07-metrics-panel", window.metrics_panel)
 
     window.queries_dock.raise_()
@@ -236,7 +311,98 @@ def _drive_window(out: Path) -> int:
     app.shutdown()
     for path in shots:
         print(path)
-    return 0
+    for problem in problems:
+        print(f"layout: {problem}", file=sys.stderr)
+    return LAYOUT_PROBLEMS if problems else 0
+
+
+SAMPLE_RUN_LABELS = (
+    "Text · 14:03",
+    "Image · red circle · 14:05",
+    "Text + photo · Circulus ruber · 14:07",
+)
+
+
+def sample_content(window) -> None:  # noqa: ANN001
+    """Fill the window with what a working session shows, from plain data (no library): a
+    long status line, a selected photo with long metadata, three runs in the metrics."""
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from PySide6.QtGui import QColor, QPixmap
+
+    from widgets.metrics_panel import MetricsView, RunMetrics
+    from widgets.results import ResultItem
+
+    path = "/photos/" + "/".join(["a-rather-long-folder-name"] * 3) + "/" + "e" * 36 + ".jpg"
+    details = SimpleNamespace(
+        common_name="Red circle of the northern uplands",
+        taxon="Circulus ruber",
+        lineage=[("kingdom", "Plantae"), ("phylum", "Demonstrata"), ("species", "C. ruber")],
+        observed_at=datetime(2019, 12, 2, 10, 47),
+        latitude=37.7113,
+        longitude=-122.47806,
+        location_uncertainty=323.0,
+        license="CC BY-NC-SA 4.0",
+        rights_holder="Ada Linnaea and the Upland Naturalists' Society",
+        width=4032,
+        height=3024,
+        collection="demo-collection",
+    )
+    item = ResultItem(2, 0.9834, 7, path, details.common_name, None, details)
+    window.detail_pane.set_item(item)
+    photo = QPixmap(1600, 1200)  # landscape, larger than any pane: must be scaled down whole
+    photo.fill(QColor("#7a9a6a"))
+    window.detail_pane.set_photo(photo)
+    window.detail_pane.set_judgment(0)
+    window.set_status(
+        "960 results for “a red circle on a pale background, photographed in the uplands "
+        "in winter, with a thin dark line crossing it” · Text + photo · search 15 ms"
+    )
+    values = {"P": 0.3, "R_at_k": 0.333, "AP": 0.176, "nDCG": 0.381, "RR": 1.0, "judged": 0.6}
+    curve = [1.0, 0.5, 0.33, 0.25, 0.2, 0.33, 0.29, 0.25, 0.33, 0.3]
+    runs = [
+        RunMetrics(number, label.split(" · ")[0], label, values, curve, 0, 1)
+        for number, label in enumerate(SAMPLE_RUN_LABELS, start=1)
+    ]
+    window.metrics_panel.show_metrics(MetricsView("red circle", 10, 9, 15, 2, runs))
+
+
+def _check_layout(out: Path) -> int:
+    """Runs inside the virtual display: a first window with sample content, checked."""
+    from PySide6.QtCore import QCoreApplication, QElapsedTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.controllers.application import Application
+    from app.settings import Settings
+    from widgets.style import apply_style
+
+    qt_app = QApplication([sys.argv[0]])
+    apply_style(qt_app)
+    home = Path(os.environ["QUADRAT_HOME"])
+    app = Application(settings=Settings(model="demo", library_dir=str(home / "library")))
+    window = app.window
+    app.show()
+    sample_content(window)
+    timer = QElapsedTimer()
+    timer.start()
+    while timer.elapsed() < 500:  # let the window map and lay out (and correct) its docks
+        QCoreApplication.processEvents()
+        time.sleep(0.01)
+    area = window.available_area()
+    report = {
+        "screen": [area.width(), area.height()],
+        "window": [window.frameGeometry().width(), window.frameGeometry().height()],
+        "photo_pane": window.detail_pane.width(),
+        "photo_pane_minimum": window.detail_pane.minimum_width(),
+        "results": window.centralWidget().width(),
+        "problems": window.layout_problems(),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    window.grab().save(str(out / f"layout-{area.width()}x{area.height()}.png"))
+    print(json.dumps(report))
+    app.shutdown()
+    return LAYOUT_PROBLEMS if report["problems"] else 0
 
 
 if __name__ == "__main__":

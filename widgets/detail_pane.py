@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import html
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPixmap, QResizeEvent
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, QUrl, Signal
+from PySide6.QtGui import (
+    QDesktopServices,
+    QGuiApplication,
+    QPainter,
+    QPaintEvent,
+    QPixmap,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
@@ -43,25 +52,42 @@ def format_date(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M")
 
 
+PHOTO_MIN = QSize(160, 120)
+"""The smallest the photo is shown; below it the pane scrolls rather than shrinking it."""
+DETAIL_MIN_WIDTH = 300
+"""The pane is never narrower (px); its content may ask for more (see `minimum_width`)."""
+
+
+BREAK = "\u200b"  # zero-width space: a place a line may break, invisible otherwise
+_BREAK_AFTER = re.compile(r"([/\\_.\-]|[^/\\_.\-]{16})")
+
+
+def breakable(path: str) -> str:
+    """`path` with places to break a line after separators and inside long runs of letters,
+    so a narrow pane wraps it instead of cutting it (Qt breaks lines only at spaces)."""
+    return _BREAK_AFTER.sub(lambda match: match.group(0) + BREAK, path)
+
+
 class _PhotoLabel(QLabel):
-    """Shows a pixmap scaled to fit, keeping its aspect ratio, re-scaled on resize."""
+    """Shows the whole photo scaled to fit, aspect kept: painted, not set as the label's pixmap,
+    so a large photo never widens the pane (a QLabel's minimum size is its pixmap's)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._pixmap: QPixmap | None = None
+        self._scaled: QPixmap | None = None
         self.setObjectName("detailPhoto")
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.setMinimumSize(200, 200)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setWordWrap(True)
+        self.setMinimumSize(PHOTO_MIN)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Expanding)
 
     def set_photo(self, pixmap: QPixmap | None, placeholder: str = "") -> None:
-        self._pixmap = pixmap
-        if pixmap is None:
-            self.setPixmap(QPixmap())
-            self.setText(placeholder)
-        else:
-            self.setText("")
-            self._rescale()
+        self._pixmap = pixmap if pixmap is not None and not pixmap.isNull() else None
+        self._scaled = None
+        self.setText("" if self._pixmap is not None else placeholder)
+        self._fit_height()
+        self.update()
 
     def photo(self) -> QPixmap | None:
         return self._pixmap
@@ -69,20 +95,49 @@ class _PhotoLabel(QLabel):
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(320, 300)
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return PHOTO_MIN
+
+    def photo_rect(self) -> QRect:
+        """Where the photo is drawn: the largest rectangle of its aspect inside the label."""
+        if self._pixmap is None:
+            return QRect()
+        area = self.contentsRect()
+        size = self._pixmap.size().scaled(area.size(), Qt.AspectRatioMode.KeepAspectRatio)
+        rect = QRect(QPoint(0, 0), size)
+        rect.moveCenter(area.center())
+        return rect
+
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
-        self._rescale()
+        self._fit_height()
 
-    def _rescale(self) -> None:
-        if self._pixmap is not None and not self._pixmap.isNull():
-            size = self.size().boundedTo(QSize(self.width(), max(200, self.width())))
-            self.setPixmap(
-                self._pixmap.scaled(
-                    size,
-                    Qt.AspectRatioMode.KeepAspectRatio,
-                    Qt.TransformationMode.SmoothTransformation,
-                )
+    def _fit_height(self) -> None:
+        # No taller than the photo is at this width: the space below goes to its data, and a
+        # tall pane shows no grey bands above and below a landscape photo.
+        width = max(1, self.contentsRect().width())
+        if self._pixmap is not None:
+            ideal = round(width * self._pixmap.height() / max(1, self._pixmap.width()))
+        else:
+            ideal = round(width * 0.75)
+        margins = self.height() - self.contentsRect().height()
+        height = max(PHOTO_MIN.height(), ideal + margins)
+        if height != self.maximumHeight():
+            self.setMaximumHeight(height)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        super().paintEvent(event)  # background and the placeholder text
+        rect = self.photo_rect()
+        if self._pixmap is None or rect.isEmpty():
+            return
+        if self._scaled is None or self._scaled.size() != rect.size():
+            self._scaled = self._pixmap.scaled(
+                rect.size(),
+                Qt.AspectRatioMode.KeepAspectRatio,
+                Qt.TransformationMode.SmoothTransformation,
             )
+        painter = QPainter(self)
+        painter.drawPixmap(rect.topLeft(), self._scaled)
 
 
 class DetailPane(QWidget):
@@ -152,6 +207,7 @@ class DetailPane(QWidget):
         self.clear_button.setObjectName("judgeClear")
         self.judgment_label = QLabel(self)
         self.judgment_label.setObjectName("detailJudgment")
+        self.judgment_label.setWordWrap(True)  # never widens the pane past its minimum
         judging = QHBoxLayout()
         for button, value in (
             (self.relevant_button, 1),
@@ -165,9 +221,10 @@ class DetailPane(QWidget):
         judging.addStretch(1)
 
         body = QWidget(self)
+        body.setObjectName("detailBody")
         inner = QVBoxLayout(body)
         inner.setContentsMargins(10, 10, 10, 10)
-        inner.addWidget(self.photo)
+        inner.addWidget(self.photo, 1)
         inner.addLayout(judging)
         inner.addWidget(self.judgment_label)
         inner.addWidget(self.title)
@@ -178,15 +235,49 @@ class DetailPane(QWidget):
         inner.addWidget(line)
         inner.addLayout(form)
         inner.addLayout(buttons)
-        inner.addStretch(1)
-        scroll = QScrollArea(self)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(body)
+        inner.addStretch(0)  # what the photo (capped at its own height) leaves
+        # Only ever scrolls vertically: the pane's minimum width (below) keeps every line whole,
+        # where a horizontal scrollbar would hide the right of the photo and cut words.
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(body)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(scroll)
+        outer.addWidget(self.scroll)
         self.set_item(None)
+        self.setMinimumWidth(self.minimum_width())
+
+    def minimum_width(self) -> int:
+        """The narrowest the pane can be with every button's text whole and room for the
+        vertical scrollbar; layouts (the dock) respect it."""
+        body = self.scroll.widget()
+        scrollbar = self.scroll.verticalScrollBar().sizeHint().width()
+        return max(DETAIL_MIN_WIDTH, body.minimumSizeHint().width() + scrollbar)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        # The style sheet and fonts are final once shown; the buttons' width may have changed.
+        self.setMinimumWidth(self.minimum_width())
+        super().showEvent(event)
+
+    def clipped(self) -> list[str]:
+        """What the pane shows only in part at its current size (empty: nothing): a line
+        wider than the pane, the photo not whole, a button's text cut."""
+        problems = []
+        viewport = self.scroll.viewport()
+        body = self.scroll.widget()
+        if body.width() > viewport.width():
+            problems.append(f"Photo pane content {body.width()} px wide in {viewport.width()} px")
+        shown = self.photo.photo_rect()
+        if not shown.isEmpty():
+            on_view = shown.translated(self.photo.mapTo(viewport, QPoint(0, 0)))
+            if not viewport.rect().contains(on_view):
+                problems.append("the photo is not shown whole")
+        for button in self.findChildren(QPushButton):
+            if button.isVisible() and button.width() < button.sizeHint().width():
+                problems.append(f"button “{button.text()}” cut to {button.width()} px")
+        return problems
 
     def item(self) -> ResultItem | None:
         return self._item
@@ -235,7 +326,9 @@ class DetailPane(QWidget):
         width, height = getattr(d, "width", None), getattr(d, "height", None)
         self.fields["size"].setText(f"{width} × {height} px" if width and height else "—")
         self.fields["collection"].setText(getattr(d, "collection", None) or "—")
-        self.fields["path"].setText(f'<a href="folder">{html.escape(item.path)}</a>')
+        self.fields["path"].setText(
+            f'<a href="{html.escape(item.path)}">{html.escape(breakable(item.path))}</a>'
+        )
 
     def set_judgment(self, relevance: int | None, can_judge: bool = True) -> None:
         """Show the selected photo's judgment for the open query."""

@@ -6,14 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QPoint, QRect, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QGuiApplication,
+    QKeySequence,
+    QPainter,
+    QPaintEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -26,6 +37,76 @@ from widgets.query_list import QueryListPanel
 from widgets.results import ResultsModel, ResultsView
 
 WINDOW_TITLE = "Quadrat"
+
+# Saved dock layouts of another version are dropped (earlier ones kept the Photo pane narrow).
+STATE_VERSION = 2
+# A first window takes this much of the screen's available area (room left for the frame) ...
+FIRST_FILL = (0.94, 0.92)
+FIRST_MAX = QSize(2200, 1400)  # ... and no more: a huge window on a huge screen is no help
+# Default dock sizes as fractions of the window, each within (least, most) pixels; a pane's own
+# minimum width still wins.
+LIBRARY_WIDTH = (0.2, 260, 380)
+DETAIL_WIDTH = (0.27, 300, 600)
+METRICS_HEIGHT = (0.24, 170, 280)
+CENTRE_MIN_WIDTH = 380  # two columns of thumbnails and the scrollbar
+
+
+def first_size(available: QSize) -> QSize:
+    """The size of a first window on a screen whose available area is `available`."""
+    return QSize(
+        min(round(available.width() * FIRST_FILL[0]), FIRST_MAX.width()),
+        min(round(available.height() * FIRST_FILL[1]), FIRST_MAX.height()),
+    )
+
+
+def _rect_text(rect: QRect) -> str:
+    return f"{rect.width()}×{rect.height()} at ({rect.x()}, {rect.y()})"
+
+
+def _share(total: int, rule: tuple[float, int, int]) -> int:
+    fraction, least, most = rule
+    return max(least, min(most, round(total * fraction)))
+
+
+def default_dock_sizes(window: QSize) -> tuple[int, int, int]:
+    """(library width, Photo pane width, metrics height) for a window of this size."""
+    return (
+        _share(window.width(), LIBRARY_WIDTH),
+        _share(window.width(), DETAIL_WIDTH),
+        _share(window.height(), METRICS_HEIGHT),
+    )
+
+
+class ElidedLabel(QLabel):
+    """One line that never widens its layout: elided at the right when too long, the whole
+    text in its tooltip. `text()` stays the whole text."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+
+    def setText(self, text: str) -> None:  # noqa: N802
+        super().setText(text)
+        self.setToolTip(text)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(0, super().minimumSizeHint().height())
+
+    def shown_text(self) -> str:
+        """The text as painted at the label's current width."""
+        return self.fontMetrics().elidedText(
+            self.text(), Qt.TextElideMode.ElideRight, self.contentsRect().width()
+        )
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        # QLabel would paint the whole text clipped; paint the elided one instead.
+        painter = QPainter(self)
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(
+            self.contentsRect(),
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            self.shown_text(),
+        )
 
 
 class MainWindow(QMainWindow):
@@ -45,7 +126,6 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.setWindowTitle(WINDOW_TITLE)
         self.setAcceptDrops(True)
-        self.resize(1360, 860)
         # Asked before the window closes; returns False to keep it open.
         self.close_guard: Callable[[], bool] = lambda: True
 
@@ -53,7 +133,7 @@ class MainWindow(QMainWindow):
         self.results_model = ResultsModel(self)
         self.results = ResultsView(self)
         self.results.setModel(self.results_model)
-        self.status_line = QLabel(self)
+        self.status_line = ElidedLabel(self)
         self.status_line.setObjectName("statusLine")
         self.empty_label = QLabel(self)
         self.empty_label.setObjectName("resultsEmpty")
@@ -69,6 +149,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.results, 1)
         layout.addWidget(self.empty_label, 1)
         layout.addWidget(self.status_line)
+        centre.setMinimumWidth(CENTRE_MIN_WIDTH)
         self.setCentralWidget(centre)
         self.show_empty("Add a photo folder to the library, then type what you are looking for.")
 
@@ -90,12 +171,11 @@ class MainWindow(QMainWindow):
         self.metrics_dock = self._dock(
             "Metrics", "metricsDock", self.metrics_panel, Qt.DockWidgetArea.BottomDockWidgetArea
         )
-        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
+        # The Photo pane runs the full height (it needs it most); the metrics run under the
+        # library, so the runs table and the chart get the width they need on small screens.
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.resizeDocks(
-            [self.library_dock, self.detail_dock], [330, 380], Qt.Orientation.Horizontal
-        )
-        self.resizeDocks([self.metrics_dock], [230], Qt.Orientation.Vertical)
+        self._layout_checked = False
 
         self.model_label = QLabel(self)
         self.model_label.setObjectName("modelLabel")
@@ -103,6 +183,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_judging_actions()
         self.results_model.modelReset.connect(self._update_empty)
+        self.place_on(self.available_area())
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -126,7 +207,12 @@ class MainWindow(QMainWindow):
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
-        file_menu.addActions([self.add_folder_action, self.settings_action])
+        # Attaches a photo from disk to the query and searches, as dropping it would.
+        self.search_by_photo_action = QAction("Search by a &photo…", self)
+        self.search_by_photo_action.setShortcut(QKeySequence("Ctrl+Shift+O"))
+        file_menu.addActions(
+            [self.add_folder_action, self.search_by_photo_action, self.settings_action]
+        )
         file_menu.addSeparator()
         for label, signal in (
             ("&Import queries and judgments…", self.importJudgmentsRequested),
@@ -164,7 +250,9 @@ class MainWindow(QMainWindow):
         log_action.triggered.connect(self.openLogFolderRequested)
         about = QAction("&About Quadrat", self)
         about.triggered.connect(self.aboutRequested)
-        help_menu.addActions([shortcuts, log_action])
+        self.guide_action = QAction("&User guide", self)
+        self.guide_action.triggered.connect(self.show_guide)
+        help_menu.addActions([self.guide_action, shortcuts, log_action])
         help_menu.addSeparator()
         help_menu.addAction(about)
 
@@ -224,6 +312,15 @@ class MainWindow(QMainWindow):
         ]
         return sorted(set(out)) + extra
 
+    def show_guide(self) -> QWidget:
+        """Help › User guide: the guide shipped with the application, in a window of its own."""
+        from widgets.guide_dialog import GuideDialog, guide_text
+
+        dialog = GuideDialog(guide_text(), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
+
     def show_shortcuts(self) -> QMessageBox:
         rows = "".join(
             f"<tr><td><b>{keys}</b></td><td>&nbsp;&nbsp;{what}</td></tr>"
@@ -272,19 +369,112 @@ class MainWindow(QMainWindow):
 
     # -- geometry (the only thing kept in QSettings) --------------------------------------------
 
-    def restore_geometry(self, settings: QSettings) -> None:
+    def available_area(self) -> QRect:
+        """The available geometry (without panels and task bars) of the window's screen."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        return screen.availableGeometry()
+
+    def place_on(self, area: QRect) -> None:
+        """Size a first window to fit `area` (a screen's available geometry), centred, with the
+        docks at their default sizes."""
+        rect = QRect(QPoint(0, 0), first_size(area.size()))
+        rect.moveCenter(area.center())
+        self.setGeometry(rect)
+        self.apply_default_docks()
+
+    def apply_default_docks(self) -> None:
+        """Dock sizes as fractions of the window (see `default_dock_sizes`)."""
+        library, detail, metrics = default_dock_sizes(self.size())
+        detail = max(detail, self.detail_pane.minimum_width())
+        self.resizeDocks(
+            [self.library_dock, self.detail_dock], [library, detail], Qt.Orientation.Horizontal
+        )
+        self.resizeDocks([self.metrics_dock], [metrics], Qt.Orientation.Vertical)
+
+    def restore_geometry(self, settings: QSettings, areas: list[QRect] | None = None) -> None:
+        """The last session's window and docks, corrected where they would not fit `areas`
+        (the screens' available geometries): a window off every screen is placed anew, one
+        larger than its screen is shrunk into it, and a dock layout of another version is
+        replaced by the default. Docks left unusably narrow are corrected once shown."""
+        if areas is None:
+            areas = [screen.availableGeometry() for screen in QGuiApplication.screens()]
         geometry = settings.value("window/geometry")
         state = settings.value("window/state")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
-        if isinstance(state, QByteArray):
-            self.restoreState(state)
+        if not (isinstance(geometry, QByteArray) and self.restoreGeometry(geometry)):
+            self.place_on(areas[0] if areas else self.available_area())
+        elif not (self.isMaximized() or self.isFullScreen()):
+            self._keep_inside(areas)
+        if not (isinstance(state, QByteArray) and self.restoreState(state, STATE_VERSION)):
+            self.apply_default_docks()
+        self._layout_checked = False
+
+    def _keep_inside(self, areas: list[QRect]) -> None:
+        rect = self.geometry()
+        home = next((area for area in areas if area.contains(rect.center())), None)
+        if home is None:  # the screen it was on is gone
+            self.place_on(areas[0] if areas else self.available_area())
+            return
+        rect.setSize(rect.size().boundedTo(home.size()))
+        rect.moveLeft(max(home.left(), min(rect.left(), home.right() + 1 - rect.width())))
+        rect.moveTop(max(home.top(), min(rect.top(), home.bottom() + 1 - rect.height())))
+        self.setGeometry(rect)
+
+    def layout_problems(self, area: QRect | None = None) -> list[str]:
+        """What a user of the shown window would find clipped or out of reach on a screen
+        whose available geometry is `area` (default: the window's screen); empty: nothing."""
+        area = area if area is not None else self.available_area()
+        problems = []
+        frame = self.frameGeometry()
+        if not self.isFullScreen() and not area.contains(frame):
+            problems.append(f"window {_rect_text(frame)} outside the screen {_rect_text(area)}")
+        problems += self._dock_problems()
+        if self.detail_dock.isVisible():
+            problems += self.detail_pane.clipped()
+        if self.metrics_dock.isVisible():
+            problems += self.metrics_panel.clipped()
+        return problems
+
+    def _dock_problems(self) -> list[str]:
+        problems = []
+        if self.centralWidget().width() < CENTRE_MIN_WIDTH:
+            problems.append(f"results {self.centralWidget().width()} px wide")
+        dock, pane = self.detail_dock, self.detail_pane
+        if dock.isVisible() and not dock.isFloating() and pane.width() < pane.minimum_width():
+            problems.append(f"Photo pane {pane.width()} px wide")
+        dock = self.metrics_dock
+        if dock.isVisible() and not dock.isFloating() and dock.height() > self.height() // 2:
+            problems.append(f"metrics {dock.height()} px high")
+        for dock in (self.library_dock, self.queries_dock, self.detail_dock, self.metrics_dock):
+            centre = dock.geometry().center()
+            if dock.isFloating() and QGuiApplication.screenAt(centre) is None:
+                problems.append(f"{dock.windowTitle()} off screen")
+        return problems
+
+    def ensure_usable_layout(self) -> list[str]:
+        """Correct a shown layout whose docks leave a pane unusable (a narrow Photo pane or
+        results grid, metrics taking half the height, a floating dock off every screen):
+        floating docks off screen are docked again and dock sizes go back to their defaults.
+        Returns what was corrected."""
+        problems = self._dock_problems()
+        if problems:
+            for dock in (self.library_dock, self.queries_dock, self.detail_dock, self.metrics_dock):
+                if dock.isFloating() and QGuiApplication.screenAt(dock.geometry().center()) is None:
+                    dock.setFloating(False)
+            self.apply_default_docks()
+        return problems
 
     def save_geometry(self, settings: QSettings) -> None:
         settings.setValue("window/geometry", self.saveGeometry())
-        settings.setValue("window/state", self.saveState())
+        settings.setValue("window/state", self.saveState(STATE_VERSION))
 
     # -- events -----------------------------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not self._layout_checked:
+            self._layout_checked = True
+            # Once the layout has given every dock its size.
+            QTimer.singleShot(0, self, self.ensure_usable_layout)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         if self.close_guard():

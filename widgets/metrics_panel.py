@@ -9,8 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPaintEvent, QPen
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QHelpEvent,
+    QPainter,
+    QPainterPath,
+    QPaintEvent,
+    QPen,
+    QResizeEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -20,6 +30,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QSizePolicy,
+    QToolTip,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -36,9 +47,46 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("RR", "RR@{k}", False),
     ("judged", "judged@{k}", True),
 )
-LEGEND_TEXT_WIDTH = 120  # px; longer run labels are elided in the middle
+LEGEND_SHARE = 0.45  # of the chart's width at most, so the curves keep the rest
+LEGEND_MIN_TEXT = 90  # px; a legend's text is never narrower
+LEGEND_LINES = 4  # a run label wraps onto this many lines before it is elided
+LEGEND_SWATCH = 26  # px before the text: the line sample and its gap
+RUNS_MIN_WIDTH = 220  # px
+WIDE_PANEL = 1000  # px; narrower panels show the metric tiles in two columns, not three
 TABLE_COLUMNS = ("AP", "nDCG", "P", "judged")  # the runs table keeps to what fits beside the chart
 RUN_COLOURS = ("#2f6f4f", "#c0392b", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b")
+
+
+def legend_lines(label: str, metrics: QFontMetrics, width: int, max_lines: int) -> list[str]:
+    """`label` wrapped at spaces into at most `max_lines` lines of `width` px. A word longer
+    than a line, or what is left for the last line, is elided in the middle (both ends of a
+    file name or a time say more than its middle)."""
+    words: list[str] = []
+    for word in label.split(" "):
+        if word == "·" and words:
+            words[-1] += " ·"  # a line may end with the separator, never start with it
+        elif word:
+            words.append(word)
+    lines: list[str] = []
+    current = ""
+    number = 0
+    while number < len(words):
+        if len(lines) == max_lines - 1:
+            rest = " ".join(([current] if current else []) + words[number:])
+            lines.append(metrics.elidedText(rest, Qt.TextElideMode.ElideMiddle, width))
+            return lines
+        candidate = f"{current} {words[number]}" if current else words[number]
+        if metrics.horizontalAdvance(candidate) <= width:
+            current, number = candidate, number + 1
+        elif current:  # the word starts the next line
+            lines.append(current)
+            current = ""
+        else:  # a word longer than a line
+            lines.append(metrics.elidedText(candidate, Qt.TextElideMode.ElideMiddle, width))
+            number += 1
+    if current:
+        lines.append(current)
+    return lines
 
 
 def format_metric(value: float, percent: bool = False) -> str:
@@ -92,11 +140,12 @@ class PrecisionChart(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("precisionChart")
-        self.setMinimumSize(260, 140)
+        self.setMinimumSize(240, 140)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self._runs: list[RunMetrics] = []
         self._current: int | None = None
         self._k = 10
+        self._legend_rects: list[tuple[QRectF, str]] = []  # where each label was painted
 
     def set_runs(self, runs: Sequence[RunMetrics], current: int | None, k: int) -> None:
         self._runs, self._current, self._k = list(runs), current, k
@@ -108,21 +157,56 @@ class PrecisionChart(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(420, 170)
 
+    def _chart_font(self, bold: bool = False) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
+        font.setBold(bold)
+        return font
+
+    def legend(self) -> list[list[str]]:
+        """Each run's label as the legend shows it at the chart's current size: wrapped onto
+        up to two lines, elided in the middle only where it still does not fit (the whole
+        label is the legend entry's tooltip)."""
+        metrics = QFontMetrics(self._chart_font(bold=True))  # the current run's is bold
+        natural = max((metrics.horizontalAdvance(r.label) for r in self._runs), default=0)
+        room = max(LEGEND_MIN_TEXT, round(self.width() * LEGEND_SHARE) - LEGEND_SWATCH)
+        width = min(natural, room)
+        line_height = metrics.height()
+        height = self.height() - 8 - line_height - 8
+        for max_lines in range(LEGEND_LINES, 0, -1):
+            entries = [legend_lines(r.label, metrics, width, max_lines) for r in self._runs]
+            used = sum(len(lines) * line_height + 4 for lines in entries)
+            if used <= height:
+                break
+        return entries
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            label = next((t for r, t in self._legend_rects if r.contains(event.pos())), "")
+            if label:
+                QToolTip.showText(event.globalPos(), label, self)
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().event(event)
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         painter.fillRect(self.rect(), QColor("#ffffff"))
-        font = QFont(self.font())
-        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
+        font = self._chart_font()
         painter.setFont(font)
         metrics = painter.fontMetrics()
         left, top = metrics.horizontalAdvance("1.0") + 10, 8
         bottom = metrics.height() + 8
-        labels = [
-            metrics.elidedText(r.label, Qt.TextElideMode.ElideMiddle, LEGEND_TEXT_WIDTH)
-            for r in self._runs
-        ]
-        legend_w = max((metrics.horizontalAdvance(t) + 26 for t in labels), default=0)
+        entries = self.legend()
+        widest = QFontMetrics(self._chart_font(bold=True))
+        legend_w = max(
+            (widest.horizontalAdvance(t) + LEGEND_SWATCH for lines in entries for t in lines),
+            default=0,
+        )
+        self._legend_rects = []
         plot = QRectF(
             left, top, max(10.0, self.width() - left - legend_w - 14), self.height() - top - bottom
         )
@@ -157,6 +241,7 @@ class PrecisionChart(QWidget):
         if not self._runs:
             painter.drawText(plot, Qt.AlignmentFlag.AlignCenter, "precision at rank")
             return
+        y = float(top)
         for number, run in enumerate(self._runs):
             colour = QColor(RUN_COLOURS[number % len(RUN_COLOURS)])
             current = run.run_id == self._current
@@ -170,7 +255,6 @@ class PrecisionChart(QWidget):
                     path.lineTo(point)
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawPath(path)
-            y = top + number * (metrics.height() + 4)
             lx = plot.right() + 12
             painter.drawLine(
                 QPointF(lx, y + metrics.height() / 2), QPointF(lx + 14, y + metrics.height() / 2)
@@ -179,8 +263,13 @@ class PrecisionChart(QWidget):
             bold = QFont(font)
             bold.setBold(current)
             painter.setFont(bold)
-            painter.drawText(QPointF(lx + 18, y + metrics.ascent()), labels[number])
+            for line_number, text in enumerate(entries[number]):
+                baseline = y + line_number * metrics.height() + metrics.ascent()
+                painter.drawText(QPointF(lx + 18, baseline), text)
             painter.setFont(font)
+            height = len(entries[number]) * metrics.height()
+            self._legend_rects.append((QRectF(lx, y, legend_w, height), run.label))
+            y += height + 4
 
 
 class MetricsPanel(QWidget):
@@ -214,25 +303,24 @@ class MetricsPanel(QWidget):
         header.addWidget(self.summary)
         header.addWidget(self.k_combo)
 
-        tiles = QGridLayout()
+        self.tiles = tiles = QGridLayout()
         tiles.setHorizontalSpacing(14)
         tiles.setVerticalSpacing(2)
+        self._tile_columns = 3
         value_font = QFont(self.font())
         value_font.setPointSizeF(value_font.pointSizeF() * 1.45)
         value_font.setBold(True)
         self.names: dict[str, QLabel] = {}
         self.values: dict[str, QLabel] = {}
-        for column, (key, _label, _percent) in enumerate(METRICS):
+        for key, _label, _percent in METRICS:
             name = QLabel(self)
             name.setObjectName(f"metricName_{key}")
             name.setStyleSheet("color: #5b6570;")
             value = QLabel("—", self)
             value.setObjectName(f"metric_{key}")
             value.setFont(value_font)
-            row = column // 3 * 2
-            tiles.addWidget(name, row, column % 3)
-            tiles.addWidget(value, row + 1, column % 3)
             self.names[key], self.values[key] = name, value
+        self._arrange_tiles(3)
         self.stop_rule = QLabel(self)
         self.stop_rule.setObjectName("stopRule")
         self.stop_rule.setWordWrap(True)
@@ -250,7 +338,7 @@ class MetricsPanel(QWidget):
             "Every method run for this query, on the same judgments; click to show"
         )
         self.runs.itemClicked.connect(self._run_clicked)
-        self.runs.setMinimumWidth(300)
+        self.runs.setMinimumWidth(RUNS_MIN_WIDTH)
         self.runs.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.chart = PrecisionChart(self)
 
@@ -259,7 +347,8 @@ class MetricsPanel(QWidget):
         line = QFrame(self)
         line.setFrameShape(QFrame.Shape.VLine)
         body.addWidget(line)
-        body.addWidget(self.runs, 1)
+        # The table keeps the width its columns need; the chart takes the rest.
+        body.addWidget(self.runs, 0)
         body.addWidget(self.chart, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
@@ -267,6 +356,28 @@ class MetricsPanel(QWidget):
         layout.addLayout(body, 1)
         self.set_k_choice(K_CHOICES[0])
         self.show_metrics(None)
+
+    def _arrange_tiles(self, columns: int) -> None:
+        """The metric tiles in `columns` columns (two on narrow panels, three on wide)."""
+        self._tile_columns = columns
+        for number, (key, _label, _percent) in enumerate(METRICS):
+            row = number // columns * 2
+            self.tiles.addWidget(self.names[key], row, number % columns)
+            self.tiles.addWidget(self.values[key], row + 1, number % columns)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        columns = 3 if event.size().width() >= WIDE_PANEL else 2
+        if columns != self._tile_columns:
+            self._arrange_tiles(columns)
+
+    def clipped(self) -> list[str]:
+        """Run labels the chart's legend cannot show whole at its current size."""
+        return [
+            f"legend “{run.label}” shown as “{' '.join(lines)}”"
+            for run, lines in zip(self.chart.runs(), self.chart.legend(), strict=True)
+            if "…" in "".join(lines)
+        ]
 
     def k(self) -> int:
         return int(self.k_combo.currentData())
@@ -351,6 +462,13 @@ class MetricsPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, self.runs.columnCount()):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # Wide enough for every column's text; what is left goes to the chart.
+        needed = sum(
+            max(self.runs.sizeHintForColumn(column), header.sectionSizeHint(column))
+            for column in range(self.runs.columnCount())
+        )
+        frame = 2 * self.runs.frameWidth() + self.runs.verticalScrollBar().sizeHint().width()
+        self.runs.setMinimumWidth(max(RUNS_MIN_WIDTH, needed + frame))
         self.runs.blockSignals(False)
 
     def _run_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
