@@ -1,8 +1,14 @@
 """The query bar: a method picker with its options button, the query text, an optional query
-image, and history.
+photo (a chip with its thumbnail, name and ×), and history.
 
 Emits `searchRequested(text, image_path_or_None, method_key)`; it decides nothing about how a
-search runs. Methods are given as `MethodChoice`s, so new ones only add an entry.
+search runs. Methods are given as `MethodChoice`s, so new ones only add an entry. The chip
+shows the file name until the controller hands over the photo's name and thumbnail
+(`show_image_name`, `show_image_thumbnail`): the bar never reads a photo itself.
+
+Keys in the query field: Enter searches; Up / Down step through earlier queries; Down when not
+stepping through them asks for the results (`resultsFocusRequested`); Esc, or Backspace in an
+empty field, removes an attached photo.
 """
 
 from __future__ import annotations
@@ -14,17 +20,34 @@ from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
     QToolButton,
+    QVBoxLayout,
     QWidget,
 )
 
 IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".heic"}
 )
+CHIP_THUMB = 28  # px: the query photo's thumbnail in the chip
+CHIP_NAME_MAX = 420  # px: the chip's name is elided beyond this (full name in the tooltip)
+EDIT_MIN = 180  # px: the query field stays usable with a photo attached
+CHIP_NAME_CHARS = 60
+
+# Buttons styled flat by the application's style sheet draw no focus of their own; keyboard
+# users must see where Tab went (a rule here, so it holds whatever the sheet says).
+FOCUS_STYLE = """
+#searchButton:focus { border: 2px solid #f0b429; }
+QToolButton:focus { border: 2px solid #2f6f4f; border-radius: 4px; }
+"""
+
+
+def elided(text: str, limit: int = CHIP_NAME_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -50,6 +73,8 @@ def _dropped_image(event: QDragEnterEvent | QDropEvent) -> Path | None:
 class QueryBar(QWidget):
     searchRequested = Signal(str, object, str)  # text, image path or None, method key
     optionsRequested = Signal(str)  # method key
+    imageChanged = Signal(object)  # the attached photo's path, or None when removed
+    resultsFocusRequested = Signal()  # Down in the query field, not stepping through history
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -73,17 +98,37 @@ class QueryBar(QWidget):
             lambda: self.optionsRequested.emit(self.method_key() or "")
         )
 
-        self.image_chip = QToolButton(self)
+        # The attached photo: thumbnail, name, and × to remove it.
+        self.image_chip = QFrame(self)
         self.image_chip.setObjectName("imageChip")
-        self.image_chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.image_chip.setToolTip("Query image: click to remove")
-        self.image_chip.clicked.connect(self.clear_image)
+        self.image_thumb = QLabel(self.image_chip)
+        self.image_thumb.setObjectName("imageChipThumb")
+        self.image_thumb.setFixedSize(CHIP_THUMB, CHIP_THUMB)
+        self.image_thumb.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.image_name = QLabel(self.image_chip)
+        self.image_name.setObjectName("imageChipName")
+        # A long taxon name must not squeeze the query field to nothing on a small screen.
+        self.image_name.setMaximumWidth(CHIP_NAME_MAX)
+        self.image_clear = QToolButton(self.image_chip)
+        self.image_clear.setObjectName("imageChipClear")
+        self.image_clear.setText("×")
+        self.image_clear.setAutoRaise(True)
+        self.image_clear.setToolTip("Remove the photo from the query (Esc)")
+        self.image_clear.setAccessibleName("Remove the query photo")
+        self.image_clear.clicked.connect(self.clear_image)
+        chip_layout = QHBoxLayout(self.image_chip)
+        chip_layout.setContentsMargins(3, 2, 2, 2)
+        chip_layout.setSpacing(5)
+        chip_layout.addWidget(self.image_thumb)
+        chip_layout.addWidget(self.image_name)
+        chip_layout.addWidget(self.image_clear)
         self.image_chip.hide()
 
         self.edit = QLineEdit(self)
         self.edit.setObjectName("queryEdit")
         self.edit.setClearButtonEnabled(True)
         self.edit.setPlaceholderText("Loading…")
+        self.edit.setMinimumWidth(EDIT_MIN)
         self.edit.returnPressed.connect(self.submit)
         self.edit.installEventFilter(self)
         self.edit.setAcceptDrops(False)  # a dropped photo is a query image, not text
@@ -96,16 +141,26 @@ class QueryBar(QWidget):
 
         self.hint = QLabel(self)
         self.hint.setObjectName("queryHint")
+        self.setStyleSheet(FOCUS_STYLE)
 
-        layout = QHBoxLayout(self)
+        row = QHBoxLayout()
+        row.setSpacing(6)
+        row.addWidget(self.method)
+        row.addWidget(self.options_button)
+        row.addWidget(self.edit, 1)
+        row.addWidget(self.search_button)
+        row.addWidget(self.hint)
+        # The attached photo gets a row of its own under the query, so it never squeezes the
+        # text field on a small screen and stays plainly visible.
+        chip_row = QHBoxLayout()
+        chip_row.setSpacing(6)
+        chip_row.addWidget(self.image_chip)
+        chip_row.addStretch(1)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
-        layout.setSpacing(6)
-        layout.addWidget(self.method)
-        layout.addWidget(self.options_button)
-        layout.addWidget(self.image_chip)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(self.search_button)
-        layout.addWidget(self.hint)
+        layout.setSpacing(4)
+        layout.addLayout(row)
+        layout.addLayout(chip_row)
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -152,16 +207,44 @@ class QueryBar(QWidget):
         return self._image
 
     def set_image(self, path: Path | None) -> None:
+        """Attach `path` as the query photo (None: remove it). The chip shows the file name
+        and a placeholder until `show_image_name` / `show_image_thumbnail` are called.
+        Emits `imageChanged` when the photo changes."""
+        if path == self._image:
+            return
         self._image = path
+        self.image_thumb.clear()
         if path is None:
             self.image_chip.hide()
+        else:
+            self.show_image_name(path, path.name)
+            self.image_chip.show()
+        self.imageChanged.emit(path)
+
+    def show_image_name(self, path: Path, name: str) -> None:
+        """Name the attached photo `path` in the chip (e.g. its taxon); ignored if another
+        photo is attached by now."""
+        if path != self._image:
             return
-        pixmap = QPixmap(str(path))
-        if not pixmap.isNull():
-            self.image_chip.setIcon(pixmap.scaled(28, 28, Qt.AspectRatioMode.KeepAspectRatio))
-        name = path.name if len(path.name) <= 24 else path.name[:21] + "…"
-        self.image_chip.setText(f"{name}  ✕")
-        self.image_chip.show()
+        self.image_name.setText(elided(name))
+        self.image_chip.setToolTip(f"Query photo: {name}\n{path}")
+
+    def show_image_thumbnail(self, path: Path, pixmap: QPixmap | None) -> None:
+        """Show the thumbnail of the attached photo `path` (loaded by the controller)."""
+        if path != self._image or pixmap is None or pixmap.isNull():
+            return
+        self.image_thumb.setPixmap(
+            pixmap.scaled(
+                CHIP_THUMB,
+                CHIP_THUMB,
+                Qt.AspectRatioMode.KeepAspectRatio,
+                Qt.TransformationMode.SmoothTransformation,
+            )
+        )
+
+    def image_label(self) -> str:
+        """The name the chip shows (empty without a photo)."""
+        return self.image_name.text() if self._image is not None else ""
 
     def clear_image(self) -> None:
         self.set_image(None)
@@ -179,7 +262,15 @@ class QueryBar(QWidget):
                 self._step_history(-1)
                 return True
             if key == Qt.Key.Key_Down:
-                self._step_history(1)
+                if self._history_pos is None:
+                    self.resultsFocusRequested.emit()
+                else:
+                    self._step_history(1)
+                return True
+            if self._image is not None and (
+                key == Qt.Key.Key_Escape or (key == Qt.Key.Key_Backspace and not self.edit.text())
+            ):
+                self.clear_image()
                 return True
         return super().eventFilter(watched, event)
 

@@ -1,17 +1,18 @@
 """The saved queries: reopen, rename (F2 or the Rename button), delete, and notes.
 
-The panel shows `QueryInfo` rows it is given and emits what the user asks for; the
-saved-queries controller (app/controllers/queries.py) acts.
+The panel shows the `QueryRow`s it is given (each with its methods, and the query photo's name
+and thumbnail when it has one, so two queries with the same words can be told apart) and emits
+what the user asks for; the saved-queries controller (app/controllers/queries.py) acts and
+hands over thumbnails once loaded (`set_photo`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QIcon, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -27,6 +28,30 @@ from PySide6.QtWidgets import (
 
 NOTES_SAVE_DELAY_MS = 600
 ID_ROLE = Qt.ItemDataRole.UserRole
+ROW_ICON = 28  # px: the query photo's thumbnail in its row
+METHODS_COLUMN = 3
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    """One saved query as the list shows it."""
+
+    id: int
+    title: str  # the name, else the text, else “photo NAME”
+    text: str
+    image_path: str | None
+    photo_name: str | None  # the query photo's taxon or file name
+    methods: str  # the labels of its runs, e.g. "Text · image+text"
+    notes: str | None
+    runs: int
+    relevant: int
+    judged: int
+
+
+def _placeholder_icon() -> QIcon:
+    pixmap = QPixmap(ROW_ICON, ROW_ICON)
+    pixmap.fill(QColor("#d5d9dd"))
+    return QIcon(pixmap)
 
 
 class QueryListPanel(QWidget):
@@ -40,22 +65,23 @@ class QueryListPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("queryListPanel")
-        self._infos: dict[int, Any] = {}
+        self._infos: dict[int, QueryRow] = {}
         self._current: int | None = None
         self._filling = False
         self._notes_for: int | None = None
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("queryList")
-        self.tree.setHeaderLabels(["Query", "Runs", "Relevant / judged"])
+        self.tree.setHeaderLabels(["Query", "Runs", "Relevant / judged", "Methods"])
         self.tree.setRootIsDecorated(False)
         self.tree.setUniformRowHeights(True)
+        self.tree.setIconSize(QSize(ROW_ICON, ROW_ICON))
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.tree.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in (1, 2):
+        for column in (1, 2, METHODS_COLUMN):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.itemActivated.connect(lambda item, _col: self._open(item))
         self.tree.itemChanged.connect(self._item_renamed)
@@ -96,18 +122,27 @@ class QueryListPanel(QWidget):
 
     # -- shown state ---------------------------------------------------------------------------
 
-    def set_queries(self, infos: Sequence[Any]) -> None:
-        """Show `infos` (engine.queries.QueryInfo), keeping the selection."""
+    def set_queries(self, infos: Sequence[QueryRow]) -> None:
+        """Show `infos`, keeping the selection. A query with a photo shows a placeholder
+        until `set_photo` hands over its thumbnail."""
         self.flush_notes()
         selected = self.selected_id()
         self._filling = True
         self.tree.clear()
         self._infos = {info.id: info for info in infos}
         for info in infos:
-            item = QTreeWidgetItem([info.title, str(info.runs), f"{info.relevant} / {info.judged}"])
+            item = QTreeWidgetItem(
+                [info.title, str(info.runs), f"{info.relevant} / {info.judged}", info.methods]
+            )
             item.setData(0, ID_ROLE, info.id)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-            tooltip = info.text or info.image_path or ""
+            lines = [f"“{info.text}”"] if info.text else []
+            if info.photo_name:
+                lines.append(f"photo: {info.photo_name}")
+                item.setIcon(0, _placeholder_icon())
+            if info.methods:
+                lines.append(f"methods: {info.methods}")
+            tooltip = "\n".join(lines)
             if info.notes:
                 tooltip += f"\n\n{info.notes}"
             item.setToolTip(0, tooltip)
@@ -131,6 +166,18 @@ class QueryListPanel(QWidget):
             font.setBold(item.data(0, ID_ROLE) == query_id)
             item.setFont(0, font)
         self._filling = False
+
+    def set_photo(self, query_id: int, pixmap: QPixmap) -> None:
+        """Show the thumbnail of query `query_id`'s photo in its row."""
+        item = self.item_for(query_id)
+        if item is not None and not pixmap.isNull():
+            self._filling = True
+            item.setIcon(0, QIcon(pixmap))
+            self._filling = False
+
+    def row(self, query_id: int) -> QueryRow | None:
+        """What the list shows for a query."""
+        return self._infos.get(query_id)
 
     def update_counts(self, query_id: int, runs: int, relevant: int, judged: int) -> None:
         """Refresh one row's counts (after a judgment) without rebuilding the list."""

@@ -8,7 +8,11 @@ thumbnail arrives only its row is refreshed.
 Relevance marking goes through `ResultRole.Judgment` (None = not judged, 1 relevant,
 0 not relevant): the model stores it, the delegate marks judged photos with a coloured border
 and a badge, and paints a toggle in the thumbnail's corner; clicking it asks the controller to
-cycle the judgment (relevant -> not relevant -> cleared).
+cycle the judgment (relevant -> not relevant -> cleared) without selecting or scrolling.
+
+Keyboard: the current photo always carries a visible focus frame while the grid has focus;
+`enter_from_above` (Down in the query bar) focuses the grid with a photo selected, and Up on
+the top row emits `leaveUpRequested` so the query bar can take the focus back.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import (
     QAbstractListModel,
-    QEvent,
     QModelIndex,
     QObject,
     QPersistentModelIndex,
@@ -32,8 +35,10 @@ from PySide6.QtCore import (
 from PySide6.QtGui import (
     QAction,
     QColor,
+    QFocusEvent,
     QFont,
     QFontMetrics,
+    QKeyEvent,
     QMouseEvent,
     QPainter,
     QPainterPath,
@@ -231,12 +236,8 @@ def toggle_rect(cell: QRect) -> QRect:
 
 
 class ThumbnailDelegate(QStyledItemDelegate):
-    """Paints a card: thumbnail (or placeholder), rank badge, judgment toggle, score, caption.
-
-    A click on the toggle emits `toggleClicked` with the row; the view turns it into a request.
-    """
-
-    toggleClicked = Signal(int)  # row
+    """Paints a card: thumbnail (or placeholder), rank badge, judgment toggle, score, caption,
+    and a focus frame on the current card while the grid has the keyboard focus."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -250,6 +251,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         self._accent = QColor("#2f6f4f")
         self._relevant = QColor("#2e9d57")
         self._not_relevant = QColor("#c8453c")
+        self._focus = QColor("#f0b429")  # amber: distinct from the judgment colours
 
     def sizeHint(
         self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
@@ -269,6 +271,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
         painter.setPen(QPen(self._accent, 2) if selected else QPen(QColor("#d5d9dd"), 1))
         painter.setBrush(QColor("#e8f1ec") if selected else self._card)
         painter.drawRoundedRect(rect, 6, 6)
+        if option.state & QStyle.StateFlag.State_HasFocus:
+            # Where R / N / U act: always visible, judged or not, selected or not.
+            painter.setPen(QPen(self._focus, 3, Qt.PenStyle.SolidLine))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 7, 7)
 
         thumb_rect = QRect(rect.left() + 5, rect.top() + 5, rect.width() - 10, THUMB_SIZE)
         pixmap = model_data(index, ResultRole.Thumbnail)
@@ -364,23 +371,6 @@ class ThumbnailDelegate(QStyledItemDelegate):
             path.lineTo(x + w * 0.32, y + w * 0.68)
         painter.drawPath(path)
 
-    def editorEvent(
-        self,
-        event: QEvent,
-        model: Any,
-        option: QStyleOptionViewItem,
-        index: QModelIndex | QPersistentModelIndex,
-    ) -> bool:  # noqa: N802
-        if (
-            event.type() == QEvent.Type.MouseButtonRelease
-            and isinstance(event, QMouseEvent)
-            and event.button() == Qt.MouseButton.LeftButton
-            and toggle_rect(option.rect).contains(event.position().toPoint())
-        ):
-            self.toggleClicked.emit(index.row())
-            return True
-        return super().editorEvent(event, model, option, index)
-
 
 class ResultsView(QListView):
     """The grid. Emits the current item and the context-menu requests; decides nothing."""
@@ -391,6 +381,7 @@ class ResultsView(QListView):
     copyPathRequested = Signal(str)
     judgmentCycleRequested = Signal(object)  # ResultItem whose toggle was clicked
     judgmentRequested = Signal(object, object)  # ResultItem, 1 / 0 / None (context menu)
+    leaveUpRequested = Signal()  # Up on the top row: back to the query bar
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -408,9 +399,9 @@ class ResultsView(QListView):
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
         self.setMouseTracking(True)  # the hovered card shows its toggle stronger
         self.delegate = ThumbnailDelegate(self)
-        self.delegate.toggleClicked.connect(self._on_toggle_clicked)
         self.setItemDelegate(self.delegate)
         self.setDragEnabled(False)
+        self._toggle_pressed: int | None = None  # row whose toggle the mouse went down on
 
     def setModel(self, model: Any) -> None:  # noqa: N802
         super().setModel(model)
@@ -442,10 +433,82 @@ class ResultsView(QListView):
         """The judgment toggle's centre of a row, in viewport coordinates (for tests)."""
         return toggle_rect(self.visualRect(self.model().index(row, 0))).center()
 
-    def _on_toggle_clicked(self, row: int) -> None:
-        item = model_data(self.model().index(row, 0), ResultRole.Item)
-        if item is not None:
-            self.judgmentCycleRequested.emit(item)
+    def enter_from_above(self) -> None:
+        """Take the keyboard focus from the query bar: the current photo (else the first)
+        selected and framed."""
+        model = self.model()
+        if model is None or model.rowCount() == 0:
+            return
+        index = self.currentIndex()
+        self.select_row(index.row() if index.isValid() else 0)
+        self.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _on_top_row(self, index: QModelIndex) -> bool:
+        first = self.visualRect(self.model().index(0, 0))
+        return self.visualRect(index).top() <= first.top()
+
+    # -- keyboard and mouse ----------------------------------------------------------------------
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        index = self.currentIndex()
+        if (
+            event.key() == Qt.Key.Key_Up
+            and event.modifiers() == Qt.KeyboardModifier.NoModifier
+            and (not index.isValid() or self._on_top_row(index))
+        ):
+            self.leaveUpRequested.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def focusInEvent(self, event: QFocusEvent) -> None:  # noqa: N802
+        super().focusInEvent(event)
+        # Qt makes the first photo current on a Tab without selecting it: R would judge a
+        # photo the detail pane does not show. Select what the keys act on.
+        index = self.currentIndex()
+        if (
+            event.reason() != Qt.FocusReason.MouseFocusReason
+            and index.isValid()
+            and not self.selectionModel().isSelected(index)
+        ):
+            self.select_row(index.row())
+
+    def _toggle_row_at(self, event: QMouseEvent) -> int | None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return None
+        pos = event.position().toPoint()
+        index = self.indexAt(pos)
+        if index.isValid() and toggle_rect(self.visualRect(index)).contains(pos):
+            return index.row()
+        return None
+
+    # A click on a toggle judges and nothing else: no selection change and, above all, no
+    # scrolling of a half-visible card into view (the next click would land on another photo).
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        self._toggle_pressed = self._toggle_row_at(event)
+        if self._toggle_pressed is not None:
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        # The second click of a quick double click on a toggle cycles it once more.
+        self._toggle_pressed = self._toggle_row_at(event)
+        if self._toggle_pressed is not None:
+            event.accept()
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        pressed, self._toggle_pressed = self._toggle_pressed, None
+        if pressed is not None:
+            event.accept()
+            if self._toggle_row_at(event) == pressed:
+                item = model_data(self.model().index(pressed, 0), ResultRole.Item)
+                if item is not None:
+                    self.judgmentCycleRequested.emit(item)
+            return
+        super().mouseReleaseEvent(event)
 
     def contextMenuEvent(self, event: Any) -> None:  # noqa: N802
         index = self.indexAt(event.pos())

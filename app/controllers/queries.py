@@ -3,7 +3,11 @@ and deletes them.
 
 Opening a query (from the list, a run picked in the metrics panel, or the search just saved)
 reads its runs and judgments in the write pool, after every judgment queued before, and hands
-them to the `JudgingController`. The newest search or open wins.
+them to the `JudgingController`; the query bar shows what the shown run searched (its words,
+its photo, or both). The newest search or open wins.
+
+Query photos are named by their taxon where the catalog knows them (else the file name), in run
+labels, titles and the list; the list's thumbnails load in the thumbnails pool.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QImage, QPixmap
 
 from app.controllers.judging import JudgingController, OpenQuery, RunState
-from app.controllers.results import result_items
+from app.controllers.results import QueryPhoto, photo_thumbnail_bytes, query_photo, result_items
 from app.controllers.session import LibrarySession
-from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
-from widgets.query_list import QueryListPanel
+from app.workers import THUMBNAILS, WRITE, TaskContext, TaskHandle, TaskRunner
+from widgets.query_list import QueryListPanel, QueryRow
 from widgets.results import ResultItem
 
 log = logging.getLogger(__name__)
@@ -36,9 +41,9 @@ class _Loaded:
     """What a worker read about a query (after saving a run or to reopen it)."""
 
     query: OpenQuery
-    text: str
-    image_path: str | None
-    queries: list[Any]  # engine.queries.QueryInfo, for the list
+    text: str  # what the shown run searched: its words ("" for a photo-only run)
+    image_path: str | None  # and its photo
+    queries: list[QueryRow]  # the whole list
     items: list[ResultItem] | None = None  # set when the grid must show a stored run
 
 
@@ -48,17 +53,78 @@ def _local_time(moment: datetime) -> str:
     return moment.astimezone().strftime("%H:%M")
 
 
-def _run_label(run: Any) -> str:
-    """The method with its non-default options and the query kind ("Text · image"), the example
-    photo's name, and the time."""
+class PhotoNames:
+    """Names query photos from the catalog, each path read once. Used in a worker."""
+
+    def __init__(self, library: Any) -> None:
+        self.library = library
+        self._known: dict[str, QueryPhoto] = {}
+
+    def __call__(self, path: str) -> QueryPhoto:
+        photo = self._known.get(path)
+        if photo is None:
+            photo = self._known[path] = query_photo(self.library, path)
+        return photo
+
+
+def _run_label(run: Any, names: PhotoNames) -> str:
+    """The method with its non-default options and the query kind ("Text · image"), the
+    photo searched with (its taxon, else its file name), and the time."""
     image = (run.params or {}).get("image")
-    what = f"{run.label} · {Path(image).name}" if image else run.label
+    what = f"{run.label} · {names(image).reference}" if image else run.label
     return f"{what} · {_local_time(run.created_at)}"
+
+
+def _query_title(info: Any, names: PhotoNames) -> str:
+    """The name, else the words, else “photo NAME”: never a bare file path."""
+    if info.name or info.text:
+        return str(info.name or info.text)
+    return f"photo “{names(info.image_path).reference}”" if info.image_path else ""
+
+
+def query_rows(store: Any, names: PhotoNames | None = None) -> list[QueryRow]:
+    """Every saved query as the list shows it, with the labels of its runs (what tells two
+    queries with the same words apart). Runs in a worker."""
+    from sqlalchemy import select
+
+    from engine.catalog.models import Run
+    from engine.queries import RunInfo
+
+    names = names or PhotoNames(store.library)
+    methods: dict[int, list[str]] = {}
+    with store.library.catalog.session() as s:
+        rows = s.execute(
+            select(Run.id, Run.query_id, Run.method, Run.params, Run.created_at, Run.kind)
+        )
+        for run_id, query_id, method, params, created_at, kind in rows:
+            # A RunInfo without its ranking: the one place run labels are made.
+            run = RunInfo(
+                run_id, query_id, method, None, dict(params or {}), created_at, None, [], kind
+            )
+            labels = methods.setdefault(query_id, [])
+            if run.label not in labels:
+                labels.append(run.label)
+    return [
+        QueryRow(
+            id=info.id,
+            title=_query_title(info, names),
+            text=info.text,
+            image_path=info.image_path,
+            photo_name=names(info.image_path).name if info.image_path else None,
+            methods=", ".join(methods.get(info.id, [])),
+            notes=info.notes,
+            runs=info.runs,
+            relevant=info.relevant,
+            judged=info.judged,
+        )
+        for info in store.list_queries()
+    ]
 
 
 def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
     """A saved query with the latest run of each method (and run `run_id`, if older); its
     judgments; the whole query list. Runs in a worker."""
+    names = PhotoNames(store.library)
     infos = store.list_queries()
     info = next((q for q in infos if q.id == query_id), None)
     latest = store.latest_runs_by_method(query_id)
@@ -73,17 +139,28 @@ def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
             )
     if run_id is None and runs:
         run_id = runs[-1].id
+    shown = next((r for r in runs if r.id == run_id), None)
+    text = info.text if info else ""
+    image_path = info.image_path if info else None
+    if shown is not None:
+        # The query bar shows what the shown run searched: a "More like this" run of a text
+        # query searched its photo alone.
+        image_path = (shown.params or {}).get("image") or image_path
+        if shown.kind == "image":
+            text = ""
+        elif shown.kind == "text":
+            image_path = None
     return _Loaded(
         query=OpenQuery(
             query_id=query_id,
-            title=info.title if info else "",
+            title=_query_title(info, names) if info else "",
             run_id=run_id,
-            runs=[RunState(r.id, r.label, _run_label(r), list(r.ranking)) for r in runs],
+            runs=[RunState(r.id, r.label, _run_label(r, names), list(r.ranking)) for r in runs],
             judgments=store.judgments(query_id),
         ),
-        text=info.text if info else "",
-        image_path=info.image_path if info else None,
-        queries=infos,
+        text=text,
+        image_path=image_path,
+        queries=query_rows(store, names),
     )
 
 
@@ -111,6 +188,7 @@ class SavedQueriesController(QObject):
         self.ask_yes_no = ask_yes_no
         self._more_like_this: tuple[str, int] | None = None  # (photo path, query id)
         self._generation = 0  # the newest search or open wins
+        self._photos: dict[str, QPixmap] = {}  # query photo path -> thumbnail shown in the list
 
         session.opened.connect(self.refresh)
         judging.countsChanged.connect(panel.update_counts)
@@ -125,15 +203,60 @@ class SavedQueriesController(QObject):
         if store is None:
             return None
         return self.runner.submit(
-            lambda ctx: store.list_queries(),
+            lambda ctx: query_rows(store),
             title="Reading the saved queries",
             pool=WRITE,
             on_success=self._show_list,
         )
 
-    def _show_list(self, infos: list[Any]) -> None:
-        self.panel.set_queries(infos)
+    def _show_list(self, rows: list[QueryRow]) -> None:
+        self._set_rows(rows)
         self.panel.set_current(self.judging.query_id)
+
+    def _set_rows(self, rows: list[QueryRow]) -> None:
+        self.panel.set_queries(rows)
+        self._load_photos(rows)
+
+    def _load_photos(self, rows: list[QueryRow]) -> TaskHandle | None:
+        """Thumbnails of the queries' photos for the list: those already loaded at once, the
+        others in the thumbnails pool (a newer list wins)."""
+        wanted: dict[str, list[int]] = {}
+        for row in rows:
+            if row.image_path is None:
+                continue
+            pixmap = self._photos.get(row.image_path)
+            if pixmap is not None:
+                self.panel.set_photo(row.id, pixmap)
+            else:
+                wanted.setdefault(row.image_path, []).append(row.id)
+        cache, library = self.session.thumbnail_cache(), self.session.library
+        if not wanted or cache is None:
+            return None
+
+        def load(ctx: TaskContext) -> dict[str, QImage]:
+            out = {}
+            for path in wanted:
+                ctx.check()
+                data = photo_thumbnail_bytes(cache, query_photo(library, path))
+                image = QImage.fromData(data) if data else None
+                if image is not None and not image.isNull():
+                    out[path] = image
+            return out
+
+        def loaded(images: dict[str, QImage]) -> None:
+            for path, image in images.items():
+                pixmap = self._photos[path] = QPixmap.fromImage(image)
+                for query_id in wanted[path]:
+                    self.panel.set_photo(query_id, pixmap)
+
+        return self.runner.submit(
+            load,
+            title="Loading the query photos",
+            pool=THUMBNAILS,
+            group="query-list-photos",
+            on_success=loaded,
+            on_failure=lambda exc: log.info("query photos: %s", exc),
+        )
 
     # -- searches become runs --------------------------------------------------------------------
 
@@ -234,7 +357,7 @@ class SavedQueriesController(QObject):
         if loaded.items is not None:
             image = Path(loaded.image_path) if loaded.image_path else None
             self.show_results(loaded.items, loaded.text, image)
-        self.panel.set_queries(loaded.queries)
+        self._set_rows(loaded.queries)
         self.panel.set_current(query.query_id)
         self.panel.select(query.query_id)  # its notes are the ones shown for editing
         if loaded.items is not None:
@@ -252,11 +375,11 @@ class SavedQueriesController(QObject):
         if store is None:
             return None
 
-        def rename(ctx: TaskContext) -> list[Any]:
+        def rename(ctx: TaskContext) -> list[QueryRow]:
             store.rename_query(query_id, name)
-            return store.list_queries()
+            return query_rows(store)
 
-        def renamed(infos: list[Any]) -> None:
+        def renamed(infos: list[QueryRow]) -> None:
             self._show_list(infos)
             info = next((q for q in infos if q.id == query_id), None)
             if info is not None:
@@ -289,11 +412,11 @@ class SavedQueriesController(QObject):
         ):
             return None
 
-        def delete(ctx: TaskContext) -> list[Any]:
+        def delete(ctx: TaskContext) -> list[QueryRow]:
             store.delete_query(query_id)
-            return store.list_queries()
+            return query_rows(store)
 
-        def deleted(infos: list[Any]) -> None:
+        def deleted(infos: list[QueryRow]) -> None:
             self.judging.forget_query(query_id)
             self._show_list(infos)
             self.message.emit(f"Deleted the query “{title}”")

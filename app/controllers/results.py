@@ -1,13 +1,84 @@
 """Result cards: ranked photos with their catalog details, as the grid and detail pane show
-them. One builder for a search just run and for a stored run reopened."""
+them. One builder for a search just run and for a stored run reopened. And the query photo as
+the query bar, the status line, run labels and the query list name it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from widgets.results import ResultItem
+
+
+def taxon_label(taxon: str | None, common_name: str | None) -> str | None:
+    """“Mungos mungo (banded mongoose)”, or whichever of the two is known, or None."""
+    if taxon and common_name and common_name.casefold() != taxon.casefold():
+        return f"{taxon} ({common_name})"
+    return taxon or common_name or None
+
+
+@dataclass(frozen=True)
+class QueryPhoto:
+    """A query photo as the window names it: its taxon where the catalog knows the photo,
+    else its file name. `image_id` is set when the photo is one of the library's."""
+
+    path: str
+    name: str
+    image_id: int | None = None
+    content_hash: str | None = None
+
+    @property
+    def reference(self) -> str:
+        """The name with the catalog number, to tell two photos of one species apart
+        ("Mungos mungo #123"); the file name alone for a photo from outside the library."""
+        return f"{self.name} #{self.image_id}" if self.image_id is not None else self.name
+
+
+def query_photo(library: Any, path: str | Path) -> QueryPhoto:
+    """Name the photo at `path` from the catalog (taxon and common name), falling back to
+    the file name. Runs in a worker (it reads the catalog)."""
+    from sqlalchemy import select
+
+    from engine.catalog.models import Collection, Image
+    from engine.collections import photo_details
+
+    path = Path(path)
+    image_id: int | None = None
+    if library is not None:
+        with library.catalog.session() as s:
+            for collection_id, root in s.execute(select(Collection.id, Collection.root)):
+                try:
+                    rel = path.relative_to(root).as_posix()
+                except ValueError:
+                    continue
+                image_id = s.scalar(
+                    select(Image.id).where(
+                        Image.collection_id == collection_id, Image.rel_path == rel
+                    )
+                )
+                if image_id is not None:
+                    break
+    if image_id is None:
+        return QueryPhoto(str(path), path.name)
+    d = photo_details(library, [image_id]).get(image_id)
+    name = (taxon_label(d.taxon, d.common_name) if d else None) or path.name
+    return QueryPhoto(str(path), name, image_id, d.content_hash if d else None)
+
+
+def photo_thumbnail_bytes(cache: Any, photo: QueryPhoto) -> bytes | None:
+    """The JPEG thumbnail of a query photo from the library's disk cache (made on first
+    use), or None when it cannot be read. Runs in the thumbnails pool."""
+    from engine.errors import BadImageError
+
+    if cache is None:
+        return None
+    try:
+        data: bytes = cache.get_or_create(photo.path, photo.content_hash)
+    except (BadImageError, OSError):
+        return None  # a photo gone from disk: the chip or row keeps its placeholder
+    return data
 
 
 def result_items(

@@ -4,12 +4,17 @@ a query in the background, showing the results.
 Every method of `engine.methods` (plug-ins included) appears in the picker; one that cannot run
 here is greyed with its reason. The newest search wins: a new query cancels the one still
 running and drops its late result.
+
+A photo attached to the query (dropped, chosen with File › Search by a photo…, or "More like
+this") is named from the catalog and shown with its thumbnail in the query bar, both read in
+the thumbnails pool; the status line says what was searched: words, photo, or both.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +22,16 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 
-from app.controllers.results import result_items
+from app.controllers.results import (
+    QueryPhoto,
+    photo_thumbnail_bytes,
+    query_photo,
+    result_items,
+)
 from app.controllers.session import LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
 from app.settings import QueryHistory
-from app.workers import READ, TaskContext, TaskHandle, TaskRunner
+from app.workers import READ, THUMBNAILS, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
 from engine.methods import SearchQuery
 from widgets.detail_pane import DetailPane
@@ -32,6 +42,11 @@ from widgets.results import ResultItem, ResultsModel
 log = logging.getLogger(__name__)
 
 PREVIEW_SIZE = 1400
+CHIP_THUMBNAIL_SIZE = 96  # px: made for a photo when the library has no thumbnail cache yet
+PHOTO_FILTER = "Photos (*.jpg *.jpeg *.png *.webp *.tif *.tiff *.bmp *.gif *.heic);;All files (*)"
+
+# Asks for a file to open: (caption, filter) -> path or None (the window's file dialog).
+AskOpenFile = Callable[[str, str], str | None]
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,23 @@ class SearchOutcome:
     method_label: str = ""
     params: dict[str, Any] = field(default_factory=dict)  # the method's full parameters
     missing: int = 0  # photos of the library missing from disk, so not searched
+    photo: QueryPhoto | None = None  # the query photo, named (None: a text search)
+
+    @property
+    def searched(self) -> str:
+        """What was searched, in words: “red circle”, photo “Mungos mungo #12”, or both."""
+        return describe_query(self.request.text, self.photo)
+
+
+def describe_query(text: str, photo: QueryPhoto | None) -> str:
+    """photo “NAME” + “TEXT”, photo “NAME” or “TEXT”: the status line's and run labels' words
+    for what a search looked for."""
+    parts = []
+    if photo is not None:
+        parts.append(f"photo “{photo.reference}”")
+    if text.strip():
+        parts.append(f"“{' '.join(text.split())}”")
+    return " + ".join(parts)
 
 
 def pil_to_qimage(image: Any) -> QImage:
@@ -132,6 +164,7 @@ class SearchController(QObject):
         query_bar.optionsRequested.connect(self.edit_options)
         query_bar.set_history(history.items)
         query_bar.searchRequested.connect(self.on_search_requested)
+        query_bar.imageChanged.connect(self._name_query_photo)
         detail.moreLikeThisRequested.connect(self.more_like_this)
         model.set_thumbnail_source(thumbnails)
         thumbnails.thumbnailReady.connect(model.thumbnail_ready)
@@ -152,6 +185,62 @@ class SearchController(QObject):
             params=dict(self.options.get(method or "text", {})),
         )
         self.search(request)
+
+    def choose_photo(self, ask: AskOpenFile) -> TaskHandle | None:
+        """File › Search by a photo…: the chosen photo is attached and searched, as a drop."""
+        chosen = ask("Search by a photo", PHOTO_FILTER)
+        if not chosen:
+            return None
+        path = Path(chosen)
+        if not path.is_file():
+            self.message.emit(f"No photo at {path}")
+            return None
+        self.query_bar.set_image(path)
+        self.query_bar.submit()
+        return None
+
+    def _name_query_photo(self, path: object) -> TaskHandle | None:
+        """Name the photo just attached (taxon from the catalog) and load its thumbnail for the
+        query bar's chip; both off the GUI thread, the newest photo wins."""
+        if path is None:
+            return None
+        photo_path = Path(str(path))
+        library = self.session.library
+        cache = self.session.thumbnail_cache()
+
+        def load(ctx: TaskContext) -> tuple[QueryPhoto, QImage | None]:
+            from engine.thumbnails import make_thumbnail
+
+            photo = (
+                query_photo(library, photo_path)
+                if library is not None
+                else QueryPhoto(str(photo_path), photo_path.name)
+            )
+            ctx.check()
+            if cache is not None:
+                data = photo_thumbnail_bytes(cache, photo)
+            else:
+                try:
+                    data = make_thumbnail(photo_path, CHIP_THUMBNAIL_SIZE)
+                except Exception:  # an unreadable photo: the chip keeps its placeholder
+                    data = None
+            image = QImage.fromData(data) if data else None
+            return photo, image if image is not None and not image.isNull() else None
+
+        def loaded(result: tuple[QueryPhoto, QImage | None]) -> None:
+            photo, image = result
+            self.query_bar.show_image_name(photo_path, photo.name)
+            if image is not None:
+                self.query_bar.show_image_thumbnail(photo_path, QPixmap.fromImage(image))
+
+        return self.runner.submit(
+            load,
+            title="Reading the query photo",
+            pool=THUMBNAILS,
+            group="query-photo",
+            on_success=loaded,
+            on_failure=lambda exc: log.info("query photo %s: %s", photo_path, exc),
+        )
 
     def more_like_this(self, item: ResultItem) -> None:
         self.query_bar.set_image(Path(item.path))
@@ -240,6 +329,7 @@ class SearchController(QObject):
             pairs = ranking.pairs()
             hits = context.searcher.hits_for(pairs)
             items = result_items(library, pairs, hits)
+            photo = query_photo(library, request.image) if request.image is not None else None
             return SearchOutcome(
                 request,
                 items,
@@ -248,6 +338,7 @@ class SearchController(QObject):
                 spec_label(spec.method, spec.params),
                 spec.params_dict(),
                 missing_photos(library).photos,
+                photo,
             )
 
         self.message.emit("Searching…")
@@ -265,11 +356,9 @@ class SearchController(QObject):
         self.thumbnails.reset()
         self.model.set_results(outcome.items)
         count = len(outcome.items)
-        what = outcome.request.text.strip() or (
-            outcome.request.image.name if outcome.request.image else ""
-        )
         self.message.emit(
-            f"{count:,} result{'s' * (count != 1)} for “{what}”  ·  {outcome.method_label}  ·  "
+            f"{count:,} result{'s' * (count != 1)} for {outcome.searched}  ·  "
+            f"{outcome.method_label}  ·  "
             f"search {outcome.seconds * 1000:.0f} ms"
             + (
                 f"  ·  {outcome.missing:,} photos missing from disk, not searched"
