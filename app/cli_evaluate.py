@@ -25,6 +25,12 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     p.add_argument("--protocol", default="fullrank", choices=["fullrank", "rerank"])
     p.add_argument("--k", type=positive_int, default=50)
     p.add_argument(
+        "--collection",
+        metavar="NAME|all",
+        help="the collection to rank (its name or folder), or 'all'; default: the one "
+        "collection that holds every judged photo when exactly one does, else all",
+    )
+    p.add_argument(
         "--method",
         action="append",
         help=method_option_help() + "; give it again to compare methods with the first",
@@ -44,6 +50,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     from app.cli_common import load_encoder_for, open_library, resolve_model_spec
     from engine.benchmark import run_methods
     from engine.evaluate import load_judgments, load_queries_csv, write_trec_run
+    from engine.export import plain_write_errors
     from engine.methods import resolve_spec
 
     specs = args.method or ["text"]
@@ -74,6 +81,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 protocol=args.protocol,
                 progress=bar,
                 permutations=args.permutations,
+                collection=args.collection,
             )
         finally:
             bar.close()
@@ -84,7 +92,8 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 qid: [(resolver.docid(image_id), score) for image_id, score in ranked]
                 for qid, ranked in first.runs.items()
             }
-            write_trec_run(args.run_out, runs, tag=f"quadrat-{specs[0].partition(':')[0]}")
+            with plain_write_errors(args.run_out, "the run file"):
+                write_trec_run(args.run_out, runs, tag=f"quadrat-{specs[0].partition(':')[0]}")
     if first.unresolved_judgments:
         print(
             f"warning: {first.unresolved_judgments} judgments name photos that are not in the "
@@ -92,21 +101,50 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.json:
+        print(f"note: {bench.collections.note}", file=sys.stderr)
         print(json.dumps(evaluation_json(bench, specs, args.k)))
     else:
+        print(f"{bench.collections.note[:1].upper()}{bench.collections.note[1:]}")
         print_tables(bench, specs, args.k)
     return EXIT_OK
+
+
+def unjudged_in_top_k(result: Any, query_id: str, judged: float, k: int) -> int:
+    """How many of a query's top k photos carry no judgment (judged@k counts the others)."""
+    shown = min(k, len(result.runs.get(query_id, ())))
+    return max(0, shown - round(judged * k))
 
 
 def _method_json(bench: Any, spec: str, k: int) -> dict[str, Any]:
     from engine.evaluate import metrics_json
 
-    out = metrics_json(bench.results[spec].mean, k)
+    result = bench.results[spec]
+    out = metrics_json(result.mean, k)
+    # How far to trust the numbers: the share of each query's top k that carries a judgment.
+    out[f"judged@{k}"] = result.mean.mean_judged
+    judged = {m.query_id: m.judged for m in result.mean.per_query}
+    for row in out["per_query"]:
+        row["judged"] = judged[row["query_id"]]
+        row["unjudged"] = unjudged_in_top_k(result, row["query_id"], row["judged"], k)
     out["per_supercategory"] = {
         name: {f"mAP@{k}": group.mAP, "queries": group.queries}
         for name, group in bench.per_supercategory(spec).items()
     }
     return out
+
+
+def _collections_json(bench: Any) -> dict[str, Any]:
+    """Which collections were ranked, and why (SPEC §6 keys stay as they are)."""
+    choice = bench.collections
+    match = choice.match
+    return {
+        "collections": [
+            {"id": c.id, "name": c.name, "root": c.root, "photos": c.photos} for c in choice.ranked
+        ],
+        "all_collections": choice.everything,
+        "collection_note": choice.note,
+        "judged_collection": match.only.name if match.only is not None else None,
+    }
 
 
 def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
@@ -116,6 +154,7 @@ def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
     out["protocol"] = bench.protocol
     out["method"] = specs[0]
     out["unresolved_judgments"] = bench.results[specs[0]].unresolved_judgments
+    out.update(_collections_json(bench))
     if len(specs) > 1:
         out["methods"] = {spec: _method_json(bench, spec, k) for spec in specs}
         out["comparisons"] = [c.to_json() for c in bench.comparisons]
@@ -130,14 +169,18 @@ def print_tables(bench: Any, specs: list[str], k: int) -> None:
     for name, spec in zip(names, specs, strict=True):
         print(f"{name} = {spec}")
     header = f"{'query':<10} {'R':>4} " + " ".join(f"{'AP ' + n:>9}" for n in names)
+    # judged@k per method: how much of each top k carries a judgment at all.
+    header += " " + " ".join(f"{'judged ' + n:>10}" for n in names)
     print(header + "  text")
     per_query = [{m.query_id: m for m in r.per_query} for r in results]
     for m in results[0].per_query:
         cells = " ".join(f"{pq[m.query_id].AP:9.4f}" if m.query_id in pq else f"{'–':>9}"
                          for pq in per_query)  # fmt: skip
+        judged = " ".join(f"{pq[m.query_id].judged:10.2f}" if m.query_id in pq else f"{'–':>10}"
+                          for pq in per_query)  # fmt: skip
         # Under rerank a query with judgments but no relevant candidate is not averaged.
         note = "" if m.R > 0 else "  (not averaged: R = 0)"
-        print(f"{m.query_id:<10} {m.R:4d} {cells}  {texts.get(m.query_id, '')}{note}")
+        print(f"{m.query_id:<10} {m.R:4d} {cells} {judged}  {texts.get(m.query_id, '')}{note}")
     print()
     print(f"{'':<22}" + " ".join(f"{n:>9}" for n in names))
     rows = [
@@ -145,6 +188,7 @@ def print_tables(bench: Any, specs: list[str], k: int) -> None:
         (f"mAP@{k}", [r.mean.mAP for r in results], ".4f"),
         (f"nDCG@{k}", [r.mean.mean_nDCG for r in results], ".4f"),
         (f"MRR@{k}", [r.mean.MRR for r in results], ".4f"),
+        (f"judged@{k}", [r.mean.mean_judged for r in results], ".4f"),
     ]
     for label, values, fmt in rows:
         print(f"{label:<22}" + " ".join(f"{value:>9{fmt}}" for value in values))
@@ -158,6 +202,12 @@ def print_tables(bench: Any, specs: list[str], k: int) -> None:
         f"mean over {results[0].mean.queries} queries ({bench.protocol}); "
         f"supercategory rows are mAP@{k}"
     )
+    unjudged = 1.0 - results[0].mean.mean_judged
+    if unjudged > 0:
+        print(
+            f"judged@{k}: the share of a query's top {k} that carries a judgment; the other "
+            f"{unjudged:.0%} (m1, on average) count as not relevant"
+        )
     for c, name in zip(bench.comparisons, names[1:], strict=True):
         print(
             f"{name} - m1: ΔmAP@{k} {c.delta:+.4f}, 95% CI [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}], "

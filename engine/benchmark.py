@@ -9,20 +9,21 @@ window use to run and compare several methods.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from engine.catalog import Image
+from engine.catalog import Collection, Image
 from engine.errors import BadInputError
 from engine.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
 from engine.library import Library
 from engine.methods import MethodContext, MethodSpec, SearchQuery, resolve_spec
 from engine.metrics import MeanMetrics
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
+from engine.search import SearchFilters
 from engine.significance import PERMUTATIONS, Comparison, compare
 
 log = logging.getLogger(__name__)
@@ -39,45 +40,234 @@ def catalog_docid(image_id: int) -> str:
 
 RERANK_CANDIDATES = 100  # INQUIRE-RERANK reranks a fixed top-100
 
+ALL_COLLECTIONS = "all"
+"""The collection choice that ranks every collection of the library."""
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """A collection of the library, as a benchmark names it."""
+
+    id: int
+    name: str
+    root: str
+    photos: int  # indexed photos (on disk, status ok)
+
+    def label(self) -> str:
+        return f"{self.name} ({self.photos:,} photos)"
+
 
 class JudgmentResolver:
-    """Maps a judgment's image id or image path to a catalog image id."""
+    """Maps a judgment's image id or image path (and collection, when the file names one) to a
+    catalog image id; `collection_ids` limits it to those collections."""
 
-    def __init__(self, library: Library) -> None:
-        self.by_external: dict[str, int] = {}
-        self.by_path: dict[str, int] = {}
+    def __init__(self, library: Library, collection_ids: Iterable[int] | None = None) -> None:
+        scope = None if collection_ids is None else set(collection_ids)
+        self.by_external: dict[str, list[int]] = {}
+        self.by_path: dict[str, list[int]] = {}
         self.catalog_ids: set[int] = set()
+        self.collection_of: dict[int, int] = {}
+        self.external_of: dict[int, str] = {}
         names: dict[str, list[int]] = {}
+        stmt = select(Image.id, Image.rel_path, Image.external_id, Image.collection_id).where(
+            Image.status == "ok"
+        )
         with library.catalog.session() as s:
-            for image_id, rel_path, external_id in s.execute(
-                select(Image.id, Image.rel_path, Image.external_id).where(Image.status == "ok")
-            ):
+            self.collections = {c.id: (c.name, c.root) for c in s.scalars(select(Collection))}
+            for image_id, rel_path, external_id, collection_id in s.execute(stmt):
+                if scope is not None and collection_id not in scope:
+                    continue
                 if external_id is not None:
-                    self.by_external[str(external_id)] = image_id
-                self.by_path[rel_path] = image_id
+                    self.by_external.setdefault(str(external_id), []).append(image_id)
+                    self.external_of[image_id] = str(external_id)
+                self.by_path.setdefault(rel_path, []).append(image_id)
                 self.catalog_ids.add(image_id)
+                self.collection_of[image_id] = collection_id
                 names.setdefault(PurePosixPath(rel_path).name, []).append(image_id)
         # A bare file name identifies a photo only when no other photo shares it.
         self.by_name = {name: ids[0] for name, ids in names.items() if len(ids) == 1}
-        self.external_by_id = {v: k for k, v in self.by_external.items()}
+
+    def _named(self, collection: str | None) -> set[int] | None:
+        """The collections a judgment's `collection` names (by name, else by folder); None
+        when it names none of this library's (a file from another library: ignored)."""
+        if not collection:
+            return None
+        by_name = {cid for cid, (name, _) in self.collections.items() if name == collection}
+        if by_name:
+            return by_name
+        by_root = {cid for cid, (_, root) in self.collections.items() if root == collection}
+        return by_root or None
+
+    def candidates(self, judgment: Judgment) -> list[int]:
+        """Every photo the judgment matches equally well (one, unless collections hold copies
+        under the same relative path and nothing tells them apart)."""
+        named = self._named(judgment.collection)
+
+        def within(ids: Iterable[int]) -> list[int]:
+            return [i for i in ids if named is None or self.collection_of[i] in named]
+
+        path = (judgment.image_path or "").replace("\\", "/").lstrip("./")
+        image_id = judgment.image_id
+        found = within(self.by_path.get(path, [])) if path else []
+        if len(found) > 1 and image_id:
+            # The same relative path in several collections: the image id tells them apart.
+            narrowed = [i for i in found if image_id in (self.external_of.get(i), catalog_docid(i))]
+            found = narrowed or found
+        if found:
+            return found
+        if image_id and image_id in self.by_external:
+            found = within(self.by_external[image_id])
+            if found:
+                return found
+        if image_id and image_id.startswith(CATALOG_DOCID_PREFIX):
+            suffix = image_id[len(CATALOG_DOCID_PREFIX) :]
+            if suffix.isdigit() and int(suffix) in self.catalog_ids:
+                return within([int(suffix)])
+        if path:
+            unique = self.by_name.get(PurePosixPath(path).name)
+            if unique is not None:
+                return within([unique])
+        return []
 
     def __call__(self, judgment: Judgment) -> int | None:
-        path = (judgment.image_path or "").replace("\\", "/").lstrip("./")
-        if path and path in self.by_path:
-            return self.by_path[path]
-        if judgment.image_id and judgment.image_id in self.by_external:
-            return self.by_external[judgment.image_id]
-        if judgment.image_id and judgment.image_id.startswith(CATALOG_DOCID_PREFIX):
-            suffix = judgment.image_id[len(CATALOG_DOCID_PREFIX) :]
-            if suffix.isdigit() and int(suffix) in self.catalog_ids:
-                return int(suffix)
-        if path:
-            return self.by_name.get(PurePosixPath(path).name)
-        return None
+        found = self.candidates(judgment)
+        # Equal matches (identical copies): the photo indexed first, so the answer is stable.
+        return min(found) if found else None
 
     def docid(self, image_id: int) -> str:
-        """How a TREC run names a photo: its source id when it has one, else the catalog id."""
-        return self.external_by_id.get(image_id) or catalog_docid(image_id)
+        """How a TREC run names a photo: its source id when it has one that no other photo
+        shares, else the catalog id."""
+        external = self.external_of.get(image_id)
+        if external is not None and len(self.by_external.get(external, ())) == 1:
+            return external
+        return catalog_docid(image_id)
+
+
+@dataclass(frozen=True)
+class CollectionMatch:
+    """Where the judgments' photos lie among the library's collections."""
+
+    collections: tuple[CollectionInfo, ...]  # every collection of the library, by name
+    holding: dict[int, int]  # collection id -> judgments whose photo it holds
+    matched: int  # judgments that name a photo of the library
+    unmatched: int  # judgments that name no photo of the library
+    only: CollectionInfo | None  # the one collection holding every matched judgment's photo
+
+
+def library_collections(library: Library) -> tuple[CollectionInfo, ...]:
+    """Every collection of the library with its count of indexed photos, by name."""
+    with library.catalog.session() as s:
+        counts = dict(
+            s.execute(
+                select(Image.collection_id, func.count())
+                .where(Image.status == "ok")
+                .group_by(Image.collection_id)
+            ).all()
+        )
+        rows = s.scalars(select(Collection).order_by(Collection.name, Collection.id)).all()
+        return tuple(CollectionInfo(c.id, c.name, c.root, int(counts.get(c.id, 0))) for c in rows)
+
+
+def match_collections(library: Library, judgments: Iterable[Judgment]) -> CollectionMatch:
+    """Which collections hold the judged photos, and the one that holds all of them if exactly
+    one does (a collection of copies under the same paths holds them only when nothing, such as
+    a source image id, tells the copies from the originals)."""
+    collections = library_collections(library)
+    resolver = JudgmentResolver(library)
+    holding: dict[int, int] = {}
+    common: set[int] | None = None
+    matched = unmatched = 0
+    for judgment in judgments:
+        found = {resolver.collection_of[i] for i in resolver.candidates(judgment)}
+        if not found:
+            unmatched += 1
+            continue
+        matched += 1
+        for collection_id in found:
+            holding[collection_id] = holding.get(collection_id, 0) + 1
+        common = found if common is None else common & found
+    only = None
+    if common is not None and len(common) == 1:
+        (only_id,) = common
+        only = next((c for c in collections if c.id == only_id), None)
+    return CollectionMatch(collections, holding, matched, unmatched, only)
+
+
+@dataclass(frozen=True)
+class CollectionChoice:
+    """The collections a benchmark ranks, and one line saying which and why."""
+
+    ranked: tuple[CollectionInfo, ...]
+    everything: bool  # every collection of the library is ranked
+    match: CollectionMatch
+    note: str
+
+    @property
+    def ids(self) -> tuple[int, ...] | None:
+        """The collection filter of the searches; None when every collection is ranked."""
+        return None if self.everything else tuple(c.id for c in self.ranked)
+
+
+def _names(collections: Sequence[CollectionInfo]) -> str:
+    return ", ".join(f"'{c.name}' ({c.photos:,} photos)" for c in collections)
+
+
+def find_collection_by_key(collections: Sequence[CollectionInfo], key: str) -> CollectionInfo:
+    """A collection by its name, its folder or its catalog id; a one-line BadInputError names
+    the choices when none (or several) match."""
+    key = key.strip()
+    found = [c for c in collections if c.name == key]
+    if not found:
+        found = [c for c in collections if c.root == key or c.root == key.rstrip("/\\")]
+    if not found and key.isdigit():
+        found = [c for c in collections if c.id == int(key)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise BadInputError(
+            f"several collections are named {key!r}: give the folder of the one to rank "
+            f"({', '.join(c.root for c in found)})"
+        )
+    choices = ", ".join(repr(c.name) for c in collections) or "none yet"
+    raise BadInputError(
+        f"no collection {key!r} in the library; choose one of {choices}, or {ALL_COLLECTIONS!r}"
+    )
+
+
+def choose_collections(
+    library: Library, judgments: Sequence[Judgment], choice: str | None = None
+) -> CollectionChoice:
+    """The collections to rank: `choice` names one (name, folder or id), `"all"` ranks every
+    one, and None (the default) ranks the one collection that holds every judged photo when
+    exactly one does (unjudged copies elsewhere would only push judged photos down), else all."""
+    match = match_collections(library, judgments)
+    collections = match.collections
+    everything = CollectionChoice(collections, True, match, "")
+    several = len(collections) > 1
+    if choice is not None and choice.strip() not in ("", "auto") and choice != ALL_COLLECTIONS:
+        chosen = find_collection_by_key(collections, choice)
+        outside = match.matched - match.holding.get(chosen.id, 0)
+        note = f"ranking the collection '{chosen.name}' ({chosen.photos:,} photos)"
+        if outside:
+            note += f"; {outside:,} judgments name photos of other collections, left out of R"
+        return CollectionChoice((chosen,), not several, match, note)
+    if choice == ALL_COLLECTIONS or not several or match.only is None:
+        if not several:
+            note = f"ranking the library's one collection {_names(collections)}"
+        else:
+            note = f"ranking all {len(collections)} collections: {_names(collections)}"
+            if match.only is not None:
+                note += f"; the judged photos all lie in '{match.only.name}'"
+            elif match.matched and choice != ALL_COLLECTIONS:
+                note += "; the judged photos lie in more than one of them"
+        return CollectionChoice(everything.ranked, True, match, note)
+    only = match.only
+    note = (
+        f"ranking the collection '{only.name}' ({only.photos:,} photos) alone: the judged photos "
+        f"all lie in it (rank all {len(collections)} collections with the choice "
+        f"'{ALL_COLLECTIONS}')"
+    )
+    return CollectionChoice((only,), False, match, note)
 
 
 def method_search(
@@ -117,6 +307,7 @@ class MethodsBenchmark:
     resolver: JudgmentResolver
     k: int
     protocol: str
+    collections: CollectionChoice | None = None  # what was ranked, and why
 
     def per_supercategory(self, spec: str) -> dict[str, MeanMetrics]:
         return dict(sorted(self.results[spec].by_category.get("supercategory", {}).items()))
@@ -134,16 +325,25 @@ def run_methods(
     progress: ProgressCallback = no_progress,
     cancel: CancelToken | None = None,
     permutations: int = PERMUTATIONS,
+    collection: str | None = None,
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
-    with the first: the one benchmark set-up of `quadrat evaluate` and the window's view."""
+    with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
+
+    `collection` picks what is ranked (see `choose_collections`): by default the one collection
+    that holds every judged photo, when exactly one does."""
     if not specs:
         raise BadInputError("choose at least one method")
     if len(set(specs)) != len(specs):
         raise BadInputError("a method is given twice; give each method (with its options) once")
     resolved = [resolve_spec(text) for text in specs]  # every spec checked before any work
-    context = MethodContext(library, encoder_loader, cancel=cancel or CancelToken())
-    resolver = JudgmentResolver(library)
+    judgments = list(judgments)
+    chosen = choose_collections(library, judgments, collection)
+    filters = SearchFilters(collection_ids=chosen.ids) if chosen.ids is not None else None
+    context = MethodContext(
+        library, encoder_loader, filters=filters, cancel=cancel or CancelToken()
+    )
+    resolver = JudgmentResolver(library, chosen.ids)
     depth = max(k, RERANK_CANDIDATES)
     candidates = candidate_lists(context) if protocol == "rerank" else None
     if candidates is not None:
@@ -181,7 +381,7 @@ def run_methods(
         compare(spec.text, _averaged_ap(results[spec.text]), first, baseline, permutations)
         for spec in resolved[1:]
     ]
-    return MethodsBenchmark(list(queries), results, comparisons, resolver, k, protocol)
+    return MethodsBenchmark(list(queries), results, comparisons, resolver, k, protocol, chosen)
 
 
 def _averaged_ap(result: BenchmarkResult) -> dict[str, float]:

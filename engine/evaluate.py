@@ -53,6 +53,9 @@ class Judgment:
     image_id: str | None
     image_path: str | None
     relevant: int
+    # The collection the photo belongs to (its name, or its folder when names clash): a relative
+    # path is ambiguous in a library whose collections share a layout. None when not given.
+    collection: str | None = None
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -189,14 +192,15 @@ _REPEATS_NAMED = 5  # repeated lines a warning names before it says "and N more"
 
 
 def _without_repeats(path: StrPath, judgments: Sequence[tuple[int, Judgment]]) -> list[Judgment]:
-    """Each (query, photo) once. A photo is the same when its image id or its image path is; a
-    repeat that agrees is dropped (one warning for the file), one that disagrees is an error."""
-    first: dict[tuple[str, str, str], tuple[int, Judgment]] = {}
+    """Each (query, photo) once. A photo is the same when its image id or its image path is
+    (within the same collection, when the file names collections); a repeat that agrees is
+    dropped (one warning for the file), one that disagrees is an error."""
+    first: dict[tuple[str, str, str, str], tuple[int, Judgment]] = {}
     repeats: list[tuple[int, int]] = []
     kept: list[Judgment] = []
     for line, judgment in judgments:
         keys = [
-            (judgment.query_id, kind, value)
+            (judgment.query_id, judgment.collection or "", kind, value)
             for kind, value in (("id", judgment.image_id), ("path", judgment.image_path))
             if value
         ]
@@ -211,7 +215,7 @@ def _without_repeats(path: StrPath, judgments: Sequence[tuple[int, Judgment]]) -
             raise _fail(
                 path,
                 line,
-                f"query {judgment.query_id}, image {shared[2]} judged "
+                f"query {judgment.query_id}, image {shared[3]} judged "
                 f"{judgment.relevant} here but {earlier_judgment.relevant} on line {earlier_line}",
             )
         repeats.append((line, earlier_line))
@@ -241,6 +245,7 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
     id_column = lowered.get("image_id")
     path_column = lowered.get("image_path")
     relevant_column = lowered.get("relevant")
+    collection_column = lowered.get("collection")
     if id_column is None and path_column is None:
         raise _fail(path, 1, f"missing column image_id or image_path ({', '.join(columns)})")
     judgments: list[tuple[int, Judgment]] = []
@@ -255,7 +260,15 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
         relevant = 1
         if relevant_column is not None:
             relevant = _parse_int(path, line, "relevant", record[relevant_column])
-        judgments.append((line, Judgment(query_id, image_id or None, image_path or None, relevant)))
+        collection = record.get(collection_column, "") if collection_column else ""
+        judgments.append(
+            (
+                line,
+                Judgment(
+                    query_id, image_id or None, image_path or None, relevant, collection or None
+                ),
+            )
+        )
     return judgments
 
 
@@ -364,14 +377,18 @@ def _docid(judgment: Judgment) -> str:
     return docid
 
 
-def write_trec_qrels(path: StrPath, judgments: Iterable[Judgment]) -> None:
-    """Write `qid 0 docid rel` lines; the docid is the image id, else the image path."""
-    lines = [
+def trec_qrels_text(judgments: Iterable[Judgment]) -> str:
+    """`qid 0 docid rel` lines; the docid is the image id, else the image path."""
+    return "".join(
         f"{_check_token('query id', j.query_id)} 0 {_check_token('docid', _docid(j))} "
         f"{j.relevant}\n"
         for j in judgments
-    ]
-    atomic_write_text(path, "".join(lines))
+    )
+
+
+def write_trec_qrels(path: StrPath, judgments: Iterable[Judgment]) -> None:
+    """Write `qid 0 docid rel` lines; the docid is the image id, else the image path."""
+    atomic_write_text(path, trec_qrels_text(judgments))
 
 
 def write_judgments_csv(path: StrPath, judgments: Iterable[Judgment]) -> None:

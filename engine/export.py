@@ -1,29 +1,117 @@
-"""Exports and imports: results and judgments as CSV (SPEC.md §4), TREC qrels, INQUIRE-style
-judgment files, and copying the photos judged relevant to a folder."""
+"""Exports and imports: results and judgments as CSV (SPEC.md §4, §6), TREC qrels,
+INQUIRE-style judgment files, and copying the photos judged relevant to a folder.
+
+Every write is all or nothing: a file is written whole or not at all (`engine.files`), copies
+are taken back when one fails, and a failed write says in one line where, why, the space
+needed and free where known, and that nothing was lost.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import io
 import logging
+import os
 import shutil
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from engine.benchmark import JudgmentResolver, catalog_docid
-from engine.catalog import Judgment, Query
+from engine.catalog import Collection, Image, Judgment, Query
 from engine.collections import PhotoDetails, photo_details
-from engine.errors import BadInputError
+from engine.errors import BadInputError, QuadratError
 from engine.evaluate import Judgment as FileJudgment
-from engine.evaluate import load_judgments, load_queries_csv, write_judgments_csv, write_trec_qrels
-from engine.files import atomic_write_text
+from engine.evaluate import load_judgments, load_queries_csv, trec_qrels_text
+from engine.files import atomic_write_bytes
 from engine.library import Library
 from engine.queries import QueryStore
 
 log = logging.getLogger(__name__)
+
+# --- writing, all or nothing -----------------------------------------------------------------
+
+# Quota exceeded (EDQUOT) is not defined on every platform.
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
+NOTHING_LOST = "nothing was lost: the library is unchanged and no partial file was left"
+
+
+def human_size(size: int) -> str:
+    """A byte count as people read it: 512 bytes, 12.3 KB, 4.0 MB."""
+    if size < 1000:
+        return f"{size} bytes"
+    value = float(size)
+    for unit in ("KB", "MB", "GB", "TB"):
+        value /= 1000
+        if value < 1000 or unit == "TB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def free_bytes(folder: str | os.PathLike[str]) -> int | None:
+    """Free space on the disk that holds `folder` (or its nearest existing parent); None when
+    it cannot be read."""
+    probe = Path(folder).expanduser().absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def write_failure(
+    error: OSError, folder: str | os.PathLike[str], what: str, needed: int | None = None
+) -> QuadratError:
+    """The one-line error of a failed export write: what, where, why, space needed and free."""
+    code = error.errno
+    if code in _DISK_FULL:
+        free = free_bytes(folder)
+        sizes = [f"{human_size(needed)} needed" if needed is not None else ""]
+        sizes.append(f"{human_size(free)} free" if free is not None else "")
+        space = ", ".join(part for part in sizes if part)
+        cause = "the disk is full" + (f" ({space})" if space else "")
+    elif code == errno.EROFS:
+        cause = "the disk is read-only"
+    elif code in (errno.EACCES, errno.EPERM):
+        cause = "no permission to write there"
+    else:
+        cause = " ".join((error.strerror or str(error) or type(error).__name__).split())
+    log.info("writing %s to %s failed: %s", what, folder, error)  # the error says it once
+    return QuadratError(f"could not write {what} to {folder}: {cause}; {NOTHING_LOST}")
+
+
+@contextlib.contextmanager
+def plain_write_errors(
+    path: str | os.PathLike[str], what: str, needed: int | None = None
+) -> Iterator[None]:
+    """Turn an OSError of the writes inside into `write_failure`'s one line (for writers that
+    are atomic already, such as `engine.evaluate.write_trec_run`)."""
+    try:
+        yield
+    except OSError as error:
+        folder = Path(path).expanduser().absolute().parent
+        raise write_failure(error, folder, what, needed) from error
+
+
+def export_text(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Write a whole export file atomically; a full or read-only disk gives one line and leaves
+    any earlier file of that name as it was."""
+    data = text.encode("utf-8")
+    folder = Path(path).expanduser().absolute().parent
+    free = free_bytes(folder)
+    if free is not None and len(data) > free:
+        raise write_failure(
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
+        )
+    with plain_write_errors(path, what, len(data)):
+        atomic_write_bytes(path, data)
+
 
 RESULT_COLUMNS = [
     "path",
@@ -94,11 +182,59 @@ def export_results_csv(
             }
         )
         rows += 1
-    atomic_write_text(path, buffer.getvalue())
+    export_text(path, buffer.getvalue(), "the results")
     return rows
 
 
-def _file_judgments(library: Library, query_ids: Sequence[int] | None) -> list[FileJudgment]:
+JUDGMENT_COLUMNS = [
+    "query_id",
+    "image_id",
+    "image_path",
+    "relevant",
+    "collection",
+    "query_text",
+    "query_name",
+    "query_notes",
+]
+"""An exported judgments CSV (SPEC.md §6): the INQUIRE columns first, then what makes the file
+readable alone and its paths unambiguous across collections."""
+
+
+@dataclass(frozen=True)
+class QueryColumns:
+    """The query a judgments file describes: its words, the name and notes given to it."""
+
+    text: str
+    name: str = ""
+    notes: str = ""
+
+
+def collection_labels(library: Library) -> dict[int, str]:
+    """collection id -> how files name it: its name, or its folder when names clash."""
+    with library.catalog.session() as s:
+        rows = s.execute(select(Collection.id, Collection.name, Collection.root)).all()
+    counts: dict[str, int] = {}
+    for _, name, _ in rows:
+        counts[name] = counts.get(name, 0) + 1
+    return {cid: name if counts[name] == 1 else root for cid, name, root in rows}
+
+
+def _shared_external_ids(library: Library) -> set[int]:
+    """Source ids that several photos carry (copies of a collection with its metadata)."""
+    with library.catalog.session() as s:
+        return set(
+            s.scalars(
+                select(Image.external_id)
+                .where(Image.external_id.is_not(None))
+                .group_by(Image.external_id)
+                .having(func.count() > 1)
+            )
+        )
+
+
+def _file_judgments(
+    library: Library, query_ids: Sequence[int] | None
+) -> tuple[list[FileJudgment], dict[str, QueryColumns]]:
     with library.catalog.session() as s:
         stmt = select(Judgment.query_id, Judgment.image_id, Judgment.relevance).order_by(
             Judgment.query_id, Judgment.image_id
@@ -106,40 +242,140 @@ def _file_judgments(library: Library, query_ids: Sequence[int] | None) -> list[F
         if query_ids is not None:
             stmt = stmt.where(Judgment.query_id.in_(list(query_ids)))
         rows = s.execute(stmt).all()
+        queries = {
+            str(q.id): QueryColumns(q.text, q.name or "", q.notes or "")
+            for q in s.scalars(select(Query).where(Query.id.in_({r.query_id for r in rows})))
+        }
+        collection_of = dict(
+            s.execute(
+                select(Image.id, Image.collection_id).where(
+                    Image.id.in_({r.image_id for r in rows})
+                )
+            ).all()
+        )
     records = photo_details(library, [r.image_id for r in rows])
+    labels = collection_labels(library)
+    shared = _shared_external_ids(library)
     out = []
     for query_id, image_id, relevance in rows:
         record = records.get(image_id)
         if record is None:
             continue
-        docid = (
-            str(record.external_id) if record.external_id is not None else catalog_docid(image_id)
+        # A source id names one photo only when no copy carries it too.
+        unique = record.external_id is not None and record.external_id not in shared
+        docid = str(record.external_id) if unique else catalog_docid(image_id)
+        label = labels.get(collection_of.get(image_id, -1), record.collection)
+        out.append(FileJudgment(str(query_id), docid, record.rel_path, relevance, label))
+    return out, queries
+
+
+def judgments_csv_text(judgments: Sequence[FileJudgment], queries: dict[str, QueryColumns]) -> str:
+    """The judgments CSV of JUDGMENT_COLUMNS."""
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(JUDGMENT_COLUMNS)
+    for j in judgments:
+        query = queries.get(j.query_id, QueryColumns(""))
+        writer.writerow(
+            [
+                j.query_id,
+                j.image_id or "",
+                j.image_path or "",
+                j.relevant,
+                j.collection or "",
+                query.text,
+                query.name,
+                query.notes,
+            ]
         )
-        out.append(FileJudgment(str(query_id), docid, record.rel_path, relevance))
-    return out
+    return buffer.getvalue()
 
 
 def export_judgments(
     library: Library, path: str | Path, query_ids: Sequence[int] | None = None, fmt: str = "csv"
 ) -> int:
-    """Write the user's judgments as an INQUIRE-style CSV (with a `relevant` column) or as TREC
-    qrels (`fmt="qrels"`); query ids are the library's saved-query ids. Returns rows written."""
-    judgments = _file_judgments(library, query_ids)
-    if fmt == "csv":
-        write_judgments_csv(path, judgments)
-    elif fmt == "qrels":
-        write_trec_qrels(path, judgments)
-    else:
+    """Write the user's judgments as CSV (JUDGMENT_COLUMNS: INQUIRE's columns with `relevant`,
+    the collection and the query's text, name and notes) or as TREC qrels (`fmt="qrels"`);
+    query ids are the library's saved-query ids. Returns rows written."""
+    if fmt not in ("csv", "qrels"):
         raise BadInputError(f"unknown judgment format {fmt!r}; use csv or qrels")
+    judgments, queries = _file_judgments(library, query_ids)
+    if fmt == "csv":
+        export_text(path, judgments_csv_text(judgments, queries), "the judgments")
+    else:
+        export_text(path, trec_qrels_text(judgments), "the qrels")
     return len(judgments)
 
 
 @dataclass(frozen=True)
 class ImportReport:
-    queries: int
+    queries: int  # queries of the queries file, or saved queries created from query_text
     judgments: int
     unresolved: int
     query_ids: dict[str, int]  # benchmark query id -> saved query id
+
+
+def read_query_columns(path: str | Path) -> dict[str, QueryColumns]:
+    """query id -> the query_text, query_name and query_notes a judgments CSV carries (as
+    `export_judgments` writes them); empty for a file without a query_text column."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            lines = [line for line in handle if line.strip() and not line.lstrip().startswith("#")]
+    except (OSError, UnicodeDecodeError):
+        return {}  # load_judgments has said what is wrong with the file
+    reader = csv.DictReader(lines)
+    fields = {name.strip().lower(): name for name in reader.fieldnames or []}
+    if "query_text" not in fields or "query_id" not in fields:
+        return {}
+    out: dict[str, QueryColumns] = {}
+    for row in reader:
+        query_id = (row.get(fields["query_id"]) or "").strip()
+        text = " ".join((row.get(fields["query_text"]) or "").split())
+        if query_id and text and query_id not in out:
+            out[query_id] = QueryColumns(
+                text,
+                (row.get(fields.get("query_name", ""), "") or "").strip(),
+                (row.get(fields.get("query_notes", ""), "") or "").strip(),
+            )
+    return out
+
+
+def _saved_queries_for(
+    store: QueryStore, query_ids: Sequence[str], described: dict[str, QueryColumns]
+) -> tuple[dict[str, int], int]:
+    """Saved queries for a judgments file without a queries file: the saved query of that id
+    when the file does not say otherwise (a Quadrat export read back), else the saved query with
+    the file's query_text, created with its name and notes if new. Returns (mapping, created)."""
+    saved = {str(q.id): q for q in store.list_queries()}
+    # The text-only saved query of that text, the oldest first (as find_or_create_query finds).
+    by_text = {
+        q.text: q
+        for q in sorted(saved.values(), key=lambda q: q.id, reverse=True)
+        if q.image_path is None
+    }
+    mapping: dict[str, int] = {}
+    created = 0
+    for query_id in dict.fromkeys(query_ids):
+        info = described.get(query_id)
+        existing = saved.get(query_id)
+        if info is None:
+            if existing is not None:
+                mapping[query_id] = existing.id
+            continue
+        if existing is not None and existing.text == info.text:
+            mapping[query_id] = existing.id
+            continue
+        match = by_text.get(info.text)
+        target = match.id if match is not None else store.find_or_create_query(info.text)
+        if match is None:
+            created += 1
+        # Fill in a name and notes the saved query lacks; never overwrite the user's own.
+        if info.name and (match is None or not match.name):
+            store.rename_query(target, info.name)
+        if info.notes and (match is None or not match.notes):
+            store.set_notes(target, info.notes)
+        mapping[query_id] = target
+    return mapping, created
 
 
 def import_benchmark(
@@ -148,10 +384,14 @@ def import_benchmark(
     """Turn benchmark queries (and their judgments) into saved queries of the library, so they
     can be opened, searched and judged further in the window.
 
-    Without a queries file the judgments' query ids are the library's saved-query ids, as
-    `export_judgments` writes them: a round trip restores the judgments.
+    Without a queries file the judgments attach to the library's saved queries by id, as
+    `export_judgments` writes them (a round trip restores the judgments); when the file carries
+    query_text (an export from another library), a query whose id names no saved query of that
+    text attaches to the saved query of that text, created if need be. A `collection` column
+    picks the photo among collections that share relative paths.
     """
     store = QueryStore(library)
+    judgments = load_judgments(judgments_path) if judgments_path is not None else []
     if queries_path is not None:
         queries = load_queries_csv(queries_path)
         mapping = {q.query_id: store.find_or_create_query(q.text) for q in queries}
@@ -159,12 +399,13 @@ def import_benchmark(
     else:
         if judgments_path is None:
             raise BadInputError("give a queries file, a judgments file, or both")
-        mapping = {str(q.id): q.id for q in store.list_queries()}
-        count = 0
+        mapping, count = _saved_queries_for(
+            store, [j.query_id for j in judgments], read_query_columns(judgments_path)
+        )
     judged = unresolved = 0
-    if judgments_path is not None:
+    if judgments:
         resolver = JudgmentResolver(library)
-        for j in load_judgments(judgments_path):
+        for j in judgments:
             saved = mapping.get(j.query_id)
             image_id = resolver(j) if saved is not None else None
             if saved is None or image_id is None:
@@ -184,9 +425,13 @@ class CopiedPhotos(list[Path]):
 
 def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> CopiedPhotos:
     """Copy the photos judged relevant for a query into `dest`; name clashes get a suffix.
-    Photos missing from disk are skipped and counted in the result's `missing`."""
+    Photos missing from disk are skipped and counted in the result's `missing`.
+
+    All or nothing: when the disk cannot take every photo, nothing is copied (checked first
+    where the free space is known) and copies already made are taken back.
+    """
     dest = Path(dest).expanduser()
-    dest.mkdir(parents=True, exist_ok=True)
+    what = "the relevant photos"
     with library.catalog.session() as s:
         if s.get(Query, query_id) is None:
             raise BadInputError(f"no saved query with id {query_id}")
@@ -198,17 +443,49 @@ def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> C
             )
         )
     copied = CopiedPhotos()
+    sources: list[Path] = []
     for record in sorted(photo_details(library, ids).values(), key=lambda r: r.rel_path):
         source = Path(record.path)
         if not source.is_file():
             log.warning("not copied, file is gone: %s", source)
             copied.missing += 1
             continue
-        target = dest / source.name
-        n = 1
-        while target.exists():
-            target = dest / f"{source.stem}-{n}{source.suffix}"
-            n += 1
-        shutil.copy2(source, target)
-        copied.append(target)
+        sources.append(source)
+    needed = sum(_file_size(source) for source in sources)
+    free = free_bytes(dest)
+    if free is not None and needed > free:
+        raise write_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), dest, what, needed)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for source in sources:
+            target = dest / source.name
+            n = 1
+            while target.exists():
+                target = dest / f"{source.stem}-{n}{source.suffix}"
+                n += 1
+            _copy_whole(source, target)
+            copied.append(target)
+    except OSError as error:
+        for done in copied:  # all or nothing: take back what this call copied
+            done.unlink(missing_ok=True)
+        raise write_failure(error, dest, what, needed) from error
     return copied
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _copy_whole(source: Path, target: Path) -> None:
+    """Copy to a temporary name beside the target, then rename: never a half-copied photo."""
+    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copy2(source, temp_name)
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise

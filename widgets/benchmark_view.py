@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
 
 K_CHOICES = (10, 20, 50, 100)
 FILE_FILTER = "Benchmark files (*.csv *.txt *.qrels);;All files (*)"
+AUTOMATIC = ""  # the collection choice: the one holding every judged photo, else all
+ALL = "all"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,15 @@ class BenchmarkRequest:
     methods: tuple[str, ...]
     k: int
     protocol: str
+    collection: str = AUTOMATIC  # AUTOMATIC, ALL, or a collection key from `set_collections`
+
+
+@dataclass(frozen=True)
+class CollectionItem:
+    """A collection the benchmark can rank alone: the key a request carries, the label shown."""
+
+    key: str
+    label: str
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,7 @@ class SummaryRow:
     mAP: float
     mean_nDCG: float
     MRR: float
+    judged: float = 0.0  # mean judged@k: the share of the top k that carries a judgment
     # Against the first method (paired over queries); None for the first method itself.
     delta: float | None = None
     ci95: tuple[float, float] | None = None
@@ -65,6 +77,8 @@ class QueryRow:
     nDCG: float
     RR: float
     R: int
+    judged: float = 0.0  # judged@k
+    unjudged: int = 0  # photos of the top k without a judgment
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ class BenchmarkTables:
     per_query: list[QueryRow] = field(default_factory=list)
     per_category: list[CategoryRow] = field(default_factory=list)
     note: str = ""
+    collections: str = ""  # which collections were ranked, and why
 
 
 def _signed(value: float | None) -> str:
@@ -137,6 +152,7 @@ class BenchmarkDialog(QDialog):
     runRequested = Signal(object)  # BenchmarkRequest
     cancelRequested = Signal()
     exportRequested = Signal(str)  # path
+    judgmentsChanged = Signal(str)  # path: the controller says which collections it matches
 
     def __init__(self, methods: Sequence[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -151,6 +167,23 @@ class BenchmarkDialog(QDialog):
         self.judgments_edit = QLineEdit(self)
         self.judgments_edit.setObjectName("benchmarkJudgments")
         self.judgments_edit.setPlaceholderText("judgments: INQUIRE CSV or TREC qrels")
+        self.judgments_edit.editingFinished.connect(self._judgments_changed)
+        self.collection_combo = QComboBox(self)
+        self.collection_combo.setObjectName("benchmarkCollection")
+        self.collection_combo.setToolTip(
+            "What is ranked. Unjudged photos in other collections (copies, say) push judged "
+            "ones down and lower every metric; by default only the collection holding every "
+            "judged photo is ranked, when exactly one does."
+        )
+        self.collection_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.collection_combo.setMinimumContentsLength(24)
+        self.collection_combo.addItem("The collection of the judged photos", AUTOMATIC)
+        self.collection_combo.addItem("All collections", ALL)
+        self.collection_note = QLabel(self)
+        self.collection_note.setObjectName("benchmarkCollectionNote")
+        self.collection_note.setWordWrap(True)
         self.method_boxes: dict[str, QCheckBox] = {}
         methods_row = QHBoxLayout()
         for method in methods:
@@ -178,6 +211,8 @@ class BenchmarkDialog(QDialog):
         form = QFormLayout()
         form.addRow("Queries:", self._file_row(self.queries_edit, "Choose a queries file"))
         form.addRow("Judgments:", self._file_row(self.judgments_edit, "Choose a judgments file"))
+        form.addRow("Collections:", self.collection_combo)
+        form.addRow("", self.collection_note)
         form.addRow("Methods:", methods_row)
         options = QHBoxLayout()
         options.addWidget(QLabel("k:", self))
@@ -239,10 +274,40 @@ class BenchmarkDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, caption, edit.text(), FILE_FILTER)
         if path:
             edit.setText(path)
+            if edit is self.judgments_edit:
+                self._judgments_changed()
 
     def set_files(self, queries: str, judgments: str) -> None:
         self.queries_edit.setText(queries)
         self.judgments_edit.setText(judgments)
+        self._judgments_changed()
+
+    def _judgments_changed(self) -> None:
+        self.judgmentsChanged.emit(self.judgments_edit.text().strip())
+
+    def set_collections(
+        self, items: Sequence[CollectionItem], matching: str | None = None, note: str = ""
+    ) -> None:
+        """List the collections to choose from; `matching` names the one holding every judged
+        photo (the automatic choice says so). The user's choice stays when still listed."""
+        combo = self.collection_combo
+        current = combo.currentData()
+        combo.blockSignals(True)
+        combo.clear()
+        label = {item.key: item.label for item in items}.get(matching or "")
+        combo.addItem(
+            f"The collection of the judged photos: {label}"
+            if label
+            else "The collection of the judged photos",
+            AUTOMATIC,
+        )
+        combo.addItem(f"All collections ({len(items)})", ALL)
+        for item in items:
+            combo.addItem(item.label, item.key)
+        index = combo.findData(current)
+        combo.setCurrentIndex(max(0, index))
+        combo.blockSignals(False)
+        self.collection_note.setText(note)
 
     def request(self) -> BenchmarkRequest:
         return BenchmarkRequest(
@@ -252,6 +317,7 @@ class BenchmarkDialog(QDialog):
             + tuple(m.strip() for m in self.more_methods.text().split(";") if m.strip()),
             int(self.k_combo.currentData()),
             str(self.protocol.currentData()),
+            str(self.collection_combo.currentData() or AUTOMATIC),
         )
 
     def _run(self) -> None:
@@ -288,17 +354,23 @@ class BenchmarkDialog(QDialog):
         _fill(
             self.summary,
             ["Method", "Queries", f"mAP@{k}", f"nDCG@{k}", f"MRR@{k}"]
-            + (["ΔmAP vs first", "95% CI", "p"] if compared else []),
+            + (["ΔmAP vs first", "95% CI", "p"] if compared else [])
+            + [f"judged@{k}"],
             [
                 (r.method, r.queries, r.mAP, r.mean_nDCG, r.MRR)
                 + ((_signed(r.delta), _interval(r.ci95), _p(r.p)) if compared else ())
+                + (r.judged,)
                 for r in tables.summary
             ],
         )
         _fill(
             self.per_query,
-            ["Query", "Text", "Method", f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "R"],
-            [(r.query_id, r.text, r.method, r.AP, r.nDCG, r.RR, r.R) for r in tables.per_query],
+            ["Query", "Text", "Method", f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "R"]
+            + [f"judged@{k}", f"Unjudged in top {k}"],
+            [
+                (r.query_id, r.text, r.method, r.AP, r.nDCG, r.RR, r.R, r.judged, r.unjudged)
+                for r in tables.per_query
+            ],
         )
         _fill(
             self.per_category,
@@ -310,3 +382,5 @@ class BenchmarkDialog(QDialog):
         )
         self.export_button.setEnabled(True)
         self.status.setText(tables.note)
+        if tables.collections:
+            self.collection_note.setText(tables.collections)

@@ -15,13 +15,15 @@ from PySide6.QtWidgets import QWidget
 
 from app.controllers.session import LibrarySession
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
-from engine.errors import BadInputError
+from engine.errors import BadInputError, QuadratError
 from engine.progress import Progress
 from widgets.benchmark_view import (
+    AUTOMATIC,
     BenchmarkDialog,
     BenchmarkRequest,
     BenchmarkTables,
     CategoryRow,
+    CollectionItem,
     QueryRow,
     SummaryRow,
 )
@@ -50,9 +52,11 @@ def build_tables(
     texts: dict[str, str],
     results: dict[str, Any],
     comparisons: list[Any] | None = None,
+    collections: str = "",
 ) -> BenchmarkTables:
     """The dialog's tables from one `BenchmarkResult` per method, and each later method's
-    paired comparison with the first (`engine.significance.Comparison`)."""
+    paired comparison with the first (`engine.significance.Comparison`); `collections` is the
+    line saying which collections were ranked."""
     summary, per_query, per_category = [], [], []
     unresolved = 0
     against = {c.method: c for c in comparisons or []}
@@ -61,15 +65,20 @@ def build_tables(
         c = against.get(method)
         summary.append(
             SummaryRow(
-                method, mean.queries, mean.mAP, mean.mean_nDCG, mean.MRR,
+                method, mean.queries, mean.mAP, mean.mean_nDCG, mean.MRR, mean.mean_judged,
                 c.delta if c else None, c.ci95 if c else None, c.p if c else None,
             )
         )  # fmt: skip
         unresolved = max(unresolved, result.unresolved_judgments)
         for m in result.per_query:
+            shown = min(request.k, len(result.runs.get(m.query_id, ())))
+            unjudged = max(0, shown - round(m.judged * request.k))
             per_query.append(
-                QueryRow(m.query_id, texts.get(m.query_id, ""), method, m.AP, m.nDCG, m.RR, m.R)
-            )
+                QueryRow(
+                    m.query_id, texts.get(m.query_id, ""), method,
+                    m.AP, m.nDCG, m.RR, m.R, m.judged, unjudged,
+                )
+            )  # fmt: skip
         for column, groups in result.by_category.items():
             for value, group in groups.items():
                 per_category.append(
@@ -80,7 +89,9 @@ def build_tables(
         if unresolved
         else ""
     )
-    return BenchmarkTables(request.k, request.protocol, summary, per_query, per_category, note)
+    return BenchmarkTables(
+        request.k, request.protocol, summary, per_query, per_category, note, collections
+    )
 
 
 def tables_csv(tables: BenchmarkTables) -> str:
@@ -91,7 +102,7 @@ def tables_csv(tables: BenchmarkTables) -> str:
     writer.writerow(
         ["level", "method", "query_id", "text", "column", "value", "queries", "R",
          f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "protocol",
-         "delta_vs_first", "ci95_low", "ci95_high", "p"]
+         "delta_vs_first", "ci95_low", "ci95_high", "p", f"judged@{k}", "unjudged"]
     )  # fmt: skip
     for r in tables.summary:
         tests = (
@@ -101,12 +112,14 @@ def tables_csv(tables: BenchmarkTables) -> str:
         )
         writer.writerow(
             ["mean", r.method, "", "", "", "", r.queries, "",
-             f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol, *tests]
+             f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol, *tests,
+             f"{r.judged:.6f}", ""]
         )  # fmt: skip
     for q in tables.per_query:
         writer.writerow(
             ["query", q.method, q.query_id, q.text, "", "", "", q.R,
-             f"{q.AP:.6f}", f"{q.nDCG:.6f}", f"{q.RR:.6f}", tables.protocol]
+             f"{q.AP:.6f}", f"{q.nDCG:.6f}", f"{q.RR:.6f}", tables.protocol,
+             "", "", "", "", f"{q.judged:.6f}", q.unjudged]
         )  # fmt: skip
     for c in tables.per_category:
         writer.writerow(
@@ -135,13 +148,51 @@ class BenchmarkController(QObject):
             dialog.runRequested.connect(self.run)
             dialog.cancelRequested.connect(self.cancel)
             dialog.exportRequested.connect(self.export)
+            dialog.judgmentsChanged.connect(self.refresh_collections)
             dialog.rejected.connect(self.cancel)
             self.dialog = dialog
         if self.dialog.isVisible():
             self.dialog.raise_()  # already open behind the window: bring it forward
         else:
             self.dialog.show()
+            self.refresh_collections(self.dialog.judgments_edit.text().strip())
         return self.dialog
+
+    def refresh_collections(self, judgments: str = "") -> TaskHandle | None:
+        """List the library's collections in the dialog and, for a judgments file, say which
+        one holds every judged photo (the automatic choice ranks it alone)."""
+        library = self.session.library
+        if library is None:
+            return None
+
+        def work(ctx: TaskContext) -> tuple[list[CollectionItem], str | None, str]:
+            from engine.benchmark import choose_collections, library_collections
+            from engine.evaluate import load_judgments
+
+            collections = library_collections(library)
+            items = [CollectionItem(str(c.id), c.label()) for c in collections]
+            if not judgments or not Path(judgments).is_file():
+                return items, None, ""
+            try:
+                choice = choose_collections(library, load_judgments(judgments))
+            except BadInputError as exc:  # the run says it again, with the file and line
+                return items, None, str(exc)
+            only = choice.match.only
+            return items, None if only is None else str(only.id), _sentence(choice.note)
+
+        def shown(result: tuple[list[CollectionItem], str | None, str]) -> None:
+            if self.dialog is not None:
+                self.dialog.set_collections(*result)
+
+        return self.runner.submit(
+            work,
+            title="Matching the judgments to collections",
+            pool=READ,
+            group="benchmark-collections",  # the newest file wins
+            on_success=shown,
+            # Only a hint for the choice: the run itself reports what goes wrong.
+            on_failure=lambda exc: log.warning("matching the judgments to collections: %s", exc),
+        )
 
     @property
     def running(self) -> bool:
@@ -176,11 +227,13 @@ class BenchmarkController(QObject):
                 protocol=request.protocol,
                 progress=ctx.progress,
                 cancel=ctx.cancel,
+                collection=None if request.collection == AUTOMATIC else request.collection,
             )
             texts = {q.query_id: q.text for q in queries}
+            ranked = _sentence(bench.collections.note) if bench.collections else ""
             return BenchmarkOutcome(
                 request,
-                build_tables(request, texts, bench.results, bench.comparisons),
+                build_tables(request, texts, bench.results, bench.comparisons, ranked),
                 bench.results,
                 time.monotonic() - started,
                 bench.comparisons,
@@ -258,14 +311,32 @@ class BenchmarkController(QObject):
         text = tables_csv(outcome.tables)
 
         def write(ctx: TaskContext) -> Path:
+            from engine.export import export_text
+
             out = Path(path)
-            out.write_text(text, encoding="utf-8", newline="")
+            export_text(out, text, "the benchmark tables")  # whole or not at all
             return out
 
         def written(out: Path) -> None:
             if self.dialog is not None:
                 self.dialog.status.setText(f"Wrote {out}")
 
+        def failed(exc: BaseException) -> None:
+            if isinstance(exc, QuadratError) and self.dialog is not None:
+                self.dialog.status.setText(str(exc))  # a full disk: one line, no error box
+            else:
+                self.runner.report_error(exc, "Exporting the benchmark")
+
         return self.runner.submit(
-            write, title="Exporting the benchmark", pool=READ, on_success=written
+            write,
+            title="Exporting the benchmark",
+            pool=READ,
+            on_success=written,
+            on_failure=failed,
         )
+
+
+def _sentence(line: str) -> str:
+    """An engine note as a sentence of the window: capital first, full stop last."""
+    line = line.strip()
+    return f"{line[:1].upper()}{line[1:]}." if line else ""
