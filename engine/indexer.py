@@ -37,6 +37,7 @@ from engine.scan import (
     content_hash,
     decode_image,
     find_metadata_file,
+    ignored_metadata_line,
     load_coco_metadata,
     metadata_key,
     taxon_for_path,
@@ -73,6 +74,9 @@ class IndexReport:
     removed: int = 0  # missing photos forgotten in this run (only with `prune`)
     relocated_from: str | None = None  # the collection's old root, when it was moved here
     metadata_problems: int = 0  # metadata records whose unusable values were ignored
+    metadata_values_ignored: int = 0  # impossible values dropped (latitude "north", month 13)
+    metadata_records_ignored: int = 0  # records skipped whole (not an object, no file_name)
+    metadata_examples: list[str] = field(default_factory=list)  # the first few, also logged
     skipped: list[SkippedFile] = field(default_factory=list)
     cancelled: bool = False
     seconds: float = 0.0
@@ -94,6 +98,9 @@ class IndexReport:
             "judgments_on_missing": self.judgments_on_missing,
             "relocated_from": self.relocated_from,
             "metadata_problems": self.metadata_problems,
+            "metadata_values_ignored": self.metadata_values_ignored,
+            "metadata_records_ignored": self.metadata_records_ignored,
+            "metadata_examples": list(self.metadata_examples),
             "catalog": {"indexed": self.catalog_indexed, "skipped": self.catalog_skipped},
             "total_files": self.total_files,
             "cancelled": self.cancelled,
@@ -119,11 +126,16 @@ class IndexReport:
         if self.still_missing:
             lines.append(missing_photos_line(self.still_missing, self.judgments_on_missing))
         if self.metadata_problems:
-            lines.append(
-                f"{self.metadata_problems} metadata records had unusable values, which were "
-                "ignored (details in the log)"
-            )
+            lines.append(f"{self.metadata_line()} (examples in the log)")
         return "\n".join(lines)
+
+    def metadata_line(self) -> str:
+        """How much of the metadata file was ignored, in words ("" when nothing was)."""
+        if not self.metadata_problems:
+            return ""
+        line = ignored_metadata_line(self.metadata_values_ignored, self.metadata_records_ignored)
+        # A tally from an older reader may lack the split: the record count still says it.
+        return line or f"{self.metadata_problems} metadata records had values that were ignored"
 
     def status_line(self) -> str:
         """The summary in one short line, for a status bar."""
@@ -132,6 +144,8 @@ class IndexReport:
             line += f"; moved from {self.relocated_from}"
         if self.still_missing:
             line += f"; {self.still_missing} missing from disk (judgments kept)"
+        if self.metadata_problems:
+            line += f"; {self.metadata_line()} (examples in the log)"
         return line
 
 
@@ -269,6 +283,9 @@ class Indexer:
         report.total_files = len(entries)
         coco = self._load_metadata(root, metadata)
         report.metadata_problems = int(getattr(coco, "problems", 0))
+        report.metadata_values_ignored = int(getattr(coco, "values_ignored", 0))
+        report.metadata_records_ignored = int(getattr(coco, "records_ignored", 0))
+        report.metadata_examples = list(getattr(coco, "examples", []))
 
         if relocate and entries:
             from engine.collections import find_moved_collection, relocate_collection

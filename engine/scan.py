@@ -475,19 +475,43 @@ class CocoMetadata(dict[str, ImageMeta]):
     of what it had to ignore.
 
     `problems` counts records with at least one ignored value and records ignored whole;
-    `examples` describes the first few, e.g. "images[3]: id 18446744073709551616 is out of
-    range".
+    `values_ignored` counts the values dropped (a latitude "north", a longitude 720, a date of
+    month 13), `records_ignored` the records skipped whole; `examples` describes the first few,
+    e.g. "images[3]: id 18446744073709551616 is out of range".
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.problems: int = 0
+        self.values_ignored: int = 0
+        self.records_ignored: int = 0
         self.examples: list[str] = []
 
-    def _note(self, where: str, issues: list[str]) -> None:
+    def _note(self, where: str, issues: list[str], *, whole: bool = False) -> None:
         self.problems += 1
+        if whole:
+            self.records_ignored += 1
+        else:
+            self.values_ignored += len(issues)
         if len(self.examples) < _EXAMPLES:
             self.examples.append(f"{where}: {'; '.join(issues)}")
+
+    def problem_line(self) -> str:
+        """What was ignored, in words ("" when nothing was): for summaries and the log."""
+        return ignored_metadata_line(self.values_ignored, self.records_ignored)
+
+
+def ignored_metadata_line(values: int, records: int) -> str:
+    """E.g. "3 metadata values were ignored as impossible or unusable"; "" when none were."""
+    parts = []
+    if values:
+        parts.append(f"{values} metadata value{'s' * (values != 1)}")
+    if records:
+        parts.append(f"{records} metadata record{'s' * (records != 1)}")
+    if not parts:
+        return ""
+    verb = "was" if values + records == 1 else "were"
+    return f"{' and '.join(parts)} {verb} ignored as impossible or unusable"
 
 
 class _CocoReader:
@@ -510,7 +534,7 @@ class _CocoReader:
 
     def _fields(self, where: str, record: dict[str, object] | None) -> _Fields | None:
         if record is None:
-            self.result._note(where, ["not an object; ignored"])
+            self.result._note(where, ["not an object; ignored"], whole=True)
             return None
         return _Fields(record)
 
@@ -525,11 +549,13 @@ class _CocoReader:
             return
         file_name = record.get("file_name")
         if not isinstance(file_name, str) or not file_name.strip():
-            self.result._note(where, ["no usable file_name; ignored"])
+            self.result._note(where, ["no usable file_name; ignored"], whole=True)
             return
         key = metadata_key(file_name.strip())
         if key in self.result:
-            self.result._note(where, [f"{_short(key)} is listed twice; the first is kept"])
+            self.result._note(
+                where, [f"{_short(key)} is listed twice; the first is kept"], whole=True
+            )
             return
         meta = ImageMeta(
             observed_at=fields.get("date", parse_date),
@@ -820,8 +846,9 @@ def load_coco_metadata(path: Path) -> CocoMetadata:
     metadata = reader.finish()
     if metadata.problems:
         log.warning(
-            "%s: %d metadata records had values that were ignored or were ignored whole (%s)",
+            "%s: %s, in %d metadata records; the first: %s",
             path,
+            metadata.problem_line(),
             metadata.problems,
             " | ".join(metadata.examples),
         )

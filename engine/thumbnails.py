@@ -11,9 +11,12 @@ The GUI turns the bytes into a `QImage` in a worker thread; the engine never see
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import re
+import shutil
+import threading
 from pathlib import Path
 
 from PIL import Image
@@ -30,13 +33,19 @@ _HASH_RE = re.compile(r"[0-9a-f]{8,128}\Z")
 
 
 class ThumbnailCache:
-    """Thumbnails of one size in `folder/<size>/<hash[:2]>/<hash>.jpg`."""
+    """Thumbnails of one size in `folder/<size>/<hash[:2]>/<hash>.jpg`.
+
+    A thumbnail that cannot be written (a full or read-only disk) is still returned; the
+    cache says why once, in `write_problem` and one log line, until a write succeeds again.
+    """
 
     def __init__(self, folder: str | Path, size: int = DEFAULT_THUMBNAIL_SIZE) -> None:
         if size < 16:
             raise ValueError(f"thumbnail size must be at least 16 pixels, not {size}")
         self.folder = Path(folder)
         self.size = size
+        self.write_problem: str | None = None  # one line for the user, while writes fail
+        self._lock = threading.Lock()  # several loader threads store at once
 
     def path_for(self, digest: str) -> Path:
         """Where the thumbnail of the photo with content hash `digest` is (or will be) stored."""
@@ -77,10 +86,23 @@ class ThumbnailCache:
     def _store(self, digest: str, data: bytes) -> None:
         target = self.path_for(digest)
         try:
+            # Temporary file, then rename: a failed write never leaves a truncated thumbnail.
             atomic_write_bytes(target, data)
         except OSError as exc:
-            # A read-only or full disk costs speed, not the thumbnail itself.
-            log.warning("cannot cache thumbnail in %s: %s", target.parent, exc)
+            # A read-only or full disk costs speed, not the thumbnail itself: it is returned
+            # all the same. Said once per spell of failures, not once per photo.
+            problem = thumbnail_write_problem(exc, self.folder, len(data))
+            with self._lock:
+                first = self.write_problem is None  # the free space may differ each time
+                self.write_problem = problem
+            if first:
+                log.warning("%s", problem)
+            log.debug("cannot cache thumbnail %s: %s", target, exc)
+            return
+        if self.write_problem is not None:
+            with self._lock:
+                self.write_problem = None
+            log.info("thumbnails are saved in %s again", self.folder)
 
     def clear(self) -> int:
         """Delete every cached thumbnail of this size; returns how many were deleted."""
@@ -89,6 +111,52 @@ class ThumbnailCache:
             path.unlink(missing_ok=True)
             removed += 1
         return removed
+
+
+# Quota exceeded (EDQUOT) is not defined on every platform.
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG}
+_NOTHING_LOST = "nothing was lost: photos, judgments and the catalog are untouched"
+
+
+def thumbnail_write_problem(exc: OSError, folder: Path, needed: int) -> str:
+    """One line for a thumbnail that could not be saved: the folder, the cause (with the space
+    needed and free on a full disk, where known) and that nothing was lost."""
+    where = f"thumbnails cannot be saved in {folder}"
+    if exc.errno in _DISK_FULL:
+        free = _free_bytes(folder)
+        space = f" (needs {_size(needed)}, {_size(free)} free)" if free is not None else ""
+        cause = f"the disk is full{space}"
+    elif exc.errno == errno.EROFS:
+        cause = "the disk is read-only"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        cause = "no permission to write there"
+    else:
+        cause = " ".join(str(exc.strerror or exc).split())
+    return f"{where}: {cause}; {_NOTHING_LOST}, and thumbnails are made again when shown"
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Free bytes on the disk holding `folder` (or its nearest existing parent); None if
+    unknown."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None
+
+
+def _size(n: int) -> str:
+    """A byte count as people read it: "812 bytes", "14.2 KB", "3.0 MB"."""
+    if n < 1024:
+        return f"{n} bytes"
+    value = n / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
 
 
 def make_thumbnail(source: str | Path, size: int = DEFAULT_THUMBNAIL_SIZE) -> bytes:

@@ -196,9 +196,10 @@ def test_indexing_survives_impossible_metadata_records(
         report = Indexer(library, demo_encoder).run(photos)
         n = sum(1 for _ in photos.rglob("*.jpg"))
         assert report.indexed == n and not report.skipped
-        # The user hears how many records had values that were ignored.
+        # The user hears how many values and records were ignored.
         assert report.metadata_problems >= 6
-        assert "metadata records had unusable values" in report.summary()
+        assert report.metadata_records_ignored == 2  # "not a record", and one with no file_name
+        assert "were ignored as impossible or unusable" in report.summary()
         with library.catalog.session() as s:
             rows = {
                 img.rel_path: (img, s.get(Taxon, img.taxon_id) if img.taxon_id else None)

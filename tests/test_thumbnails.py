@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from PIL import Image
 from engine.errors import BadImageError
 from engine.scan import content_hash
 from engine.thumbnails import ThumbnailCache, load_preview, make_thumbnail
+from tests.small_disk import small_tmpfs
 
 
 def write_photo(path: Path, size: tuple[int, int], orientation: int | None = None) -> Path:
@@ -86,3 +88,42 @@ def test_keys_that_are_not_hashes_are_refused(tmp_path: Path) -> None:
     cache = ThumbnailCache(tmp_path)
     with pytest.raises(ValueError, match="not a content hash"):
         cache.path_for("../../etc/passwd")
+
+
+def fill_disk(folder: Path) -> Path:
+    """Write a file into `folder` until its disk is full; returns the file."""
+    filler = folder / "filler.bin"
+    with filler.open("wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler
+
+
+def test_a_full_disk_costs_no_thumbnail_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Noise: thumbnails of tens of KB, more than a full disk has room for.
+    photos = [tmp_path / f"noise{number}.jpg" for number in range(2)]
+    for photo in photos:
+        Image.effect_noise((400, 400), 80).convert("RGB").save(photo, quality=95)
+    with small_tmpfs(tmp_path / "small-disk", "256k") as disk:
+        cache = ThumbnailCache(disk / "thumbnails")
+        filler = fill_disk(disk)
+        with caplog.at_level("WARNING", logger="engine.thumbnails"):
+            thumbs = [cache.get_or_create(photo) for photo in photos]
+        # The thumbnails are shown all the same, and the cache keeps no truncated file.
+        assert all(decode(data).size == (256, 256) for data in thumbs)
+        assert [p for p in files_under(disk) if p != filler] == []
+        problem = cache.write_problem or ""
+        assert str(disk / "thumbnails") in problem and "the disk is full (needs " in problem
+        assert "free)" in problem and "nothing was lost" in problem
+        warnings = [r.getMessage() for r in caplog.records if r.name == "engine.thumbnails"]
+        assert warnings == [problem]  # one line for the spell, not one per photo
+        # Space freed: the next thumbnail is stored and the problem is over.
+        filler.unlink()
+        digest = content_hash(photos[0])
+        assert cache.get_or_create(photos[0], digest) == cache.path_for(digest).read_bytes()
+        assert cache.write_problem is None

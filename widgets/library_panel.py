@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -24,6 +26,25 @@ from PySide6.QtWidgets import (
 )
 
 SHOW_DELAY_MS = 500
+_ROOT_ROLE = Qt.ItemDataRole.UserRole + 1  # the folder of a row (a collection's root)
+
+# States of a folder's indexing run, as its row in the collections list shows it.
+WAITING = "waiting"  # queued, or waiting for the library or a model
+RUNNING = "running"
+STOPPED = "stopped"  # cancelled: the photos committed so far are kept
+FAILED = "failed"
+DONE = "done"  # finished; the row becomes the plain collection row at the next counts
+
+
+@dataclass(frozen=True)
+class IndexingRow:
+    """A folder being indexed, or whose last run stopped or failed: `text` is what its row says
+    ("waiting…", "340 of 960", "stopped at 340 of 960 — Re-scan to resume", the error)."""
+
+    root: str
+    name: str
+    state: str
+    text: str
 
 
 def format_duration(seconds: float | None) -> str:
@@ -156,6 +177,9 @@ class LibraryPanel(QWidget):
         self.setObjectName("libraryPanel")
         self.setAcceptDrops(True)
         self._stats: dict[int, Any] = {}
+        self._stats_list: list[Any] = []
+        self._runs: dict[str, IndexingRow] = {}  # by folder (the collection's root)
+        self._busy = False
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("collectionList")
@@ -192,16 +216,13 @@ class LibraryPanel(QWidget):
         )
         self.forget_button.clicked.connect(self._forget_missing)
         self.forget_button.setVisible(False)
-        buttons = QHBoxLayout()
-        buttons.setSpacing(4)
-        for button in (
-            self.add_button,
-            self.rescan_button,
-            self.remove_button,
-            self.skipped_button,
-        ):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
+        # One row of buttons where the pane is wide enough, two rows where it is not, so the
+        # buttons never hold the Library pane (and the results beside it) wider on small screens.
+        self._buttons = QGridLayout()
+        self._buttons.setSpacing(4)
+        self._button_columns = 0
+        self._arrange_buttons(4)
+        buttons = self._buttons
 
         self.summary = QLabel(self)
         self.summary.setObjectName("librarySummary")
@@ -223,21 +244,51 @@ class LibraryPanel(QWidget):
         summary_row.addWidget(self.forget_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(summary_row)
         layout.addWidget(self.progress)
+        # An explicit minimum keeps the layout from pinning the pane to the one-row width.
+        self.setMinimumWidth(self._two_rows_width())
         self._update_buttons()
 
     # -- contents -----------------------------------------------------------------------------
 
     def set_collections(self, stats: list[Any]) -> None:
         """Show `stats` (objects with id, name, root, indexed, skipped, pending, ...)."""
-        selected = self.selected_id()
-        self.tree.clear()
         self._stats = {s.id: s for s in stats}
+        self._stats_list = list(stats)
+        self._render()
+
+    def set_run(self, row: IndexingRow) -> None:
+        """List a folder being indexed (or stopped, failed) with its state, at once: on the
+        row of its collection when it has one, else on a row of its own."""
+        self._runs[row.root] = row
+        item = self._item_for_root(row.root)
+        if item is None:
+            self._render()
+            return
+        self._show_run_on(item, row)
+        self._update_buttons()
+
+    def clear_run(self, root: str) -> None:
+        """The folder's run is over: its row is the plain collection row again (or gone)."""
+        if self._runs.pop(root, None) is not None:
+            self._render()
+
+    def run(self, root: str) -> IndexingRow | None:
+        return self._runs.get(root)
+
+    def runs(self) -> list[IndexingRow]:
+        return list(self._runs.values())
+
+    def _render(self) -> None:
+        selected = self._selected_root()
+        self.tree.clear()
+        stats = self._stats_list
         for s in stats:
             missing = getattr(s, "missing", 0)
             item = QTreeWidgetItem(
                 [s.name, f"{s.indexed:,}", f"{s.skipped:,}", f"{s.pending:,}", f"{missing:,}"]
             )
             item.setData(0, Qt.ItemDataRole.UserRole, s.id)
+            item.setData(0, _ROOT_ROLE, s.root)
             tip = s.root + (
                 "\nThe folder is missing (drive disconnected?)"
                 if getattr(s, "folder_missing", False)
@@ -256,7 +307,20 @@ class LibraryPanel(QWidget):
             if getattr(s, "folder_missing", False):
                 item.setText(0, f"{s.name} (missing)")
             self.tree.addTopLevelItem(item)
-            if s.id == selected:
+        roots = {s.root for s in stats}
+        for row in self._runs.values():
+            if row.root not in roots:
+                # Not a collection yet (its first run): a row of its own, the state across it.
+                item = QTreeWidgetItem([row.name])
+                item.setData(0, _ROOT_ROLE, row.root)
+                self.tree.addTopLevelItem(item)
+                item.setFirstColumnSpanned(True)
+        for row in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(row)
+            run = self._runs.get(item.data(0, _ROOT_ROLE))
+            if run is not None:
+                self._show_run_on(item, run)
+            if selected is not None and item.data(0, _ROOT_ROLE) == selected:
                 item.setSelected(True)
         if self.tree.selectedItems() == [] and self.tree.topLevelItemCount() == 1:
             self.tree.topLevelItem(0).setSelected(True)
@@ -271,15 +335,46 @@ class LibraryPanel(QWidget):
         if missing:
             summary += f"; {missing:,} missing from disk (judgments kept)"
         self.summary.setText(summary)
-        self.empty_hint.setVisible(not stats)
+        self.empty_hint.setVisible(not stats and not self._runs)
         self._update_buttons()
+
+    def _show_run_on(self, item: QTreeWidgetItem, run: IndexingRow) -> None:
+        stats = self._stats.get(item.data(0, Qt.ItemDataRole.UserRole))
+        name = stats.name if stats is not None else run.name
+        item.setText(0, f"{name} — {run.text}")
+        item.setToolTip(0, f"{run.root}\n{run.text}")
+        font = item.font(0)
+        font.setItalic(run.state in (WAITING, RUNNING))
+        item.setFont(0, font)
+
+    def _item_for_root(self, root: str) -> QTreeWidgetItem | None:
+        for row in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(row)
+            if item.data(0, _ROOT_ROLE) == root:
+                return item
+        return None
+
+    def row_texts(self) -> list[str]:
+        """What the first column of each row says, top to bottom."""
+        return [self.tree.topLevelItem(r).text(0) for r in range(self.tree.topLevelItemCount())]
 
     def stats(self, collection_id: int) -> Any:
         return self._stats.get(collection_id)
 
     def selected_id(self) -> int | None:
+        """The collection of the selected row (None for a folder not yet a collection)."""
         items = self.tree.selectedItems()
-        return int(items[0].data(0, Qt.ItemDataRole.UserRole)) if items else None
+        data = items[0].data(0, Qt.ItemDataRole.UserRole) if items else None
+        return int(data) if data is not None else None
+
+    def _selected_root(self) -> str | None:
+        items = self.tree.selectedItems()
+        return items[0].data(0, _ROOT_ROLE) if items else None
+
+    def _selected_run_only(self) -> IndexingRow | None:
+        """The run of the selected row when that row is no collection (yet)."""
+        root = self._selected_root()
+        return self._runs.get(root) if root and self.selected_id() is None else None
 
     def select(self, collection_id: int) -> None:
         for row in range(self.tree.topLevelItemCount()):
@@ -289,8 +384,11 @@ class LibraryPanel(QWidget):
     def _update_buttons(self) -> None:
         selected = self.selected_id()
         has = selected is not None
-        self.rescan_button.setEnabled(has)
-        self.remove_button.setEnabled(has)
+        # A folder whose first run stopped or failed: Re-scan runs it again, Remove unlists it.
+        run = self._selected_run_only()
+        over = run is not None and run.state in (STOPPED, FAILED)
+        self.rescan_button.setEnabled(has or over)
+        self.remove_button.setEnabled((has and not self._busy) or over)
         stats = self._stats.get(selected) if has else None
         self.skipped_button.setEnabled(bool(stats and stats.skipped))
         missing = getattr(stats, "missing", 0) if stats else 0
@@ -298,6 +396,37 @@ class LibraryPanel(QWidget):
         self.forget_button.setText(f"Forget {missing:,} missing…")
 
     # -- requests -----------------------------------------------------------------------------
+
+    def _arrange_buttons(self, columns: int) -> None:
+        if columns == self._button_columns:
+            return
+        self._button_columns = columns
+        row_buttons = (self.add_button, self.rescan_button, self.remove_button, self.skipped_button)
+        for button in row_buttons:
+            self._buttons.removeWidget(button)
+        for index, button in enumerate(row_buttons):
+            self._buttons.addWidget(button, index // columns, index % columns)
+        for column in range(4):
+            self._buttons.setColumnStretch(column, 0)
+        self._buttons.setColumnStretch(4, 1)
+
+    def _one_row_width(self) -> int:
+        buttons = (self.add_button, self.rescan_button, self.remove_button, self.skipped_button)
+        margins = self.layout().contentsMargins() if self.layout() else None
+        edge = margins.left() + margins.right() if margins else 12
+        return sum(b.sizeHint().width() for b in buttons) + 3 * self._buttons.spacing() + edge
+
+    def _two_rows_width(self) -> int:
+        return (
+            max(self.add_button.sizeHint().width(), self.remove_button.sizeHint().width())
+            + max(self.rescan_button.sizeHint().width(), self.skipped_button.sizeHint().width())
+            + self._buttons.spacing()
+            + 12
+        )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        self._arrange_buttons(4 if event.size().width() >= self._one_row_width() else 2)
+        super().resizeEvent(event)
 
     def choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a photo folder")
@@ -307,10 +436,14 @@ class LibraryPanel(QWidget):
     def _rescan(self) -> None:
         if (selected := self.selected_id()) is not None:
             self.rescanRequested.emit(selected)
+        elif (run := self._selected_run_only()) is not None:
+            self.addFolderRequested.emit(run.root)  # resume: photos kept are not redone
 
     def _remove(self) -> None:
         if (selected := self.selected_id()) is not None:
             self.removeRequested.emit(selected)
+        elif (run := self._selected_run_only()) is not None:
+            self.clear_run(run.root)  # nothing of it is in the library: only the row goes
 
     def _forget_missing(self) -> None:
         if (selected := self.selected_id()) is not None:
@@ -329,7 +462,8 @@ class LibraryPanel(QWidget):
 
     def set_busy(self, busy: bool) -> None:
         """While indexing, changing the list of collections waits."""
-        self.remove_button.setEnabled(not busy and self.selected_id() is not None)
+        self._busy = busy
+        self._update_buttons()
 
     # -- drag and drop --------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ on the read pool. One indexing run is active at a time; more folders queue behin
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,15 @@ from app import paths
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.progress import Progress
-from widgets.library_panel import LibraryPanel
+from widgets.library_panel import (
+    DONE,
+    FAILED,
+    RUNNING,
+    STOPPED,
+    WAITING,
+    IndexingRow,
+    LibraryPanel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,9 @@ class LibraryController(QObject):
         self.panel = panel
         self._ask = ask  # (title, text) -> bool
         self._index_tasks: list[TaskHandle] = []
+        # Asked before an indexing run starts: (folder, start) -> True to start now; False when
+        # the model is not on disk and `start` runs once one is (the models controller).
+        self.model_gate: Callable[[Path, Callable[[], object]], bool] | None = None
         self.last_report: Any = None
         self.stats: list[Any] = []
         panel.addFolderRequested.connect(self.add_folder)
@@ -77,6 +89,9 @@ class LibraryController(QObject):
 
     def _show_stats(self, stats: list[Any]) -> None:
         self.stats = stats
+        for run in self.panel.runs():
+            if run.state == DONE:  # kept until now so the row never blinks out
+                self.panel.clear_run(run.root)
         self.panel.set_collections(stats)
         self.statsChanged.emit(stats)
 
@@ -93,6 +108,7 @@ class LibraryController(QObject):
         if not folder.is_dir():
             self.message.emit(f"Not a folder: {folder}")
             return None
+        self.show_waiting(folder)  # listed at once, before anything is read
         library = self.session.library
         if library is None:
             return self.index_folder(folder)
@@ -107,7 +123,10 @@ class LibraryController(QObject):
             title=f"Looking at {folder.name}",
             pool=READ,
             on_success=lambda moved: self._index_added(folder, moved),
-            on_failure=lambda exc: self.runner.report_error(exc, f"Adding {folder.name}"),
+            on_failure=lambda exc: (
+                self._set_run(folder, FAILED, f"failed: {_one_line(exc)}"),
+                self.runner.report_error(exc, f"Adding {folder.name}"),
+            ),
         )
 
     def _index_added(self, folder: Path, moved: Any) -> None:
@@ -135,8 +154,10 @@ class LibraryController(QObject):
         metadata: Path | None = None,
         relocate: bool = True,
     ) -> TaskHandle:
-        """Index `folder` (new photos, changes, removals); progress shows in the panel."""
+        """Index `folder` (new photos, changes, removals); progress shows in the panel and on
+        the folder's row, listed from now on."""
         session = self.session
+        self.show_waiting(folder)
         batch_size = session.settings.batch_size
 
         def run(ctx: TaskContext) -> IndexOutcome:
@@ -158,6 +179,9 @@ class LibraryController(QObject):
             return IndexOutcome(report, library.model_key, library.model_spec)
 
         def when_library_open() -> TaskHandle:
+            gate = self.model_gate
+            if gate is not None and not gate(folder, lambda: self._submit_index(run, folder)):
+                return None  # type: ignore[return-value]  # waits for a model on disk
             return self._submit_index(run, folder)
 
         if session.library is None:
@@ -166,12 +190,19 @@ class LibraryController(QObject):
 
             def start() -> None:
                 session.opened.disconnect(start)
-                holder.append(when_library_open())
+                holder.append(self._waiting_for_model(folder, when_library_open()))
 
             session.opened.connect(start)
             self.message.emit(f"{folder.name} will be indexed once the library is open")
+            self.show_waiting(folder, "waiting for the library to open…")
             return None  # type: ignore[return-value]
-        return when_library_open()
+        return self._waiting_for_model(folder, when_library_open())
+
+    def _waiting_for_model(self, folder: Path, handle: TaskHandle | None) -> TaskHandle:
+        """No task: the model gate keeps the folder until a model is on disk; its row says so."""
+        if handle is None:
+            self.show_waiting(folder, "waiting for a model")
+        return handle  # type: ignore[return-value]
 
     def _submit_index(self, run: Any, folder: Path) -> TaskHandle:
         name = folder.name or str(folder)
@@ -179,10 +210,10 @@ class LibraryController(QObject):
             run,
             title=f"Indexing {name}",
             pool=WRITE,
-            on_success=self._index_done,
-            on_failure=lambda exc: self._index_failed(exc, name),
-            on_progress=self._index_progress,
-            on_cancelled=lambda: self._index_done(None),
+            on_success=lambda outcome: self._index_done(outcome, folder),
+            on_failure=lambda exc: self._index_failed(exc, name, folder),
+            on_progress=lambda p: self._index_progress(p, folder),
+            on_cancelled=lambda: self._index_done(None, folder),
         )
         handle.started_title = f"Indexing {name}"  # type: ignore[attr-defined]
         self._index_tasks.append(handle)
@@ -195,8 +226,21 @@ class LibraryController(QObject):
         self.message.emit(f"Indexing {name}…")
         return handle
 
-    def _index_progress(self, p: Progress) -> None:
+    def _index_progress(self, p: Progress, folder: Path | None = None) -> None:
         self.panel.progress.update_progress(p.done, p.total, p.rate, p.eta_seconds, p.message)
+        if folder is not None:
+            self._set_run(folder, RUNNING, _progress_text(p))
+
+    # -- the folder's row while it is indexed ---------------------------------------------------
+
+    def show_waiting(self, folder: Path, text: str = "waiting…") -> None:
+        """List `folder` with a waiting state (queued, or held for a model: "waiting for a
+        model"); the run's progress replaces it."""
+        self._set_run(folder, WAITING, text)
+
+    def _set_run(self, folder: Path, state: str, text: str) -> None:
+        root = _root_of(folder)
+        self.panel.set_run(IndexingRow(root, Path(root).name or root, state, text))
 
     def _finish_one(self) -> None:
         self._index_tasks = [h for h in self._index_tasks if not h.done]
@@ -207,8 +251,10 @@ class LibraryController(QObject):
             self.panel.set_busy(False)
             self.session.indexing = False
 
-    def _index_done(self, outcome: IndexOutcome | None) -> None:
+    def _index_done(self, outcome: IndexOutcome | None, folder: Path | None = None) -> None:
         self._finish_one()
+        if folder is not None:
+            self._show_end(folder, outcome.report if outcome is not None else None)
         if outcome is None:
             self.session.update_ready()
         if outcome is not None:
@@ -220,7 +266,23 @@ class LibraryController(QObject):
         self.refresh()
         self.indexingFinished.emit(outcome)
 
-    def _index_failed(self, exc: BaseException, name: str) -> None:
+    def _show_end(self, folder: Path, report: Any) -> None:
+        """A finished run's row turns plain at the next counts; a stopped one stays listed."""
+        if report is None:  # cancelled before it began
+            self._set_run(folder, STOPPED, "not indexed (stopped) — Re-scan to index it")
+        elif report.cancelled:
+            done = report.catalog_indexed + report.catalog_skipped
+            self._set_run(
+                folder,
+                STOPPED,
+                f"stopped at {done:,} of {report.total_files:,} — Re-scan to resume",
+            )
+        else:
+            self._set_run(folder, DONE, "done")
+
+    def _index_failed(self, exc: BaseException, name: str, folder: Path | None = None) -> None:
+        if folder is not None:
+            self._set_run(folder, FAILED, f"failed: {_one_line(exc)}")
         self._finish_one()
         self.session.update_ready()
         self.refresh()
@@ -337,6 +399,7 @@ class LibraryController(QObject):
             return write_demo_collection(dest, progress=ctx.progress).root
 
         self.panel.progress.start("Preparing the demo collection")
+        self.show_waiting(dest, "preparing the demo collection…")
         return self.runner.submit(
             write,
             title="Writing the demo collection",
@@ -345,6 +408,34 @@ class LibraryController(QObject):
             on_progress=self._index_progress,
             on_failure=lambda exc: (
                 self.panel.progress.finish(),
+                self._set_run(dest, FAILED, f"failed: {_one_line(exc)}"),
                 self.runner.report_error(exc, "Writing the demo collection"),
             ),
         )
+
+
+def _root_of(folder: Path) -> str:
+    """The folder as the collection's root reads (the indexer resolves it the same way)."""
+    try:
+        return str(Path(folder).expanduser().resolve())
+    except OSError:
+        return str(Path(folder).expanduser().absolute())
+
+
+def _progress_text(p: Progress) -> str:
+    """What a folder's row says during its run: photos done of total, or the step."""
+    if p.message == "loading the model":
+        return "waiting for the model to load…"
+    if p.message == "scanning folder":
+        return "looking for photos…"
+    if p.message == "building the search index":
+        return "building the search index…"
+    if p.total > 0:
+        return f"{p.done:,} of {p.total:,} photos ({100 * p.done // p.total} %)"
+    return "checking for changes…"
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of an error, short enough for a row."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= 160 else text[:157] + "…"

@@ -1,7 +1,8 @@
 """Loads thumbnails off the GUI thread: disk cache -> QImage (worker) -> QPixmap (GUI thread).
 
 A RAM cache of pixmaps sits over the engine's disk cache. A new result set (`reset`) cancels
-the loads still queued for the old one, and their late results are dropped.
+the loads still queued for the old one, and their late results are dropped. When the disk cache
+cannot be written (a full disk), thumbnails still show and `problem` says so once.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ThumbnailLoader(QObject):
     """The results model's `ThumbnailSource`."""
 
     thumbnailReady = Signal(int)  # image id
+    problem = Signal(str)  # one line, once per spell of failed thumbnail writes (disk full)
 
     def __init__(
         self, runner: TaskRunner, cache: Callable[[], object | None], ram_limit: int = 3000
@@ -34,6 +36,7 @@ class ThumbnailLoader(QObject):
         self._failed: set[int] = set()
         self._pending: dict[int, TaskHandle] = {}
         self._generation = 0
+        self._problem: str | None = None  # the last write problem told to the user
 
     def pixmap(self, image_id: int) -> QPixmap | None:
         pixmap = self._pixmaps.get(image_id)
@@ -49,7 +52,7 @@ class ThumbnailLoader(QObject):
             return
         generation = self._generation
 
-        def load(ctx: TaskContext) -> QImage | None:
+        def load(ctx: TaskContext) -> tuple[QImage | None, str | None]:
             from engine.errors import BadImageError
 
             ctx.check()  # superseded while queued: skip the work
@@ -59,17 +62,18 @@ class ThumbnailLoader(QObject):
                 # An expected state (a photo missing from disk, a file replaced by junk): the
                 # grid shows its placeholder; no warning with a traceback in the log.
                 log.info("no thumbnail for %s: %s", path, exc.reason)
-                return None
+                return None, getattr(cache, "write_problem", None)
+            problem = getattr(cache, "write_problem", None)
             image = QImage.fromData(data)
             if image.isNull():
                 raise ValueError("undecodable thumbnail")
-            return image
+            return image, problem
 
         handle = self._runner.submit(
             load,
             title="Loading a thumbnail",
             pool=THUMBNAILS,
-            on_success=lambda image: self._loaded(image_id, generation, image),
+            on_success=lambda result: self._loaded(image_id, generation, *result),
             on_failure=lambda exc: self._failed_load(image_id, generation, exc),
         )
         handle.cancelled.connect(lambda: self._forget(image_id, handle))
@@ -79,8 +83,13 @@ class ThumbnailLoader(QObject):
         if self._pending.get(image_id) is handle:
             del self._pending[image_id]
 
-    def _loaded(self, image_id: int, generation: int, image: QImage | None) -> None:
+    def _loaded(
+        self, image_id: int, generation: int, image: QImage | None, problem: str | None = None
+    ) -> None:
         self._pending.pop(image_id, None)
+        if problem is not None and self._problem is None:  # once per spell of failures
+            self.problem.emit(problem[:1].upper() + problem[1:])
+        self._problem = problem
         if generation != self._generation:
             return
         if image is None:
