@@ -14,13 +14,13 @@ from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
 from app.controllers.judging import JudgingController
 from app.controllers.library import LibraryController
+from app.controllers.models import ModelsController, estimate_reindex
 from app.controllers.queries import SavedQueriesController
 from app.controllers.search import SearchController
 from app.controllers.session import EncoderLoader, LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
 from app.controllers.transfer import TransferController
 from app.settings import (
-    COMMON_MODELS,
     DEVICES,
     MAX_BATCH_SIZE,
     QueryHistory,
@@ -32,7 +32,7 @@ from app.workers import WRITE, TaskRunner
 from engine.errors import QuadratError
 from widgets.main_window import WINDOW_TITLE, MainWindow
 from widgets.metrics_panel import K_CHOICES
-from widgets.settings_dialog import SettingsChoices, SettingsDialog, SettingsValues
+from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class Application:
         settings: Settings | None = None,
         log_file: Path | None = None,
         encoder_loader: EncoderLoader | None = None,
+        model_store: object | None = None,
     ) -> None:
         problems: list[str] = []
         if settings is None:
@@ -93,6 +94,18 @@ class Application:
             w.library_panel,
             lambda title, text: w.ask_yes_no(title, text),
         )
+        # Before indexing or searching needs a model that is not on disk, the chooser opens.
+        self.models = ModelsController(
+            self.runner,
+            self.session,
+            w,
+            store=model_store,
+            confirm=self._confirm_model,
+            refresh_library=self.library.refresh,
+        )
+        self.library.model_gate = self.models.gate
+        self.models.modelChosen.connect(self._use_model)
+        self.models.message.connect(w.set_status)
         self.search = SearchController(
             self.runner,
             self.session,
@@ -104,6 +117,12 @@ class Application:
         )
         w.results.currentItemChanged.connect(self.search.show_item)
         w.results.moreLikeThisRequested.connect(self.search.more_like_this)
+        w.search_by_photo_action.triggered.connect(
+            lambda: self.search.choose_photo(w.ask_open_file)
+        )
+        # Down from the query bar into the grid, Up from its top row back.
+        w.query_bar.resultsFocusRequested.connect(w.results.enter_from_above)
+        w.results.leaveUpRequested.connect(lambda: w.query_bar.edit.setFocus())
         w.results.openFolderRequested.connect(
             lambda p: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(p).parent)))
         )
@@ -150,6 +169,7 @@ class Application:
             self.judging.message,
             self.queries.message,
             self.transfers.message,
+            self.thumbnails.problem,
         ):
             source.connect(w.set_status)
         self.library.indexingFinished.connect(self._on_indexing_finished)
@@ -295,7 +315,9 @@ class Application:
                 top_k=current.top_k,
                 library_dir=current.library_dir,
             ),
-            SettingsChoices(models=COMMON_MODELS, devices=DEVICES, max_batch_size=MAX_BATCH_SIZE),
+            SettingsChoices(
+                models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE
+            ),
             validate=lambda values: _problems(current, values),
             detected_device=self.session.detected_device,
             default_library=str(paths.default_library_dir()),
@@ -352,12 +374,64 @@ class Application:
         if (
             model_changed
             and self.session.model_key is not None
+            and new.model != self.session.library_spec
             and self.window.ask_yes_no(
-                "Re-index with the new model?",
-                f"Searching with {new.model} needs every collection re-indexed with it. "
-                "Re-index now? (Until then searches use the model the library was indexed with.)",
+                "Re-index with the new model?", self.reindex_question(new.model)
             )
         ):
-            self.session.target_model = new.model
+            # Downloads it first (the chooser) when it is not on disk; then `_use_model`.
+            self.models.ensure(new.model, lambda: None, approved=True)
+
+    # -- models -----------------------------------------------------------------------------------
+
+    def model_choices(self) -> list[ModelChoice]:
+        """The settings dialog's models: the chooser's offers, marked when on disk."""
+        return [
+            ModelChoice(row.spec, row.label, row.installed, row.good_at)
+            for row in self.models.rows()
+        ]
+
+    def reindex_question(self, spec: str) -> str:
+        """What changing the library's model means, with how long re-indexing will take."""
+        session = self.session
+        photos = sum(s.indexed + s.pending for s in self.library.stats)
+        report = self.library.last_report
+        measured = (
+            (session.library_spec, report.indexed, report.seconds)
+            if report is not None and session.library_spec and not report.cancelled
+            else None
+        )
+        device = self.settings.device
+        if device == "auto":
+            device = session.detected_device or "cpu"
+        label = self.models.label(spec)
+        estimate = estimate_reindex(photos, spec, device, measured)
+        return (
+            f"This library is indexed with {session.library_spec}. Searching with {label} needs "
+            f"every collection re-indexed with it.\n\n{estimate.sentence(label)}\n\n"
+            "Re-index now? (Until it is done, searches use the model the library was indexed "
+            "with.)"
+        )
+
+    def _confirm_model(self, spec: str) -> bool:
+        """Asked before a model picked in the chooser replaces the library's model."""
+        session = self.session
+        if self.demo or session.model_key is None or spec == session.library_spec:
+            return True
+        return self.window.ask_yes_no("Re-index with another model?", self.reindex_question(spec))
+
+    def _use_model(self, spec: str) -> None:
+        """A model is on disk and chosen: remember it, and re-index a library indexed with
+        another model (the waiting folders are indexed after that)."""
+        if self.demo:
+            return
+        if spec != self.settings.model:
+            new = replace(self.settings, model=spec)
+            self.settings = new
+            self.session.apply_settings(new)
+            self.runner.submit(
+                lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE
+            )
+        if self.session.model_key is not None and spec != self.session.library_spec:
+            self.session.target_model = spec
             self.library.reindex_all()
-        self.settings = replace(new)
