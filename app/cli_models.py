@@ -139,8 +139,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             state = f"download {_size(row['size_bytes'])}"
         print(f"{row['spec']:<32} {state}")
         if row["good_at"]:
-            memory = f"; needs ~{_size(row['memory_bytes'])} memory" if row["memory_bytes"] else ""
-            print(f"{'':<32} {row['label']}: {row['good_at']}{memory}")
+            memory = f" Needs ~{_size(row['memory_bytes'])} memory." if row["memory_bytes"] else ""
+            good_at = row["good_at"].rstrip(".") + "."
+            print(f"{'':<32} {row['label']}: {good_at}{memory}")
     print(f"model store: {paths.models_dir()}", file=sys.stderr)
     return EXIT_OK
 

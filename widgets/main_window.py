@@ -204,6 +204,10 @@ class MainWindow(QMainWindow):
         self.settings_action = QAction("&Settings…", self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         self.settings_action.triggered.connect(self.settingsRequested)
+        self.models_action = QAction("&Models…", self)
+        self.models_action.setToolTip(
+            "Download, import or choose the model photos are indexed with"
+        )
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.triggered.connect(self.close)
@@ -211,7 +215,12 @@ class MainWindow(QMainWindow):
         self.search_by_photo_action = QAction("Search by a &photo…", self)
         self.search_by_photo_action.setShortcut(QKeySequence("Ctrl+Shift+O"))
         file_menu.addActions(
-            [self.add_folder_action, self.search_by_photo_action, self.settings_action]
+            [
+                self.add_folder_action,
+                self.search_by_photo_action,
+                self.settings_action,
+                self.models_action,
+            ]
         )
         file_menu.addSeparator()
         for label, signal in (

@@ -106,6 +106,7 @@ class Application:
         self.library.model_gate = self.models.gate
         self.models.modelChosen.connect(self._use_model)
         self.models.message.connect(w.set_status)
+        w.models_action.triggered.connect(self.open_models)
         self.search = SearchController(
             self.runner,
             self.session,
@@ -383,6 +384,14 @@ class Application:
             self.models.ensure(new.model, lambda: None, approved=True)
 
     # -- models -----------------------------------------------------------------------------------
+
+    def open_models(self) -> None:
+        """File › Models…: the chooser, with the model searches use selected."""
+        self.models.open_chooser(
+            self.session.search_model(),
+            "Choose the model photos are indexed and searched with, download one, or import a "
+            "model file, folder or pack.",
+        )
 
     def model_choices(self) -> list[ModelChoice]:
         """The settings dialog's models: the chooser's offers, marked when on disk."""

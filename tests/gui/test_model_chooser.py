@@ -268,3 +268,19 @@ def test_estimates_scale_this_computers_rate_or_use_a_typical_one() -> None:
     typical = estimate_reindex(3000, "ViT-B-32:laion2b_s34b_b79k", "cuda")
     assert typical.seconds == pytest.approx(6) and "typical speed" in typical.how
     assert typical.sentence("ViT-B/32").endswith("on a GPU).")
+
+
+@offscreen
+def test_file_models_opens_the_chooser_when_a_model_is_already_there(
+    qtbot, make_app, tmp_path
+) -> None:
+    """With the demo model in use nothing asks; File › Models… still opens the chooser, to
+    import or download another."""
+    app = start(qtbot, make_app, tmp_path, offline_store(tmp_path / "models"), model="demo")
+    qtbot.wait(200)
+    assert not chooser_shown(app)
+    app.window.models_action.trigger()
+    qtbot.waitUntil(lambda: chooser_shown(app), timeout=5_000)
+    assert app.models.chooser is not None
+    assert app.models.chooser.selected_spec() == "demo"
+    assert "import" in app.models.chooser.reason.text()
