@@ -153,9 +153,10 @@ class LibraryController(QObject):
         reindex: bool = False,
         metadata: Path | None = None,
         relocate: bool = True,
-    ) -> TaskHandle:
+    ) -> TaskHandle | None:
         """Index `folder` (new photos, changes, removals); progress shows in the panel and on
-        the folder's row, listed from now on."""
+        the folder's row, listed from now on. None: the run waits (for the library to open, or
+        for a model on disk) and starts by itself."""
         session = self.session
         self.show_waiting(folder)
         batch_size = session.settings.batch_size
@@ -178,15 +179,15 @@ class LibraryController(QObject):
             )
             return IndexOutcome(report, library.model_key, library.model_spec)
 
-        def when_library_open() -> TaskHandle:
+        def when_library_open() -> TaskHandle | None:
             gate = self.model_gate
             if gate is not None and not gate(folder, lambda: self._submit_index(run, folder)):
-                return None  # type: ignore[return-value]  # waits for a model on disk
+                return None  # waits for a model on disk
             return self._submit_index(run, folder)
 
         if session.library is None:
             # Still opening: queue behind the start-up (the write pool runs tasks in order).
-            holder: list[TaskHandle] = []
+            holder: list[TaskHandle | None] = []
 
             def start() -> None:
                 session.opened.disconnect(start)
@@ -195,14 +196,14 @@ class LibraryController(QObject):
             session.opened.connect(start)
             self.message.emit(f"{folder.name} will be indexed once the library is open")
             self.show_waiting(folder, "waiting for the library to open…")
-            return None  # type: ignore[return-value]
+            return None
         return self._waiting_for_model(folder, when_library_open())
 
-    def _waiting_for_model(self, folder: Path, handle: TaskHandle | None) -> TaskHandle:
+    def _waiting_for_model(self, folder: Path, handle: TaskHandle | None) -> TaskHandle | None:
         """No task: the model gate keeps the folder until a model is on disk; its row says so."""
         if handle is None:
             self.show_waiting(folder, "waiting for a model")
-        return handle  # type: ignore[return-value]
+        return handle
 
     def _submit_index(self, run: Any, folder: Path) -> TaskHandle:
         name = folder.name or str(folder)
