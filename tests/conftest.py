@@ -53,6 +53,14 @@ def photos(tmp_path: Path, small_demo_collection) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_sd_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Stable Diffusion pipeline folder (see tests/tiny_sd.py; read-only)."""
+    from tests.tiny_sd import build_tiny_sd
+
+    return build_tiny_sd(tmp_path_factory.mktemp("tiny-sd") / "pipeline")
+
+
+@pytest.fixture(scope="session")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding an installed test plug-in package (see tests/plugin.py)."""
     from tests.plugin import build_plugin

@@ -1,0 +1,157 @@
+"""The prompt a generator draws: a template around the query, optionally rewritten by an LLM.
+
+Templates are plain text with ``{query}`` where the query goes (our defaults live in
+resources/visret/prompts.json). `rewrite_prompt` asks an OpenAI-compatible chat endpoint (a local
+llama.cpp, Ollama or vLLM server, or a hosted one) for a better prompt, as JSON in and JSON out
+over urllib; on any failure it returns the plain template's prompt with a one-line note saying
+what failed, so a search never stops for the rewriter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "{query}"
+MAX_PROMPT_CHARS = 400  # CLIP text towers read 77 tokens; a longer answer is cut, not refused
+
+
+def _load_prompts() -> dict[str, Any]:
+    text = resources.files("resources.visret").joinpath("prompts.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+_PROMPTS = _load_prompts()
+DEFAULT_TEMPLATE: str = str(_PROMPTS["default"])
+TEMPLATES: dict[str, str] = {str(t["name"]): str(t["template"]) for t in _PROMPTS["templates"]}
+REWRITE_INSTRUCTIONS: str = str(_PROMPTS["rewrite_instructions"])
+
+
+@dataclass(frozen=True)
+class PromptRewrite:
+    """The prompt to draw, whether an LLM wrote it, and why not when it did not."""
+
+    prompt: str
+    rewritten: bool
+    note: str = ""  # one line: why the plain template was used
+
+
+def render_prompt(template: str, query: str) -> str:
+    """`template` with `query` in place of ``{query}`` (added at the end when the template
+    has no placeholder; the default template when it is empty). Other braces are kept as
+    typed, so a query or template holding ``{`` cannot break it."""
+    chosen = template.strip() or DEFAULT_TEMPLATE
+    words = " ".join(query.split())
+    text = chosen.replace(PLACEHOLDER, words) if PLACEHOLDER in chosen else f"{chosen} {words}"
+    return " ".join(text.split())
+
+
+def chat_url(endpoint: str) -> str:
+    """The chat-completions URL of `endpoint` (a server root, its /v1, or the full URL)."""
+    url = endpoint.strip().rstrip("/")
+    if url.endswith("/chat/completions"):
+        return url
+    if url.endswith("/v1"):
+        return f"{url}/chat/completions"
+    return f"{url}/v1/chat/completions"
+
+
+def rewrite_prompt(
+    query: str,
+    template: str,
+    endpoint: str,
+    model: str,
+    api_key: str = "",
+    timeout: float = 20.0,
+) -> PromptRewrite:
+    """Ask the OpenAI-compatible `endpoint` to write the drawing prompt for `query`.
+
+    Any failure (no endpoint, refused, timeout, HTTP error, an answer that is not the JSON
+    asked for) returns `render_prompt(template, query)` with `rewritten=False` and a note.
+    """
+    plain = render_prompt(template, query)
+    if not endpoint.strip():
+        return PromptRewrite(plain, False, "prompt rewriting is off (no endpoint set)")
+    url = chat_url(endpoint)
+    try:
+        answer = _ask(url, query, plain, model, api_key, timeout)
+        prompt = _prompt_from(answer)
+    except _RewriteFailed as failure:
+        note = f"prompt rewriting failed ({failure}); drew the plain template"
+        log.info("%s: %s", url, note)
+        return PromptRewrite(plain, False, note)
+    return PromptRewrite(prompt, True)
+
+
+class _RewriteFailed(Exception):
+    """Why the endpoint gave no usable prompt (one line)."""
+
+
+def _ask(url: str, query: str, plain: str, model: str, api_key: str, timeout: float) -> Any:
+    body = {
+        "model": model,
+        "temperature": 0,
+        "messages": [
+            {"role": "system", "content": REWRITE_INSTRUCTIONS},
+            {"role": "user", "content": json.dumps({"query": query, "template_prompt": plain})},
+        ],
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read(1 << 20)
+    except urllib.error.HTTPError as error:
+        raise _RewriteFailed(f"{url} answered HTTP {error.code} {error.reason}") from error
+    except TimeoutError as error:
+        raise _RewriteFailed(f"{url} did not answer within {timeout:g} s") from error
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, (TimeoutError, socket.timeout)):
+            raise _RewriteFailed(f"{url} did not answer within {timeout:g} s") from error
+        raise _RewriteFailed(f"{url} cannot be reached ({_one_line(error.reason)})") from error
+    except (OSError, ValueError) as error:
+        raise _RewriteFailed(f"{url}: {_one_line(error)}") from error
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise _RewriteFailed(f"{url} did not answer JSON") from error
+
+
+def _prompt_from(answer: Any) -> str:
+    """The prompt inside a chat-completions answer whose message is ``{"prompt": "..."}``
+    (a fenced code block around it is tolerated: small local models add one)."""
+    try:
+        content = answer["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError) as error:
+        raise _RewriteFailed("the answer has no choices[0].message.content") from error
+    if not isinstance(content, str):
+        raise _RewriteFailed("the answer's message is not text")
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise _RewriteFailed('the model did not reply with {"prompt": ...} JSON') from error
+    prompt = data.get("prompt") if isinstance(data, dict) else None
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise _RewriteFailed('the model\'s JSON has no "prompt" text')
+    return " ".join(prompt.split())[:MAX_PROMPT_CHARS]
+
+
+def _one_line(error: object) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -1,0 +1,1 @@
+"""Visualize-then-retrieve resources: the default prompt templates (prompts.json)."""
