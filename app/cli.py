@@ -21,12 +21,14 @@ from app.cli_common import (
     EXIT_OK,
     EXIT_USAGE,
     TqdmProgress,
+    add_visret_options,
     confirm,
     load_encoder_for,
     open_library,
     reset_settings,
     resolve_model_spec,
     user_settings,
+    visret_spec,
 )
 from app.cli_evaluate import add_evaluate_command
 from app.cli_methods import add_methods_command, method_option_help
@@ -105,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--date-to", help="only photos observed on or before YYYY-MM-DD")
     search.add_argument("--bbox", help="only photos inside MIN_LAT,MIN_LON,MAX_LAT,MAX_LON")
     search.add_argument("--json", action="store_true", help="one JSON object per result")
+    add_visret_options(search)
     search.set_defaults(func=cmd_search)
 
     forget = sub.add_parser(
@@ -253,7 +256,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from engine.methods import MethodContext, SearchQuery, resolve_spec
     from engine.search import SearchFilters, validate_query_text
 
-    method = resolve_spec(args.method)  # fail fast, before loading any model
+    method = resolve_spec(visret_spec(args))  # fail fast, before loading any model
     query = SearchQuery(args.text, args.image)
     if args.image is None:
         validate_query_text(args.text)
@@ -268,7 +271,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         if library.model_key is None:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
         encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
-        context = MethodContext(library, lambda: encoder, filters=filters)
+        context = MethodContext(
+            library, lambda: encoder, filters=filters, generator=user_settings().generator
+        )
         missing = missing_photos(library)
         started = time.monotonic()
         ranking = method.run(query, context, top_k=args.top)

@@ -100,6 +100,50 @@ def confirm(question: str, yes: bool) -> None:
         raise BadInputError("nothing was changed")
 
 
+# `search` shortcuts for the visret method's parameters: option dest -> parameter name.
+VISRET_SHORTCUTS: dict[str, str] = {
+    "generator": "generator",
+    "images": "images",
+    "seed": "seed",
+    "rrf_k": "k_rrf",
+}
+
+
+def add_visret_options(p: Any) -> None:
+    """`--generator`, `--images`, `--seed`, `--rrf-k`: shortcuts for `--method visret:…`."""
+    from app.cli_args import positive_int
+
+    group = p.add_argument_group("visret (with --method visret)")
+    group.add_argument(
+        "--generator",
+        metavar="SPEC",
+        help="text-to-image generator: demo-painter, a diffusers folder, a .safetensors file or "
+        "hf-hub:ORG/NAME (default: the settings' generator; the demo painter on a demo library)",
+    )
+    group.add_argument("--images", type=positive_int, help="drawings per query (default 3)")
+    group.add_argument("--seed", type=int, help="seed of the first drawing (default 0)")
+    group.add_argument("--rrf-k", type=int, help="k of reciprocal rank fusion (default 1)")
+
+
+def visret_spec(args: Any) -> str:
+    """`args.method` with the visret shortcuts given on the command line joined to it
+    (`--images 5` -> `visret:images=5`); the shortcuts with another method are refused."""
+    given = {
+        name: getattr(args, dest)
+        for dest, name in VISRET_SHORTCUTS.items()
+        if getattr(args, dest, None) is not None
+    }
+    method = args.method
+    if not given:
+        return str(method)
+    key, _, rest = str(method).partition(":")
+    if key.strip() != "visret":
+        options = ", ".join("--" + d.replace("_", "-") for d in VISRET_SHORTCUTS)
+        raise BadInputError(f"{options} apply to --method visret, not {key.strip()!r}")
+    pairs = ",".join(f"{name}={value}" for name, value in given.items())
+    return f"visret:{rest},{pairs}" if rest.strip() else f"visret:{pairs}"
+
+
 def reset_settings() -> None:
     """Forget the settings read by the previous command (each command reads the file anew)."""
     global _settings

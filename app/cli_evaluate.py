@@ -41,13 +41,19 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
         default=10_000,
         help="permutations of the paired randomisation test (default: %(default)s)",
     )
+    p.add_argument(
+        "--generator",
+        metavar="SPEC",
+        help="text-to-image generator of the methods that draw (visret); default: the "
+        "settings' generator, else the demo painter on a demo library",
+    )
     p.add_argument("--run-out", help="write the first method's ranked lists as a TREC run file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_evaluate_command)
 
 
 def run_evaluate_command(args: argparse.Namespace) -> int:
-    from app.cli_common import load_encoder_for, open_library, resolve_model_spec
+    from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from engine.benchmark import run_methods
     from engine.evaluate import load_judgments, load_queries_csv, write_trec_run
     from engine.export import plain_write_errors
@@ -82,6 +88,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 progress=bar,
                 permutations=args.permutations,
                 collection=args.collection,
+                generator=args.generator or user_settings().generator,
             )
         finally:
             bar.close()

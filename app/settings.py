@@ -49,6 +49,9 @@ class Settings:
     metrics_k: int = 10  # the metrics panel's cut-off rank, kept across sessions
     # Empty: a SQLite file inside the library folder. Otherwise any SQLAlchemy URL.
     database_url: str = ""
+    # The text-to-image generator of visret: empty for none configured (the demo painter then
+    # draws on a demo library), else a spec as `quadrat search --generator` takes it.
+    generator: str = ""
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:

@@ -326,12 +326,14 @@ def run_methods(
     cancel: CancelToken | None = None,
     permutations: int = PERMUTATIONS,
     collection: str | None = None,
+    generator: str = "",
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
     with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
 
     `collection` picks what is ranked (see `choose_collections`): by default the one collection
-    that holds every judged photo, when exactly one does."""
+    that holds every judged photo, when exactly one does. `generator` is the configured
+    text-to-image generator spec for methods that draw (visret)."""
     if not specs:
         raise BadInputError("choose at least one method")
     if len(set(specs)) != len(specs):
@@ -341,7 +343,11 @@ def run_methods(
     chosen = choose_collections(library, judgments, collection)
     filters = SearchFilters(collection_ids=chosen.ids) if chosen.ids is not None else None
     context = MethodContext(
-        library, encoder_loader, filters=filters, cancel=cancel or CancelToken()
+        library,
+        encoder_loader,
+        filters=filters,
+        cancel=cancel or CancelToken(),
+        generator=generator,
     )
     resolver = JudgmentResolver(library, chosen.ids)
     depth = max(k, RERANK_CANDIDATES)

@@ -57,6 +57,9 @@ class Ranking:
     ids: list[int]
     scores: list[float]
     evidence: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # What the run was made of, kept with a saved run under params["details"] (visret: the
+    # prompt, the generator, each drawing's index, seed, cache key, file and error).
+    details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.scores):
@@ -125,6 +128,10 @@ def _free_accelerator_memory() -> None:
         torch.cuda.empty_cache()
 
 
+def _no_notify(_event: str, _payload: Any) -> None:
+    """The default `MethodContext.notify`: nobody listens."""
+
+
 @dataclass
 class MethodContext:
     """What a method may use: the library, its encoder (loaded on first use), a model manager,
@@ -138,10 +145,20 @@ class MethodContext:
     progress: ProgressCallback = no_progress
     cancel: CancelToken = field(default_factory=CancelToken)
     _searcher: Searcher | None = field(default=None, repr=False)
+    generator: str = ""  # the configured generator spec ("" = none configured)
+    drawings_dir: Path | None = None  # drawing cache; None = LIBRARY/cache/drawings
+    # Partial results as they come: visret calls notify("drawing", Drawing) as each drawing is
+    # ready and notify("drawing-progress", (index, Progress)) per step.
+    notify: Callable[[str, Any], None] = field(default=_no_notify, repr=False)
 
     @property
     def encoder(self) -> Encoder:
         return self.encoder_loader()
+
+    @property
+    def drawing_cache_dir(self) -> Path:
+        """Where drawings are cached: `drawings_dir`, else LIBRARY/cache/drawings."""
+        return self.drawings_dir or self.library.root / "cache" / "drawings"
 
     @property
     def searcher(self) -> Searcher:

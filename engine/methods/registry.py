@@ -79,8 +79,9 @@ _sources: dict[str, str] = {}
 
 def _builtins() -> list[Method]:
     from engine.methods.text import TextMethod
+    from engine.methods.visret import VisRetMethod
 
-    return [TextMethod()]
+    return [TextMethod(), VisRetMethod()]
 
 
 def _load_entry_points(methods: dict[str, Method]) -> None:

@@ -1,0 +1,288 @@
+"""VisRet, visualize-then-retrieve (Wu, Wan & Chang 2025): draw the query, search with the drawings.
+
+CLIP's text-to-image similarity misses relations, counts and bindings; its image-to-image
+similarity is much stronger. So a text-to-image generator draws the query a few times (seeds
+seed … seed+images-1), each drawing is encoded with the library's own encoder and searches the
+collection, and the rankings are fused by reciprocal rank fusion (SPEC.md §2) or by mean
+similarity. Drawings are cached on disk, so leaving one out of the fusion re-fuses without
+drawing again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.errors import BadInputError
+from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
+from engine.metrics import reciprocal_rank_fusion
+
+if TYPE_CHECKING:
+    from engine.visret.generator import Drawing, Generator
+
+DEMO_PAINTER = "demo-painter"
+FUSIONS = ("rrf", "mean")
+MAX_IMAGES = 16
+
+
+@dataclass(frozen=True)
+class VisRetParams:
+    """`generator`: a generator spec ("" = the configured one, else the demo painter on a
+    library indexed with the demo model). `images` drawings with seeds `seed` … seed+images-1,
+    fused by `fusion` ("rrf" with `k_rrf`, or "mean" similarity); `include_text` adds the text
+    query's own ranking; `template` shapes the prompt ("" = the default, with {query});
+    `steps`/`guidance` override the generator's defaults (0 / < 0 = its default); `leave_out`
+    lists drawing indices (0-based, comma-separated) to leave out of the fusion."""
+
+    generator: str = ""
+    images: int = 3
+    seed: int = 0
+    k_rrf: int = 1
+    fusion: str = "rrf"
+    include_text: bool = False
+    template: str = ""
+    steps: int = 0
+    guidance: float = -1.0
+    leave_out: str = ""
+
+    def check(self) -> None:
+        if not 1 <= self.images <= MAX_IMAGES:
+            raise BadInputError(f"images must be from 1 to {MAX_IMAGES}")
+        if self.k_rrf < 0:
+            raise BadInputError("k_rrf must be 0 or more")
+        if self.fusion not in FUSIONS:
+            raise BadInputError(f"fusion must be one of {', '.join(FUSIONS)}")
+        if self.template and "{query}" not in self.template:
+            raise BadInputError(f"visret template {self.template!r} must contain {{query}}")
+        if self.steps < 0:
+            raise BadInputError("steps must be 0 (the generator's default) or more")
+        self.left_out()
+
+    def left_out(self) -> set[int]:
+        """The drawing indices to leave out of the fusion."""
+        out: set[int] = set()
+        for part in self.leave_out.replace(";", ",").split(","):
+            if not part.strip():
+                continue
+            try:
+                out.add(int(part))
+            except ValueError:
+                raise BadInputError(
+                    f"leave_out lists drawing numbers from 0, e.g. 0,2; got {self.leave_out!r}"
+                ) from None
+        return out
+
+
+def is_demo_library(context: MethodContext) -> bool:
+    """Whether the library was indexed with the bundled demo model."""
+    from engine.demo import DEMO_ARCH
+
+    return (context.library.model_key or "").startswith(f"{DEMO_ARCH}:")
+
+
+def generator_spec(params: VisRetParams, context: MethodContext) -> str:
+    """The generator to draw with: the parameter, else the configured one, else the demo
+    painter on a demo library; a one-line BadInputError when there is none."""
+    spec = params.generator.strip() or context.generator.strip()
+    if spec:
+        return spec
+    if is_demo_library(context):
+        return DEMO_PAINTER
+    raise BadInputError(
+        "visret needs a text-to-image generator: give --generator (a diffusers folder, a "
+        ".safetensors file or hf-hub:ORG/NAME) or choose one in Settings"
+    )
+
+
+def load_context_generator(spec: str, context: MethodContext) -> Generator:
+    """The generator through the context's model manager, so that CLIP and Stable Diffusion
+    share an accelerator sensibly (the demo painter is small and kept aside)."""
+    from engine.visret.generator import load_generator
+
+    return context.models.get(
+        f"generator:{spec}",
+        lambda: load_generator(spec, cache_dir=context.cache_dir),
+        large=spec != DEMO_PAINTER,
+    )
+
+
+class VisRetMethod(Method):
+    key = "visret"
+    label = "VisRet"
+    description = (
+        "Visualize then retrieve: a text-to-image generator draws the query, each drawing "
+        "searches the photos image-to-image, and the rankings are fused by reciprocal rank "
+        "fusion (default: 3 drawings with k_rrf = 1, as in the paper's code)"
+    )
+    Params = VisRetParams
+    kinds = ("text",)
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            import engine.visret.generator  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a broken install
+            return f"the generator module cannot be loaded ({exc})"
+        return None
+
+    def run(
+        self,
+        query: SearchQuery,
+        params: VisRetParams,
+        context: MethodContext,
+        *,
+        top_k: int,
+        candidates: Sequence[int] | None = None,
+    ) -> Ranking:
+        from engine.search import validate_query_text
+        from engine.visret.generator import DrawingCache, DrawSettings, draw_all
+        from engine.visret.prompt import DEFAULT_TEMPLATE, render_prompt
+
+        text = validate_query_text(query.text)
+        spec = generator_spec(params, context)
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        generator = load_context_generator(spec, context)
+        defaults = generator.default_settings()
+        settings = DrawSettings(
+            steps=params.steps or defaults.steps,
+            guidance=params.guidance if params.guidance >= 0 else defaults.guidance,
+            width=defaults.width,
+            height=defaults.height,
+        )
+        prompt = render_prompt(params.template or DEFAULT_TEMPLATE, text)
+        seeds = [params.seed + i for i in range(params.images)]
+        drawings = draw_all(
+            generator,
+            prompt,
+            seeds,
+            settings,
+            cache=DrawingCache(context.drawing_cache_dir),
+            progress=lambda index, p: context.notify("drawing-progress", (index, p)),
+            cancel=context.cancel,
+            on_drawing=lambda drawing: context.notify("drawing", drawing),
+        )
+        timings["drawing"] = time.perf_counter() - started
+        ranking = self.fuse(query, params, context, drawings, top_k=top_k, candidates=candidates,
+                            timings=timings)  # fmt: skip
+        ranking.details.update(
+            {
+                "prompt": prompt,
+                "generator": generator.identity,
+                "generator_spec": spec,
+                "settings": {
+                    "steps": settings.steps,
+                    "guidance": settings.guidance,
+                    "width": settings.width,
+                    "height": settings.height,
+                },
+                "drawings": drawing_details(drawings, params.left_out()),
+            }
+        )
+        return ranking
+
+    def fuse(
+        self,
+        query: SearchQuery,
+        params: VisRetParams,
+        context: MethodContext,
+        drawings: Sequence[Drawing],
+        *,
+        top_k: int,
+        candidates: Sequence[int] | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> Ranking:
+        """Search with each usable drawing and fuse the rankings (with the text query's own,
+        when asked); `timings` gets the seconds spent encoding, searching and fusing."""
+        timings = timings if timings is not None else {}
+        left_out = params.left_out()
+        usable = [d for d in drawings if d.image is not None and d.index not in left_out]
+        if not usable and not params.include_text:
+            failed = [d.error for d in drawings if d.image is None]
+            why = f"every drawing failed ({failed[0]})" if failed else "every drawing is left out"
+            raise BadInputError(f"visret has nothing to search with: {why}")
+        context.cancel.check()
+        started = time.perf_counter()
+        vectors = np.zeros((0, 0), dtype=np.float32)
+        if usable:
+            vectors = np.asarray(
+                context.encoder.encode_images([d.image for d in usable if d.image is not None]),
+                dtype=np.float32,
+            )
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        text_vector = None
+        if params.include_text:
+            from engine.methods.text import TextMethod, TextParams
+
+            text_vector = TextMethod.text_vector(query.text, TextParams(), context.encoder)
+        timings["encoding"] = time.perf_counter() - started
+        searcher = context.searcher
+        started = time.perf_counter()
+        if params.fusion == "mean":
+            # The mean similarity to the drawings is the similarity to their mean vector: one
+            # exact search instead of a fusion of truncated lists.
+            rows = [*vectors] + ([text_vector] if text_vector is not None else [])
+            mean = np.mean(np.stack(rows), axis=0).astype(np.float32)
+            hits = searcher.ranked(mean, top_k, context.filters, candidates=candidates)
+            timings["searching"] = time.perf_counter() - started
+            timings["fusing"] = 0.0
+            ranking = Ranking.from_pairs(hits)
+        else:
+            lists = [
+                [i for i, _ in searcher.ranked(v, top_k, context.filters, candidates=candidates)]
+                for v in vectors
+            ]
+            if text_vector is not None:
+                lists.append(
+                    [
+                        i
+                        for i, _ in searcher.ranked(
+                            text_vector, top_k, context.filters, candidates=candidates
+                        )
+                    ]
+                )
+            timings["searching"] = time.perf_counter() - started
+            started = time.perf_counter()
+            fused = reciprocal_rank_fusion(lists, k_rrf=params.k_rrf)
+            limit = max(top_k, len(candidates)) if candidates is not None else top_k
+            ranking = Ranking.from_pairs(fused[:limit])
+            # Evidence for the window: where each fused photo stood in each list.
+            sources = [f"drawing {d.index}" for d in usable]
+            sources += ["text"] if text_vector is not None else []
+            positions = [{i: rank for rank, i in enumerate(ranked, 1)} for ranked in lists]
+            for image_id in ranking.ids[:top_k]:
+                ranks = {
+                    source: where[image_id]
+                    for source, where in zip(sources, positions, strict=True)
+                    if image_id in where
+                }
+                ranking.evidence[image_id] = {"ranks": ranks}
+            timings["fusing"] = time.perf_counter() - started
+        ranking.details.update(
+            {
+                "fusion": params.fusion,
+                "k_rrf": params.k_rrf,
+                "include_text": params.include_text,
+                "timings": dict(timings),
+            }
+        )
+        return ranking
+
+
+def drawing_details(drawings: Sequence[Drawing], left_out: set[int]) -> list[dict[str, Any]]:
+    """What a run records of its drawings: index, seed, cache key and file, error, left out."""
+    return [
+        {
+            "index": d.index,
+            "seed": d.seed,
+            "key": d.key,
+            "path": str(d.path) if d.path is not None else "",
+            "error": d.error,
+            "left_out": d.index in left_out,
+            "cached": d.cached,
+        }
+        for d in drawings
+    ]
