@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from widgets.detail_pane import DetailPane
+from widgets.drawings_strip import DrawingsStrip
 from widgets.library_panel import LibraryPanel
 from widgets.metrics_panel import MetricsPanel
 from widgets.query_bar import QueryBar
@@ -139,6 +140,9 @@ class MainWindow(QMainWindow):
         self.empty_label.setObjectName("resultsEmpty")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
+        # What VisRet drew for the query, above its results (hidden for other methods).
+        self.drawings_strip = DrawingsStrip(self)
+        self.drawings_strip.hide()
 
         centre = QWidget(self)
         centre.setObjectName("centre")
@@ -146,6 +150,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.query_bar)
+        layout.addWidget(self.drawings_strip)
         layout.addWidget(self.results, 1)
         layout.addWidget(self.empty_label, 1)
         layout.addWidget(self.status_line)

@@ -1,4 +1,5 @@
-"""The settings dialog: model, device, batch size, library folder, results per search.
+"""The settings dialog: model, device, batch size, library folder, results per search, and the
+image generator VisRet draws with.
 
 It edits plain `SettingsValues` and offers the `SettingsChoices` it is given; checking the
 values is the caller's (`validate`), so the dialog knows nothing of the settings file.
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMenu,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -38,6 +40,7 @@ class SettingsValues:
     batch_size: int
     top_k: int
     library_dir: str  # empty: the default library folder
+    generator: str = ""  # VisRet's text-to-image model: a folder, a file or a hub id; empty: none
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,24 @@ class SettingsDialog(QDialog):
         library_row.addWidget(self.library, 1)
         library_row.addWidget(browse)
 
+        self.generator = QLineEdit(values.generator, self)
+        self.generator.setObjectName("generatorEdit")
+        self.generator.setPlaceholderText("none (the demo painter draws on the demo library)")
+        self.generator.setToolTip(
+            "The text-to-image model VisRet draws the query with: a diffusers folder, a "
+            ".safetensors or .ckpt file, or a hub id (hf-hub:ORG/NAME); demo-painter for the "
+            "built-in painter"
+        )
+        generator_browse = QPushButton("Browse…", self)
+        generator_browse.setObjectName("generatorBrowse")
+        menu = QMenu(generator_browse)
+        menu.addAction("A diffusers folder…", self._browse_generator_folder)
+        menu.addAction("A checkpoint file…", self._browse_generator_file)
+        generator_browse.setMenu(menu)
+        generator_row = QHBoxLayout()
+        generator_row.addWidget(self.generator, 1)
+        generator_row.addWidget(generator_browse)
+
         self.error = QLabel(self)
         self.error.setObjectName("settingsError")
         self.error.setWordWrap(True)
@@ -147,6 +168,7 @@ class SettingsDialog(QDialog):
         form.addRow("Batch size:", self.batch_size)
         form.addRow("Results per search:", self.top_k)
         form.addRow("Library folder:", library_row)
+        form.addRow("Image generator:", generator_row)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -197,6 +219,23 @@ class SettingsDialog(QDialog):
         if folder:
             self.library.setText(folder)
 
+    def _browse_generator_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(
+            self, "A diffusers model folder", self.generator.text()
+        )
+        if folder:
+            self.generator.setText(folder)
+
+    def _browse_generator_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "A Stable Diffusion checkpoint",
+            self.generator.text(),
+            "Checkpoints (*.safetensors *.ckpt)",
+        )
+        if path:
+            self.generator.setText(path)
+
     def edited_values(self) -> SettingsValues:
         """The values as currently edited (not validated)."""
         text = self.model.currentText().strip()
@@ -211,6 +250,7 @@ class SettingsDialog(QDialog):
             batch_size=self.batch_size.value(),
             top_k=self.top_k.value(),
             library_dir=str(Path(library).expanduser()) if library else "",
+            generator=self.generator.text().strip(),
         )
 
     def accepted_values(self) -> SettingsValues | None:

@@ -20,6 +20,7 @@ from app.controllers.search import SearchController
 from app.controllers.session import EncoderLoader, LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
 from app.controllers.transfer import TransferController
+from app.controllers.visret import VisRetController
 from app.settings import (
     DEVICES,
     MAX_BATCH_SIZE,
@@ -146,6 +147,8 @@ class Application:
             lambda title, text: w.ask_yes_no(title, text),
         )
         self.transfers = TransferController(self.runner, self.session, self.judging)
+        # VisRet's drawings above the results: filled while a search draws, back with a run.
+        self.visret = VisRetController(self.runner, self.search, self.judging, w.drawings_strip)
         self.search.searchFinished.connect(self.queries.on_search_finished)
         w.results.moreLikeThisRequested.connect(self.queries.note_more_like_this)
         w.detail_pane.moreLikeThisRequested.connect(self.queries.note_more_like_this)
@@ -170,6 +173,7 @@ class Application:
             self.judging.message,
             self.queries.message,
             self.transfers.message,
+            self.visret.message,
             self.thumbnails.problem,
         ):
             source.connect(w.set_status)
@@ -315,6 +319,7 @@ class Application:
                 batch_size=current.batch_size,
                 top_k=current.top_k,
                 library_dir=current.library_dir,
+                generator=current.generator,
             ),
             SettingsChoices(
                 models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE

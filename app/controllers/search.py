@@ -12,6 +12,7 @@ the thumbnails pool; the status line says what was searched: words, photo, or bo
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -107,6 +108,7 @@ class SearchOutcome:
     params: dict[str, Any] = field(default_factory=dict)  # the method's full parameters
     missing: int = 0  # photos of the library missing from disk, so not searched
     photo: QueryPhoto | None = None  # the query photo, named (None: a text search)
+    search_id: int = 0  # which search of this window (`SearchController.searchStarted`)
 
     @property
     def searched(self) -> str:
@@ -137,6 +139,8 @@ class SearchController(QObject):
     """Runs queries from the query bar and fills the results model and the detail pane."""
 
     searchFinished = Signal(object)  # SearchOutcome
+    searchStarted = Signal(int, object)  # search id, SearchRequest
+    searchStopped = Signal(int, str)  # search id, "failed" or "cancelled"
     message = Signal(str)
 
     def __init__(
@@ -160,6 +164,11 @@ class SearchController(QObject):
         self._pending: SearchRequest | None = None
         self.last_outcome: SearchOutcome | None = None
         self.options: dict[str, dict[str, Any]] = {}  # method key -> options the user set
+        # Called in the worker with (search id, event, payload) for a method's partial results
+        # (`MethodContext.notify`: VisRet's drawings); it must only emit queued signals.
+        self.event_hook: Callable[[int, str, Any], None] | None = None
+        self._searches = 0
+        self._model_manager: Any = None  # kept across searches: a generator loads once
         query_bar.set_methods(method_choices())
         query_bar.optionsRequested.connect(self.edit_options)
         query_bar.set_history(history.items)
@@ -311,6 +320,17 @@ class SearchController(QObject):
             self.query_bar.set_history(self.history.items)
         session = self.session
         library = session.library
+        self._searches += 1
+        search_id, hook = self._searches, self.event_hook
+        if self._model_manager is None:
+            from engine.methods import ModelManager
+
+            self._model_manager = ModelManager()
+        models = self._model_manager
+
+        def notify(event: str, payload: Any) -> None:
+            if hook is not None:
+                hook(search_id, event, payload)
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.collections import missing_photos
@@ -320,8 +340,11 @@ class SearchController(QObject):
             context = MethodContext(
                 library,
                 session.ensure_encoder,
+                models=models,
                 progress=ctx.progress,
                 cancel=ctx.cancel,
+                generator=session.settings.generator,
+                notify=notify,
             )
             ranking = spec.run(request.query, context, top_k=request.top_k)
             seconds = time.monotonic() - started
@@ -330,26 +353,40 @@ class SearchController(QObject):
             hits = context.searcher.hits_for(pairs)
             items = result_items(library, pairs, hits)
             photo = query_photo(library, request.image) if request.image is not None else None
+            params = spec.params_dict()
+            if ranking.details:
+                # Saved with the run (what VisRet drew); JSON-safe, paths as text.
+                params["details"] = json.loads(json.dumps(ranking.details, default=str))
             return SearchOutcome(
                 request,
                 items,
                 seconds,
                 time.monotonic() - started,
                 spec_label(spec.method, spec.params),
-                spec.params_dict(),
+                params,
                 missing_photos(library).photos,
                 photo,
+                search_id,
             )
 
         self.message.emit("Searching…")
-        return self.runner.submit(
+        handle = self.runner.submit(
             run,
             title="Searching",
             pool=READ,
             group="search",
             on_success=self._show,
-            on_failure=self._failed,
+            on_failure=lambda exc: self._failed(exc, search_id),
+            on_cancelled=lambda: self.searchStopped.emit(search_id, "cancelled"),
         )
+        self.searchStarted.emit(search_id, request)
+        return handle
+
+    def cancel(self) -> None:
+        """Stop the search running (its late result is dropped)."""
+        for handle in self.runner.active("search"):
+            handle.cancel()
+        self.message.emit("Search cancelled")
 
     def _show(self, outcome: SearchOutcome) -> None:
         self.last_outcome = outcome
@@ -375,7 +412,8 @@ class SearchController(QObject):
         self.query_bar.set_text(text)
         self.query_bar.set_image(image)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, search_id: int = 0) -> None:
+        self.searchStopped.emit(search_id, "failed")
         if isinstance(exc, BadInputError):
             self.message.emit(str(exc))  # a bad query is not worth a dialog
             return
