@@ -34,6 +34,7 @@ from app.cli_evaluate import add_evaluate_command
 from app.cli_methods import add_methods_command, method_option_help
 from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
+from app.settings import language_model
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
 from engine.models import ModelUnavailableError
 
@@ -272,7 +273,11 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
         encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
         context = MethodContext(
-            library, lambda: encoder, filters=filters, generator=user_settings().generator
+            library,
+            lambda: encoder,
+            filters=filters,
+            generator=user_settings().generator,
+            llm=language_model(user_settings()),
         )
         missing = missing_photos(library)
         started = time.monotonic()

@@ -54,6 +54,7 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
 
 def run_evaluate_command(args: argparse.Namespace) -> int:
     from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
+    from app.settings import language_model
     from engine.benchmark import run_methods
     from engine.evaluate import load_judgments, load_queries_csv, write_trec_run
     from engine.export import plain_write_errors
@@ -89,6 +90,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 permutations=args.permutations,
                 collection=args.collection,
                 generator=args.generator or user_settings().generator,
+                llm=language_model(user_settings()),
             )
         finally:
             bar.close()

@@ -52,6 +52,11 @@ class Settings:
     # The text-to-image generator of visret: empty for none configured (the demo painter then
     # draws on a demo library), else a spec as `quadrat search --generator` takes it.
     generator: str = ""
+    # An OpenAI-compatible chat endpoint (e.g. http://localhost:11434/v1 for Ollama) and model
+    # for methods that ask a language model; empty: none. The API key is read from the
+    # environment (QUADRAT_LLM_API_KEY), never written to this file.
+    llm_url: str = ""
+    llm_model: str = ""
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -226,3 +231,17 @@ class QueryHistory:
             _write_json(self.path, self.items)
         except QuadratError as exc:
             log.warning("%s", exc)
+
+
+LLM_API_KEY_ENV = "QUADRAT_LLM_API_KEY"
+
+
+def language_model(settings: Settings):  # -> engine.methods.LanguageModelEndpoint
+    """The configured language-model endpoint, its API key from the environment."""
+    import os
+
+    from engine.methods.base import LanguageModelEndpoint
+
+    return LanguageModelEndpoint(
+        settings.llm_url.strip(), settings.llm_model.strip(), os.environ.get(LLM_API_KEY_ENV, "")
+    )

@@ -20,7 +20,13 @@ from engine.catalog import Collection, Image
 from engine.errors import BadInputError
 from engine.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
 from engine.library import Library
-from engine.methods import MethodContext, MethodSpec, SearchQuery, resolve_spec
+from engine.methods import (
+    LanguageModelEndpoint,
+    MethodContext,
+    MethodSpec,
+    SearchQuery,
+    resolve_spec,
+)
 from engine.metrics import MeanMetrics
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 from engine.search import SearchFilters
@@ -327,13 +333,15 @@ def run_methods(
     permutations: int = PERMUTATIONS,
     collection: str | None = None,
     generator: str = "",
+    llm: LanguageModelEndpoint | None = None,
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
     with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
 
     `collection` picks what is ranked (see `choose_collections`): by default the one collection
     that holds every judged photo, when exactly one does. `generator` is the configured
-    text-to-image generator spec for methods that draw (visret)."""
+    text-to-image generator spec for methods that draw (visret); `llm` the language-model
+    endpoint for methods that ask one."""
     if not specs:
         raise BadInputError("choose at least one method")
     if len(set(specs)) != len(specs):
@@ -348,6 +356,7 @@ def run_methods(
         filters=filters,
         cancel=cancel or CancelToken(),
         generator=generator,
+        llm=llm or LanguageModelEndpoint(),
     )
     resolver = JudgmentResolver(library, chosen.ids)
     depth = max(k, RERANK_CANDIDATES)

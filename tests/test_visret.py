@@ -23,6 +23,7 @@ from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spe
 from engine.metrics import reciprocal_rank_fusion
 from engine.progress import CancelToken, no_progress
 from engine.visret.painter import DemoPainter, parse_prompt, scene_for
+from tests.test_prompt import server  # noqa: F401 - the local chat endpoint fixture
 
 
 @pytest.fixture(scope="module")
@@ -279,3 +280,49 @@ def test_evaluate_with_visret_on_the_demo_library(capsys, indexed, small_demo_co
     assert visret["queries"] == result["queries"] == len(small_demo_collection.queries)
     assert 0.3 < visret["mAP@10"] <= 1.0
     assert result["comparisons"][0]["method"] == "visret"
+
+
+def test_rewriting_the_prompt_asks_the_endpoint_once_and_falls_back_plainly(
+    indexed,
+    demo_encoder,
+    tmp_path,
+    server,  # noqa: F811 - the imported fixture
+):
+    """With an endpoint configured, `rewrite` draws the model's prompt and keeps it (leaving a
+    drawing out asks nothing again); a failing endpoint draws the template and says why."""
+    from engine.methods import LanguageModelEndpoint
+
+    text = "a red circle above a green square"
+    server.answer(json.dumps({"prompt": "a bright red disc above a green square, flat colours"}))
+    with Library.open(indexed) as library:
+        context = MethodContext(
+            library,
+            lambda: demo_encoder,
+            drawings_dir=tmp_path / "d",
+            llm=LanguageModelEndpoint(server.url, "tiny-llm"),
+        )
+        first = resolve_spec("visret:rewrite=true").run(SearchQuery(text), context, top_k=20)
+        assert first.details["prompt"] == "a bright red disc above a green square, flat colours"
+        assert first.details["prompt_rewritten"] is True
+        assert len(server.requests) == 1
+        assert server.requests[0]["body"]["model"] == "tiny-llm"
+        again = resolve_spec("visret:rewrite=true,leave_out=0").run(
+            SearchQuery(text), context, top_k=20
+        )
+        assert again.details["prompt"] == first.details["prompt"]
+        assert all(d["cached"] for d in again.details["drawings"])
+        assert len(server.requests) == 1  # kept beside the drawings, not asked again
+
+        server.reply = b"not json"
+        broken = MethodContext(
+            library,
+            lambda: demo_encoder,
+            drawings_dir=tmp_path / "other",
+            llm=LanguageModelEndpoint(server.url, "tiny-llm"),
+        )
+        fallback = resolve_spec("visret:rewrite=true").run(SearchQuery(text), broken, top_k=20)
+        plain = resolve_spec("visret").run(SearchQuery(text), broken, top_k=20)
+        assert fallback.details["prompt_rewritten"] is False
+        assert "rewriting failed" in fallback.details["prompt_note"]
+        assert fallback.details["prompt"] == plain.details["prompt"]
+        assert fallback.ids == plain.ids

@@ -41,6 +41,8 @@ class SettingsValues:
     top_k: int
     library_dir: str  # empty: the default library folder
     generator: str = ""  # VisRet's text-to-image model: a folder, a file or a hub id; empty: none
+    llm_url: str = ""  # an OpenAI-compatible chat endpoint; empty: none
+    llm_model: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,19 @@ class SettingsDialog(QDialog):
         form.addRow("Results per search:", self.top_k)
         form.addRow("Library folder:", library_row)
         form.addRow("Image generator:", generator_row)
+        self.llm_url = QLineEdit(values.llm_url, self)
+        self.llm_url.setObjectName("llmUrlEdit")
+        self.llm_url.setPlaceholderText("none (e.g. http://localhost:11434/v1 for Ollama)")
+        self.llm_url.setToolTip(
+            "An OpenAI-compatible chat endpoint (llama.cpp, Ollama, vLLM or a hosted one) that "
+            "methods may ask, e.g. VisRet's prompt rewriting. Its API key, if it needs one, is "
+            "read from the QUADRAT_LLM_API_KEY environment variable."
+        )
+        self.llm_model = QLineEdit(values.llm_model, self)
+        self.llm_model.setObjectName("llmModelEdit")
+        self.llm_model.setPlaceholderText("the endpoint's model name, e.g. llama3.1:8b")
+        form.addRow("Language model endpoint:", self.llm_url)
+        form.addRow("Language model:", self.llm_model)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -251,6 +266,8 @@ class SettingsDialog(QDialog):
             top_k=self.top_k.value(),
             library_dir=str(Path(library).expanduser()) if library else "",
             generator=self.generator.text().strip(),
+            llm_url=self.llm_url.text().strip(),
+            llm_model=self.llm_model.text().strip(),
         )
 
     def accepted_values(self) -> SettingsValues | None:

@@ -320,6 +320,8 @@ class Application:
                 top_k=current.top_k,
                 library_dir=current.library_dir,
                 generator=current.generator,
+                llm_url=current.llm_url,
+                llm_model=current.llm_model,
             ),
             SettingsChoices(
                 models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE

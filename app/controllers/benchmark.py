@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.controllers.session import LibrarySession
+from app.settings import language_model
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
 from engine.progress import Progress
@@ -228,6 +229,8 @@ class BenchmarkController(QObject):
                 progress=ctx.progress,
                 cancel=ctx.cancel,
                 collection=None if request.collection == AUTOMATIC else request.collection,
+                generator=session.settings.generator,
+                llm=language_model(session.settings),
             )
             texts = {q.query_id: q.text for q in queries}
             ranked = _sentence(bench.collections.note) if bench.collections else ""

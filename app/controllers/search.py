@@ -31,7 +31,7 @@ from app.controllers.results import (
 )
 from app.controllers.session import LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
-from app.settings import QueryHistory
+from app.settings import QueryHistory, language_model
 from app.workers import READ, THUMBNAILS, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
 from engine.methods import SearchQuery
@@ -344,6 +344,7 @@ class SearchController(QObject):
                 progress=ctx.progress,
                 cancel=ctx.cancel,
                 generator=session.settings.generator,
+                llm=language_model(session.settings),
                 notify=notify,
             )
             ranking = spec.run(request.query, context, top_k=request.top_k)

@@ -341,6 +341,6 @@ def _summary(details: dict[str, Any], cards: dict[int, DrawingCard]) -> str:
         parts.append(f"{len(cards) - cached} drawn now, {cached} from the cache")
     if details.get("generator"):
         parts.append(str(details["generator"]))
-    if details.get("note"):
-        parts.append(str(details["note"]))
+    if details.get("prompt_note"):  # rewritten by the language model, or why not
+        parts.append(str(details["prompt_note"]))
     return "  ·  ".join(parts)

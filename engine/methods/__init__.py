@@ -4,6 +4,7 @@ third-party packages add one (entry-point group `quadrat.methods`)."""
 
 from engine.methods.base import (
     QUERY_KINDS,
+    LanguageModelEndpoint,
     Method,
     MethodContext,
     MethodSpec,
@@ -29,6 +30,7 @@ from engine.methods.registry import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "QUERY_KINDS",
+    "LanguageModelEndpoint",
     "Method",
     "MethodContext",
     "MethodInfo",

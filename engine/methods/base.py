@@ -49,6 +49,21 @@ class SearchQuery:
         return "image+text" if self.text.strip() else "image"
 
 
+@dataclass(frozen=True)
+class LanguageModelEndpoint:
+    """An OpenAI-compatible chat endpoint the user configured (a local llama.cpp, Ollama or
+    vLLM server, or a hosted one) for methods that ask a language model (prompt rewriting,
+    subqueries). An empty `url` means none is configured."""
+
+    url: str = ""
+    model: str = ""
+    api_key: str = ""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url.strip())
+
+
 @dataclass
 class Ranking:
     """A method's answer: image ids best first, their scores, and optional evidence per image
@@ -146,6 +161,7 @@ class MethodContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     _searcher: Searcher | None = field(default=None, repr=False)
     generator: str = ""  # the configured generator spec ("" = none configured)
+    llm: LanguageModelEndpoint = field(default_factory=LanguageModelEndpoint)
     drawings_dir: Path | None = None  # drawing cache; None = LIBRARY/cache/drawings
     # Partial results as they come: visret calls notify("drawing", Drawing) as each drawing is
     # ready and notify("drawing-progress", (index, Progress)) per step.

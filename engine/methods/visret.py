@@ -10,6 +10,8 @@ drawing again.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +38,9 @@ class VisRetParams:
     fused by `fusion` ("rrf" with `k_rrf`, or "mean" similarity); `include_text` adds the text
     query's own ranking; `template` shapes the prompt ("" = the default, with {query});
     `steps`/`guidance` override the generator's defaults (0 / < 0 = its default); `leave_out`
-    lists drawing indices (0-based, comma-separated) to leave out of the fusion."""
+    lists drawing indices (0-based, comma-separated) to leave out of the fusion. `rewrite` asks
+    the configured language-model endpoint to write the prompt from the query; on any failure
+    the template is drawn and the run's details say why."""
 
     generator: str = ""
     images: int = 3
@@ -48,6 +52,7 @@ class VisRetParams:
     steps: int = 0
     guidance: float = -1.0
     leave_out: str = ""
+    rewrite: bool = False
 
     def check(self) -> None:
         if not 1 <= self.images <= MAX_IMAGES:
@@ -75,6 +80,30 @@ class VisRetParams:
                     f"leave_out lists drawing numbers from 0, e.g. 0,2; got {self.leave_out!r}"
                 ) from None
         return out
+
+
+def rewritten_prompt(query: str, template: str, context: MethodContext) -> tuple[str, bool, str]:
+    """The prompt the configured language model writes for `query` (prompt, rewritten, note).
+
+    A successful rewrite is kept beside the drawings, keyed by endpoint, model, template and
+    query, so leaving a drawing out or reopening the run draws nothing again; a failure falls
+    back to the template and is not kept (the next run asks again)."""
+    from engine.files import atomic_write_text
+    from engine.visret.prompt import rewrite_prompt
+
+    llm = context.llm
+    key = hashlib.sha256(
+        json.dumps([llm.url.strip(), llm.model, template, query]).encode("utf-8")
+    ).hexdigest()[:32]
+    kept = context.drawing_cache_dir / "rewrites" / f"{key}.txt"
+    if llm.configured and kept.is_file():
+        return kept.read_text(encoding="utf-8"), True, "rewritten by the language model (kept)"
+    answer = rewrite_prompt(query, template, llm.url, llm.model, llm.api_key)
+    if answer.rewritten:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(kept, answer.prompt)
+        return answer.prompt, True, "rewritten by the language model"
+    return answer.prompt, False, answer.note
 
 
 def is_demo_library(context: MethodContext) -> bool:
@@ -153,7 +182,10 @@ class VisRetMethod(Method):
             width=defaults.width,
             height=defaults.height,
         )
-        prompt = render_prompt(params.template or DEFAULT_TEMPLATE, text)
+        template = params.template or DEFAULT_TEMPLATE
+        prompt, rewritten, prompt_note = render_prompt(template, text), False, ""
+        if params.rewrite:
+            prompt, rewritten, prompt_note = rewritten_prompt(text, template, context)
         seeds = [params.seed + i for i in range(params.images)]
         drawings = draw_all(
             generator,
@@ -171,6 +203,8 @@ class VisRetMethod(Method):
         ranking.details.update(
             {
                 "prompt": prompt,
+                "prompt_rewritten": rewritten,
+                "prompt_note": prompt_note,
                 "generator": generator.identity,
                 "generator_spec": spec,
                 "settings": {
