@@ -197,3 +197,15 @@ def test_the_model_manager_loads_once_and_frees_the_older_large_model():
     assert loads == ["clip", "tokenizer", "sd", "clip"]
     models.release("clip")
     assert models.loaded() == ["tokenizer"]
+
+
+def test_a_long_option_value_is_cut_in_the_label_but_kept_in_the_parameters():
+    from engine.methods import get_method, params_to_dict, spec_label
+    from engine.methods.text import TextParams
+
+    template = "a field photograph, taken " + "very " * 40 + "carefully, of {query}"
+    params = TextParams(template=template)
+    label = spec_label(get_method("text"), params)
+    assert label.startswith("Text (template=a field photograph") and label.endswith("…)")
+    assert len(label) < 50
+    assert params_to_dict(params)["template"] == template

@@ -52,6 +52,7 @@ LEGEND_MIN_TEXT = 90  # px; a legend's text is never narrower
 LEGEND_LINES = 4  # a run label wraps onto this many lines before it is elided
 LEGEND_SWATCH = 26  # px before the text: the line sample and its gap
 RUNS_MIN_WIDTH = 220  # px
+RUN_LABEL_MAX = 240  # px: the most the Run column asks for
 WIDE_PANEL = 1000  # px; narrower panels show the metric tiles in two columns, not three
 TABLE_COLUMNS = ("AP", "nDCG", "P", "judged")  # the runs table keeps to what fits beside the chart
 RUN_COLOURS = ("#2f6f4f", "#c0392b", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b")
@@ -463,8 +464,13 @@ class MetricsPanel(QWidget):
         for column in range(1, self.runs.columnCount()):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         # Wide enough for every column's text; what is left goes to the chart.
+        # The label column counts at most RUN_LABEL_MAX: a long run label (a method with many
+        # options) is elided in the middle, whole in its tooltip, and never widens the window.
         needed = sum(
-            max(self.runs.sizeHintForColumn(column), header.sectionSizeHint(column))
+            min(
+                max(self.runs.sizeHintForColumn(column), header.sectionSizeHint(column)),
+                RUN_LABEL_MAX if column == 0 else 1 << 16,
+            )
             for column in range(self.runs.columnCount())
         )
         frame = 2 * self.runs.frameWidth() + self.runs.verticalScrollBar().sizeHint().width()

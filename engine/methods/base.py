@@ -365,8 +365,17 @@ def spec_label(method: Method, params: Any) -> str:
     """A short name for a method with parameters: its label plus what differs from defaults."""
     defaults = param_defaults(method.Params)
     changed = [
-        f"{name}={value}"
+        f"{name}={_short(str(value))}"
         for name, value in params_to_dict(params).items()
         if defaults.get(name) != value
     ]
     return f"{method.label} ({', '.join(changed)})" if changed else method.label
+
+
+LABEL_VALUE_CHARS = 24  # a longer option value (written subqueries, a prompt) is cut in labels
+
+
+def _short(value: str) -> str:
+    """`value` cut to LABEL_VALUE_CHARS in a label; the run keeps its parameters whole."""
+    value = " ".join(value.split())
+    return value if len(value) <= LABEL_VALUE_CHARS else value[: LABEL_VALUE_CHARS - 1] + "…"

@@ -105,6 +105,25 @@ def test_a_long_status_line_is_elided_and_moves_no_pane(qtbot) -> None:
     assert shown.endswith("…") and len(shown) < len(text)
 
 
+def test_a_long_run_label_never_widens_the_window(qtbot) -> None:
+    """A run of a method with long options (written subqueries) is labelled in full in its
+    tooltip; the runs table asks for no more room, so the window stays on its screen."""
+    from widgets.metrics_panel import RUN_LABEL_MAX, MetricsView, RunMetrics
+
+    window = _window(qtbot, QRect(0, 0, 1280, 800))
+    size = window.size()
+    label = "Reranked (subqueries=" + "Is there a red circle in this photo?; " * 12 + ")"
+    values = {"P": 0.3, "R_at_k": 0.333, "AP": 0.176, "nDCG": 0.381, "RR": 1.0, "judged": 0.6}
+    run = RunMetrics(7, "rerank", label, values, [1.0, 0.5], 0, 1)
+    window.metrics_panel.show_metrics(MetricsView("red circle", 10, 9, 15, 7, [run]))
+    qtbot.wait(50)
+
+    assert window.size() == size
+    table = window.metrics_panel.runs
+    assert table.minimumWidth() < RUN_LABEL_MAX + 500
+    assert table.topLevelItem(0).toolTip(0) == label
+
+
 def test_a_window_too_big_or_off_screen_is_reported(qtbot) -> None:
     window = _window(qtbot, QRect(0, 0, 2560, 1440))
     problems = window.layout_problems(QRect(0, 0, 1280, 800))
