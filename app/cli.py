@@ -21,14 +21,15 @@ from app.cli_common import (
     EXIT_OK,
     EXIT_USAGE,
     TqdmProgress,
+    add_rerank_options,
     add_visret_options,
     confirm,
     load_encoder_for,
+    method_from_args,
     open_library,
     reset_settings,
     resolve_model_spec,
     user_settings,
-    visret_spec,
 )
 from app.cli_evaluate import add_evaluate_command
 from app.cli_methods import add_methods_command, method_option_help
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--bbox", help="only photos inside MIN_LAT,MIN_LON,MAX_LAT,MAX_LON")
     search.add_argument("--json", action="store_true", help="one JSON object per result")
     add_visret_options(search)
+    add_rerank_options(search)
     search.set_defaults(func=cmd_search)
 
     forget = sub.add_parser(
@@ -254,10 +256,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     import time
 
     from engine.collections import missing_photos
-    from engine.methods import MethodContext, SearchQuery, resolve_spec
+    from engine.methods import MethodContext, SearchQuery
     from engine.search import SearchFilters, validate_query_text
 
-    method = resolve_spec(visret_spec(args))  # fail fast, before loading any model
+    method = method_from_args(args)  # fail fast, before loading any model
     query = SearchQuery(args.text, args.image)
     if args.image is None:
         validate_query_text(args.text)
@@ -286,7 +288,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         hits = context.searcher.hits_for(ranking.pairs())
     if args.json:
         for hit in hits:
-            print(json.dumps({**hit.to_json(), "method": method.text, "kind": query.kind}))
+            line = {**hit.to_json(), "method": method.text, "kind": query.kind}
+            evidence = ranking.evidence.get(hit.image_id, {})
+            if "answers" in evidence:  # rerank: each subquery's answer for this photo
+                line["answers"] = evidence["answers"]
+            print(json.dumps(line))
     else:
         for hit in hits:
             name = f"  {hit.taxon}" if hit.taxon else ""
@@ -295,6 +301,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             f"{len(hits)} results in {seconds * 1000:.0f} ms ({method.text}, {query.kind} query)",
             file=sys.stderr,
         )
+    if ranking.details.get("note"):  # e.g. why the language model's subqueries were not used
+        print(f"note: {ranking.details['note']}", file=sys.stderr)
     if missing.photos:
         print(f"note: {_missing_note(missing.photos)}", file=sys.stderr)
     return EXIT_OK

@@ -144,6 +144,76 @@ def visret_spec(args: Any) -> str:
     return f"visret:{rest},{pairs}" if rest.strip() else f"visret:{pairs}"
 
 
+# `search` shortcuts for the rerank method's parameters: option dest -> parameter name.
+RERANK_SHORTCUTS: dict[str, str] = {
+    "base": "base",
+    "subqueries": "subqueries",
+    "scorer": "scorer",
+    "depth": "depth",
+    "decomposer": "decomposer",
+    "aggregate": "aggregate",
+    "expert_context": "context",
+}
+
+
+def add_rerank_options(p: Any) -> None:
+    """`--base`, `--subqueries`, `--scorer`, `--depth`, ...: shortcuts for `--method rerank:…`."""
+    from app.cli_args import positive_int
+
+    group = p.add_argument_group("rerank (with --method rerank)")
+    group.add_argument("--base", metavar="SPEC", help="the method to rerank (default: text)")
+    group.add_argument(
+        "--subqueries",
+        metavar="Q1;Q2",
+        help='your yes/no questions, ";"-separated (default: built-in ones from the query)',
+    )
+    group.add_argument(
+        "--scorer",
+        metavar="SPEC",
+        help="who answers them: clip, clip:regions, clip:whole, vlm:PATH or "
+        "endpoint:URL[#MODEL] (default: clip)",
+    )
+    group.add_argument("--depth", type=positive_int, help="rerank the top N (default 100)")
+    group.add_argument(
+        "--decomposer",
+        choices=["builtin", "llm"],
+        help="who writes the questions when --subqueries is not given (llm: the settings' "
+        "language-model endpoint; falls back to builtin with a note)",
+    )
+    group.add_argument("--aggregate", choices=["mean", "min", "product"])
+    group.add_argument(
+        "--expert-context", metavar="TEXT", help="expert context given to the scorer"
+    )
+
+
+def method_from_args(args: Any) -> Any:
+    """The MethodSpec of `args.method` with the visret and rerank shortcuts applied; a
+    shortcut given with another method is refused. Rerank's values are set on its parameters
+    directly (a --base spec or a question may hold commas and "=")."""
+    import dataclasses
+
+    from engine.methods import resolve_spec
+    from engine.methods.base import MethodSpec
+
+    spec = resolve_spec(visret_spec(args))
+    given = {
+        name: getattr(args, dest)
+        for dest, name in RERANK_SHORTCUTS.items()
+        if getattr(args, dest, None) is not None
+    }
+    if not given:
+        return spec
+    if spec.key != "rerank":
+        options = ", ".join("--" + d.replace("_", "-") for d in RERANK_SHORTCUTS)
+        raise BadInputError(f"{options} apply to --method rerank, not {spec.key!r}")
+    params = dataclasses.replace(spec.params, **given)
+    params.check()
+    resolve_spec(params.base)  # a bad base fails before any model loads
+    pairs = ",".join(f"{name}={value}" for name, value in given.items())
+    _, _, rest = spec.text.partition(":")
+    return MethodSpec(spec.method, params, f"rerank:{rest},{pairs}" if rest else f"rerank:{pairs}")
+
+
 def reset_settings() -> None:
     """Forget the settings read by the previous command (each command reads the file anew)."""
     global _settings

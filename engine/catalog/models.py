@@ -194,6 +194,8 @@ class Subquery(Base):
     position: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(32), default="user")
+    # The object the question asks about ("red circle"); "" for a whole-scene question.
+    target: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class SubqueryScore(Base):
@@ -206,3 +208,20 @@ class SubqueryScore(Base):
     )
     scorer: Mapped[str] = mapped_column(String(128), primary_key=True)
     p_yes: Mapped[float] = mapped_column(Float)
+
+
+class RerankScore(Base):
+    """A cached answer of a reranking scorer: keyed by what determines it (the photo's content,
+    the question, the expert context and the scorer), not by catalog ids, so a photo that moves
+    or a query asked again reuses it."""
+
+    __tablename__ = "rerank_scores"
+    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    question_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the text
+    context_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of context
+    scorer: Mapped[str] = mapped_column(String(255), primary_key=True)
+    p_yes: Mapped[float] = mapped_column(Float)
+    answer: Mapped[str] = mapped_column(Text, default="")
+    l_yes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    l_no: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -78,10 +78,11 @@ _sources: dict[str, str] = {}
 
 
 def _builtins() -> list[Method]:
+    from engine.methods.rerank import RerankMethod
     from engine.methods.text import TextMethod
     from engine.methods.visret import VisRetMethod
 
-    return [TextMethod(), VisRetMethod()]
+    return [TextMethod(), VisRetMethod(), RerankMethod()]
 
 
 def _load_entry_points(methods: dict[str, Method]) -> None:
