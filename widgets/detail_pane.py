@@ -1,4 +1,5 @@
-"""The detail pane: the selected photo large, its path, taxonomy, date, place, licence, score."""
+"""The detail pane: the selected photo large, its path, taxonomy, date, place, licence, score,
+and, for a reranked run, the photo's answer and p(yes) to each subquery."""
 
 from __future__ import annotations
 
@@ -19,13 +20,17 @@ from PySide6.QtGui import (
     QShowEvent,
 )
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -187,6 +192,22 @@ class DetailPane(QWidget):
         path_label.setToolTip("Click to show the photo's folder")
         path_label.linkActivated.connect(lambda _link: self.open_folder())
 
+        # A reranked run: question -> answer -> p for the selected photo (hidden otherwise).
+        self.answers = QTableWidget(0, 3, self)
+        self.answers.setObjectName("detailAnswers")
+        self.answers.setHorizontalHeaderLabels(["Subquery", "Answer", "p(yes)"])
+        self.answers.verticalHeader().hide()
+        self.answers.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.answers.setWordWrap(True)
+        header = self.answers.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        self.answers.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.answers_note = QLabel(self)
+        self.answers_note.setObjectName("detailAnswersNote")
+        self.answers_note.setWordWrap(True)
+
         self.more_button = QPushButton("More like this", self)
         self.more_button.clicked.connect(self._more_like_this)
         self.copy_button = QPushButton("Copy path", self)
@@ -234,6 +255,8 @@ class DetailPane(QWidget):
         line.setObjectName("detailRule")
         inner.addWidget(line)
         inner.addLayout(form)
+        inner.addWidget(self.answers_note)
+        inner.addWidget(self.answers)
         inner.addLayout(buttons)
         inner.addStretch(0)  # what the photo (capped at its own height) leaves
         # Only ever scrolls vertically: the pane's minimum width (below) keeps every line whole,
@@ -285,6 +308,7 @@ class DetailPane(QWidget):
     def set_item(self, item: ResultItem | None) -> None:
         """Show `item`'s metadata at once; the large photo follows via `set_photo`."""
         self._item = item
+        self.set_answers(None)
         for button in (
             self.more_button,
             self.copy_button,
@@ -329,6 +353,43 @@ class DetailPane(QWidget):
         self.fields["path"].setText(
             f'<a href="{html.escape(item.path)}">{html.escape(breakable(item.path))}</a>'
         )
+
+    def set_answers(self, rows: list[tuple[str, str, float]] | None, note: str = "") -> None:
+        """The selected photo's answers to a reranked run's subqueries, (question, answer,
+        p(yes)) in the order asked; None hides the table (not a reranked run). `note` says
+        e.g. the photo's score and base rank, or that it was not reranked."""
+        self.answers_note.setText(note)
+        self.answers_note.setVisible(bool(note) and rows is not None)
+        if rows is None:
+            self.answers.setRowCount(0)
+            self.answers.hide()
+            return
+        self.answers.setRowCount(len(rows))
+        for row, (question, answer, p) in enumerate(rows):
+            cells = (question, answer or "—", f"{p:.3f}")
+            for column, text in enumerate(cells):
+                cell = QTableWidgetItem(text)
+                cell.setToolTip(text)
+                if column == 2:
+                    cell.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                self.answers.setItem(row, column, cell)
+        self.answers.resizeRowsToContents()
+        frame = 2 * self.answers.frameWidth()
+        height = self.answers.horizontalHeader().height() + frame
+        height += sum(self.answers.rowHeight(r) for r in range(len(rows)))
+        self.answers.setFixedHeight(height)
+        self.answers.setVisible(bool(rows))
+
+    def answer_rows(self) -> list[tuple[str, str, str]]:
+        """The answers table as shown: (question, answer, p) text per row."""
+        return [
+            tuple(  # type: ignore[misc]
+                self.answers.item(r, c).text() for c in range(3)
+            )
+            for r in range(self.answers.rowCount())
+        ]
 
     def set_judgment(self, relevance: int | None, can_judge: bool = True) -> None:
         """Show the selected photo's judgment for the open query."""

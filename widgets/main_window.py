@@ -36,6 +36,7 @@ from widgets.metrics_panel import MetricsPanel
 from widgets.query_bar import QueryBar
 from widgets.query_list import QueryListPanel
 from widgets.results import ResultsModel, ResultsView
+from widgets.subquery_editor import SubqueryEditor
 
 WINDOW_TITLE = "Quadrat"
 
@@ -143,6 +144,9 @@ class MainWindow(QMainWindow):
         # What VisRet drew for the query, above its results (hidden for other methods).
         self.drawings_strip = DrawingsStrip(self)
         self.drawings_strip.hide()
+        # A Reranked search's questions, context and Sort by (hidden for other methods).
+        self.subquery_editor = SubqueryEditor(self)
+        self.subquery_editor.hide()
 
         centre = QWidget(self)
         centre.setObjectName("centre")
@@ -151,6 +155,7 @@ class MainWindow(QMainWindow):
         layout.setSpacing(0)
         layout.addWidget(self.query_bar)
         layout.addWidget(self.drawings_strip)
+        layout.addWidget(self.subquery_editor)
         layout.addWidget(self.results, 1)
         layout.addWidget(self.empty_label, 1)
         layout.addWidget(self.status_line)

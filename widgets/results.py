@@ -115,6 +115,23 @@ class ResultsModel(QAbstractListModel):
     def clear(self) -> None:
         self.set_results([])
 
+    def reorder(self, image_ids: list[int]) -> None:
+        """Show the same rows in another order (sorted by one subquery's p); the selection
+        and the ranks painted stay. Ids not shown are ignored; rows not named keep their
+        order after the named ones."""
+        named = [self._items[self._rows[i]] for i in dict.fromkeys(image_ids) if i in self._rows]
+        chosen = {item.image_id for item in named}
+        order = named + [item for item in self._items if item.image_id not in chosen]
+        self.layoutAboutToBeChanged.emit()
+        before = self._items
+        self._items = order
+        self._rows = {item.image_id: row for row, item in enumerate(self._items)}
+        for index in self.persistentIndexList():
+            if 0 <= index.row() < len(before):
+                row = self._rows[before[index.row()].image_id]
+                self.changePersistentIndex(index, self.index(row, 0))
+        self.layoutChanged.emit()
+
     def item(self, row: int) -> ResultItem | None:
         return self._items[row] if 0 <= row < len(self._items) else None
 

@@ -16,6 +16,7 @@ from app.controllers.judging import JudgingController
 from app.controllers.library import LibraryController
 from app.controllers.models import ModelsController, estimate_reindex
 from app.controllers.queries import SavedQueriesController
+from app.controllers.rerank import RerankController
 from app.controllers.search import SearchController
 from app.controllers.session import EncoderLoader, LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
@@ -149,6 +150,17 @@ class Application:
         self.transfers = TransferController(self.runner, self.session, self.judging)
         # VisRet's drawings above the results: filled while a search draws, back with a run.
         self.visret = VisRetController(self.runner, self.search, self.judging, w.drawings_strip)
+        # Reranked searches: the subquery editor, partial results, answers per photo. After
+        # VisRet: its worker hook passes VisRet's events on.
+        self.rerank = RerankController(
+            self.runner,
+            self.session,
+            self.search,
+            self.judging,
+            w.subquery_editor,
+            w.results,
+            w.detail_pane,
+        )
         self.search.searchFinished.connect(self.queries.on_search_finished)
         w.results.moreLikeThisRequested.connect(self.queries.note_more_like_this)
         w.detail_pane.moreLikeThisRequested.connect(self.queries.note_more_like_this)
@@ -174,6 +186,7 @@ class Application:
             self.queries.message,
             self.transfers.message,
             self.visret.message,
+            self.rerank.message,
             self.thumbnails.problem,
         ):
             source.connect(w.set_status)

@@ -167,6 +167,12 @@ class SearchController(QObject):
         # Called in the worker with (search id, event, payload) for a method's partial results
         # (`MethodContext.notify`: VisRet's drawings); it must only emit queued signals.
         self.event_hook: Callable[[int, str, Any], None] | None = None
+        # Called on the GUI thread with each request before it runs (the subquery editor puts
+        # a Reranked search's questions, context and base into its parameters).
+        self.prepare: Callable[[SearchRequest], SearchRequest] | None = None
+        # Methods whose per-photo evidence is kept with a saved run under details["evidence"]
+        # (a reranked run's answers, shown again when the run is reopened).
+        self.evidence_kept: set[str] = set()
         self._searches = 0
         self._model_manager: Any = None  # kept across searches: a generator loads once
         query_bar.set_methods(method_choices())
@@ -298,6 +304,8 @@ class SearchController(QObject):
         """Run `request` in the background; the results replace the grid's."""
         from engine.methods.registry import spec_from_params
 
+        if self.prepare is not None:
+            request = self.prepare(request)
         try:
             spec = spec_from_params(request.method, request.params)
         except BadInputError as exc:
@@ -322,6 +330,7 @@ class SearchController(QObject):
         library = session.library
         self._searches += 1
         search_id, hook = self._searches, self.event_hook
+        keep_evidence = request.method in self.evidence_kept
         if self._model_manager is None:
             from engine.methods import ModelManager
 
@@ -358,6 +367,11 @@ class SearchController(QObject):
             if ranking.details:
                 # Saved with the run (what VisRet drew); JSON-safe, paths as text.
                 params["details"] = json.loads(json.dumps(ranking.details, default=str))
+            if keep_evidence and ranking.evidence:
+                evidence = {str(i): e for i, e in ranking.evidence.items()}
+                params.setdefault("details", {})["evidence"] = json.loads(
+                    json.dumps(evidence, default=str)
+                )
             return SearchOutcome(
                 request,
                 items,
