@@ -28,6 +28,10 @@ from engine.progress import CancelToken, Progress, ProgressCallback
 log = logging.getLogger(__name__)
 
 DEMO_PAINTER_SPEC = "demo-painter"
+DEMO_DIFFUSION_SPEC = "demo-diffusion"
+# The demo diffusion model's guidance: 7.5 (the SD family default) washes its backgrounds out
+# to white or black; 3 drew the asked colour as often (0.92 vs 0.90 on held-out captions).
+_DEMO_DIFFUSION_DEFAULTS = "guidance=3"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ def load_generator(
     """The generator `spec` names.
 
     - ``demo-painter``: the procedural demo painter (no model);
+    - ``demo-diffusion``: a tiny Stable Diffusion trained on demo drawings (shipped);
     - a diffusers pipeline folder (holding ``model_index.json``);
     - one ``.safetensors``/``.ckpt`` file, with its pipeline config as ``FILE?config=FOLDER`` or
       ``FILE?config=ORG/NAME`` (without it diffusers looks the config up on the hub);
@@ -110,11 +115,27 @@ def load_generator(
         except ImportError as error:  # pragma: no cover - shipped with the engine
             raise ModelLoadError(f"the demo painter is not available: {error}") from error
         return DemoPainter()
+    name, _, options = text.partition("?")
+    if name.strip().lower() == DEMO_DIFFUSION_SPEC:
+        # A tiny Stable Diffusion trained on demo drawings (tools/train_demo_diffusion.py),
+        # shipped as a pipeline folder; options after "?" override its defaults.
+        text = f"{_demo_diffusion_folder()}?{_DEMO_DIFFUSION_DEFAULTS}"
+        text += f"&{options}" if options else ""
     from engine.visret.diffusers_backend import load_diffusers
 
     return load_diffusers(
         text, device=device, cache_dir=cache_dir, progress=progress, cancel=cancel
     )
+
+
+def _demo_diffusion_folder() -> Path:
+    """The shipped demo diffusion pipeline folder (package data of `resources.visret`)."""
+    from importlib import resources
+
+    folder = resources.files("resources.visret").joinpath(DEMO_DIFFUSION_SPEC)
+    if not isinstance(folder, Path) or not (folder / "model_index.json").is_file():
+        raise ModelLoadError(f"the demo diffusion model is not installed ({folder})")
+    return folder
 
 
 class DrawingCache:
