@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             if child.returncode not in (0, LAYOUT_PROBLEMS):
                 print(
-                    "the window could not be driven; if Qt says it cannot load the xcb plugin, "
-                    "run with QT_DEBUG_PLUGINS=1 to see the missing library.\n" + INSTALL_HINT,
+                    "the window could not be driven (see above); if Qt says it cannot load the "
+                    "xcb plugin, run with QT_DEBUG_PLUGINS=1 to see the missing library, and "
+                    "install the X libraries Qt needs:\n" + INSTALL_HINT.split("\n", 1)[-1],
                     file=sys.stderr,
                 )
             return child.returncode
@@ -293,6 +294,31 @@ def _drive_window(out: Path) -> int:
     dialog.tabs.setCurrentIndex(1)
     capture("10-benchmark-categories", dialog)
     dialog.close()
+
+    # Visualize-then-retrieve (the demo painter draws the query), then structured reranking.
+    def search_with(method: str, text: str) -> None:
+        bar = window.query_bar
+        bar.clear_image()  # the photo "More like this" left attached; these are text queries
+        bar.method.setCurrentIndex(bar.method.findData(method))
+        bar.edit.setText(text)
+        before = app.search.last_outcome
+        bar.submit()
+        wait_for(lambda: app.search.last_outcome not in (None, before), timeout=180)
+        window.results.setCurrentIndex(model.index(0, 0))
+        wait_for(lambda: window.detail_pane.photo.photo() is not None)
+        wait_for(
+            lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(3)),
+            timeout=30,
+        )
+
+    search_with("visret", "a red circle beside a blue square")
+    capture("12-visret-drawings")
+    problems += [f"VisRet view: {p}" for p in window.layout_problems()]
+    search_with("rerank", "a red circle beside a blue square")
+    capture("13-rerank-answers")
+    problems += [f"rerank view: {p}" for p in window.layout_problems()]
+    (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
+    window.query_bar.method.setCurrentIndex(window.query_bar.method.findData("text"))
 
     # Photos that go away (a folder moved aside): kept as missing, with their judgments.
     stats = app.library.stats[0]

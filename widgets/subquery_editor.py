@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -101,12 +102,12 @@ class SubqueryEditor(QWidget):
         self.draft_button.setToolTip("Let the language model draft the context")
         self.draft_button.clicked.connect(self.draftContextRequested)
 
-        self.cost = QLabel(self)
+        # One line each, cut at the pane's edge (whole in the tooltip): wrapped, they made the
+        # editor so tall that the window outgrew a 1280×800 screen.
+        self.cost = _OneLineLabel(self)
         self.cost.setObjectName("subqueryCost")
-        self.cost.setWordWrap(True)
-        self.progress = QLabel(self)
+        self.progress = _OneLineLabel(self)
         self.progress.setObjectName("subqueryProgress")
-        self.progress.setWordWrap(True)  # a long scorer identity must not widen the window
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.setToolTip("Stop scoring; the photos scored so far are kept")
         self.cancel_button.clicked.connect(self.cancelRequested)
@@ -120,9 +121,15 @@ class SubqueryEditor(QWidget):
         self.sort.setMinimumContentsLength(18)
         self.sort.currentIndexChanged.connect(self._on_sort)
 
+        self.context_button = QPushButton("Context…", self)
+        self.context_button.setObjectName("subqueryContextButton")
+        self.context_button.setCheckable(True)
+        self.context_button.setToolTip("Show the expert context put before every question")
+        self.context_button.toggled.connect(self._show_context)
         top = QHBoxLayout()
         top.addWidget(QLabel("Rerank:", self))
         top.addWidget(self.base)
+        top.addWidget(self.context_button)
         top.addStretch(1)
         top.addWidget(QLabel("Sort by:", self))
         top.addWidget(self.sort)
@@ -140,6 +147,9 @@ class SubqueryEditor(QWidget):
         context = QHBoxLayout()
         context.addWidget(self.context, 1)
         context.addWidget(self.draft_button, 0, Qt.AlignmentFlag.AlignTop)
+        # Shown on demand, or whenever there is context: the grid keeps the height otherwise.
+        self.context.setVisible(False)
+        self.draft_button.setVisible(False)
         status = QHBoxLayout()
         status.addWidget(self.cost, 3)
         status.addWidget(self.progress, 2)
@@ -153,6 +163,10 @@ class SubqueryEditor(QWidget):
         layout.addLayout(status)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.set_sort_choices([])
+
+    def _show_context(self, shown: bool) -> None:
+        self.context.setVisible(shown)
+        self.draft_button.setVisible(shown)
 
     # -- what the controller sets -----------------------------------------------------------------
 
@@ -178,6 +192,8 @@ class SubqueryEditor(QWidget):
         self._loading = True
         self.context.setPlainText(text)
         self._loading = False
+        if text.strip():
+            self.context_button.setChecked(True)  # context there is always shown
 
     def set_cost(self, text: str) -> None:
         self.cost.setText(text)
@@ -283,3 +299,31 @@ class SubqueryEditor(QWidget):
         if not self._loading:
             data = self.sort.currentData()
             self.sortRequested.emit(int(data) if data is not None else SORT_BY_RANK)
+
+
+class _OneLineLabel(QLabel):
+    """A label on one line that never asks for more width than it gets: the text is cut with
+    "…" at the edge and shown whole in the tooltip."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        self._full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(
+            self._full, Qt.TextElideMode.ElideRight, max(self.width(), 40)
+        )
+        super().setText(shown)
