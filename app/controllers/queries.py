@@ -288,12 +288,28 @@ class SavedQueriesController(QObject):
         ranking = [(item.image_id, item.score) for item in outcome.items]
         model_key = self.session.model_key
 
+        companions = list(getattr(outcome, "companions", []) or [])
+
         def save(ctx: TaskContext) -> _Loaded:
             query_id = (
                 attach_to
                 if attach_to is not None
                 else store.find_or_create_query(request.text, image)
             )
+            # The searches this one stood on first (a reranked search's base), so the metrics
+            # compare them on the same judgments; the shown run stays the newest.
+            have = [(r.method, _comparable(r.params)) for r in store.runs_for(query_id)]
+            for companion in companions:
+                if (companion.method, _comparable(companion.params)) in have:
+                    continue
+                store.save_run(
+                    query_id,
+                    companion.method,
+                    companion.ranking,
+                    model_key=model_key,
+                    params={**companion.params, "top_k": request.top_k},
+                    kind=request.kind,
+                )
             run_id = store.save_run(
                 query_id,
                 method,
@@ -424,3 +440,12 @@ class SavedQueriesController(QObject):
         return self.runner.submit(
             delete, title="Deleting the query", pool=WRITE, on_success=deleted
         )
+
+
+def _comparable(params: dict[str, Any]) -> str:
+    """A run's parameters without what does not change its ranking's method (what it drew or
+    scored, how many it kept, the photo path): two runs alike here are the same search."""
+    import json
+
+    kept = {k: v for k, v in params.items() if k not in ("details", "top_k", "image")}
+    return json.dumps(kept, sort_keys=True, default=str)

@@ -98,6 +98,16 @@ def option_fields(method_key: str, values: dict[str, Any]) -> tuple[str, str, li
     return method.label, method.description, fields
 
 
+@dataclass(frozen=True)
+class CompanionRun:
+    """A search a method stood on (e.g. the base of a reranked search), saved as its own run
+    of the query unless the query has one like it already."""
+
+    method: str
+    params: dict[str, Any]
+    ranking: list[tuple[int, float]]
+
+
 @dataclass
 class SearchOutcome:
     request: SearchRequest
@@ -109,6 +119,8 @@ class SearchOutcome:
     missing: int = 0  # photos of the library missing from disk, so not searched
     photo: QueryPhoto | None = None  # the query photo, named (None: a text search)
     search_id: int = 0  # which search of this window (`SearchController.searchStarted`)
+    # Searches the method stood on (a reranked search's base), to keep as runs of their own.
+    companions: list[CompanionRun] = field(default_factory=list)
 
     @property
     def searched(self) -> str:
@@ -343,7 +355,7 @@ class SearchController(QObject):
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.collections import missing_photos
-            from engine.methods import MethodContext, spec_label
+            from engine.methods import MethodContext, resolve_spec, spec_label
 
             started = time.monotonic()
             context = MethodContext(
@@ -372,6 +384,15 @@ class SearchController(QObject):
                 params.setdefault("details", {})["evidence"] = json.loads(
                     json.dumps(evidence, default=str)
                 )
+            companions = []
+            for text, companion in ranking.companions:
+                base = resolve_spec(text)
+                base_params = base.params_dict()
+                if companion.details:
+                    base_params["details"] = json.loads(json.dumps(companion.details, default=str))
+                companions.append(
+                    CompanionRun(base.key, base_params, companion.pairs()[: request.top_k])
+                )
             return SearchOutcome(
                 request,
                 items,
@@ -382,6 +403,7 @@ class SearchController(QObject):
                 missing_photos(library).photos,
                 photo,
                 search_id,
+                companions,
             )
 
         self.message.emit("Searching…")

@@ -75,6 +75,10 @@ class Ranking:
     # What the run was made of, kept with a saved run under params["details"] (visret: the
     # prompt, the generator, each drawing's index, seed, cache key, file and error).
     details: dict[str, Any] = field(default_factory=dict)
+    # The rankings of the methods this one stood on, as (spec text, ranking): a reranked search
+    # also yields its base search, which the window keeps as a run of the same query so the
+    # metrics compare the two on the same judgments. Never saved inside this run.
+    companions: list[tuple[str, Ranking]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.scores):

@@ -191,6 +191,8 @@ class RerankMethod(Method):
         ranking = self._ranking(order, answers, base_rank, params.aggregate)
         keep = max(top_k, len(candidates)) if candidates is not None else top_k
         ranking = Ranking(ranking.ids[:keep], ranking.scores[:keep], ranking.evidence)
+        if candidates is None:  # the base search as it stands alone, for comparison
+            ranking.companions = [(base_spec.text, base)]
         ranking.evidence = {i: e for i, e in ranking.evidence.items() if i in set(ranking.ids)}
         ranking.details = {
             "questions": [

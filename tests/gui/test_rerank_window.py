@@ -139,6 +139,31 @@ def test_questions_are_saved_with_the_query_and_come_back(qtbot, make_app, photo
     assert editor.sort.count() == 3
 
 
+def test_a_reranked_search_keeps_its_base_as_a_run_to_compare_with(qtbot, make_app, photos) -> None:
+    """The metrics compare reranked against base on the same judgments: the base search is
+    kept as a run of the query (once), and the reranked run is the one shown."""
+    app = indexed_app(qtbot, make_app, photos)
+    choose_rerank(app)
+    write_questions(app, QUESTIONS)
+    rerank_search(qtbot, app, QUERY)
+    qtbot.waitUntil(lambda: app.judging.runner.idle(), timeout=TIMEOUT)
+    store = app.judging.store
+    runs = store.runs_for(app.judging.query_id)
+    assert sorted(r.method for r in runs) == ["rerank", "text"]
+    shown = next(r for r in runs if r.id == app.judging.run_id)
+    assert shown.method == "rerank"
+    text_run = next(r for r in runs if r.method == "text")
+    reranked = dict(shown.ranking)
+    # The base run is text's own order: the reranked photos came from its top 100.
+    assert set(list(reranked)[:100]) <= {i for i, _ in text_run.ranking[:100]}
+    assert len(app.judging.runs) == 2  # both in the metrics panel
+
+    rerank_search(qtbot, app, QUERY)  # again: a second reranked run, no second base run
+    qtbot.waitUntil(lambda: app.judging.runner.idle(), timeout=TIMEOUT)
+    methods = [r.method for r in store.runs_for(app.judging.query_id)]
+    assert methods.count("text") == 1 and methods.count("rerank") == 2
+
+
 def test_cancel_keeps_the_partial_results(qtbot, make_app, photos, monkeypatch) -> None:
     import engine.methods.rerank as rerank_module
 
