@@ -32,6 +32,7 @@ from app.cli_common import (
     user_settings,
 )
 from app.cli_evaluate import add_evaluate_command
+from app.cli_inquire import add_inquire_command
 from app.cli_methods import add_methods_command, method_option_help
 from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_metrics_command(sub)
     add_evaluate_command(sub)
+    add_inquire_command(sub)
     add_backup_command(sub)
     add_methods_command(sub)
     add_models_command(sub)

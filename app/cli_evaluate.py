@@ -23,6 +23,12 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     p.add_argument("--model", help="model spec (default: the library's model)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--protocol", default="fullrank", choices=["fullrank", "rerank"])
+    p.add_argument(
+        "--candidates",
+        metavar="FILE",
+        help="rerank: each query's fixed candidates (CSV query_id,image_id,image_path,rank, as "
+        "'quadrat import-inquire-rerank' writes it) instead of the top 100 of text search",
+    )
     p.add_argument("--k", type=positive_int, default=50)
     p.add_argument(
         "--collection",
@@ -65,6 +71,15 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         resolve_spec(spec)  # a bad method fails before any model loads
     queries = load_queries_csv(args.queries)
     judgments = load_judgments(args.judgments)
+    candidates = None
+    if args.candidates:
+        from engine.inquire_rerank import load_candidates_csv
+
+        if args.protocol != "rerank":
+            raise BadInputError(
+                "--candidates fixes the candidates of a rerank: add --protocol rerank"
+            )
+        candidates = load_candidates_csv(args.candidates)
     with open_library(Path(args.library) if args.library else None) as library:
         if library.model_key is None:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
@@ -91,6 +106,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 collection=args.collection,
                 generator=args.generator or user_settings().generator,
                 llm=language_model(user_settings()),
+                candidates=candidates,
             )
         finally:
             bar.close()
@@ -107,6 +123,12 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         print(
             f"warning: {first.unresolved_judgments} judgments name photos that are not in the "
             "library; they are left out of R",
+            file=sys.stderr,
+        )
+    if bench.unresolved_candidates:
+        print(
+            f"warning: {bench.unresolved_candidates} candidates name photos that are not in the "
+            "ranked collection; they are left out",
             file=sys.stderr,
         )
     if args.json:
@@ -163,6 +185,7 @@ def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
     out["protocol"] = bench.protocol
     out["method"] = specs[0]
     out["unresolved_judgments"] = bench.results[specs[0]].unresolved_judgments
+    out["unresolved_candidates"] = bench.unresolved_candidates
     out.update(_collections_json(bench))
     if len(specs) > 1:
         out["methods"] = {spec: _method_json(bench, spec, k) for spec in specs}

@@ -9,7 +9,7 @@ window use to run and compare several methods.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from engine.catalog import Collection, Image
 from engine.errors import BadInputError
 from engine.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
+from engine.inquire_rerank import Candidate
 from engine.library import Library
 from engine.methods import (
     LanguageModelEndpoint,
@@ -314,6 +315,8 @@ class MethodsBenchmark:
     k: int
     protocol: str
     collections: CollectionChoice | None = None  # what was ranked, and why
+    # Fixed candidates (rerank from a candidates file) naming no photo of what was ranked.
+    unresolved_candidates: int = 0
 
     def per_supercategory(self, spec: str) -> dict[str, MeanMetrics]:
         return dict(sorted(self.results[spec].by_category.get("supercategory", {}).items()))
@@ -334,6 +337,7 @@ def run_methods(
     collection: str | None = None,
     generator: str = "",
     llm: LanguageModelEndpoint | None = None,
+    candidates: Mapping[str, Sequence[Candidate]] | None = None,
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
     with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
@@ -341,7 +345,11 @@ def run_methods(
     `collection` picks what is ranked (see `choose_collections`): by default the one collection
     that holds every judged photo, when exactly one does. `generator` is the configured
     text-to-image generator spec for methods that draw (visret); `llm` the language-model
-    endpoint for methods that ask one."""
+    endpoint for methods that ask one. `candidates` (rerank only: query id -> its fixed
+    candidates, by image id or path as a judgment names a photo) replaces the computed top 100
+    of text search, as INQUIRE-Rerank's published candidates do."""
+    if candidates is not None and protocol != "rerank":
+        raise BadInputError("fixed candidates belong to the rerank protocol: use --protocol rerank")
     if not specs:
         raise BadInputError("choose at least one method")
     if len(set(specs)) != len(specs):
@@ -360,15 +368,23 @@ def run_methods(
     )
     resolver = JudgmentResolver(library, chosen.ids)
     depth = max(k, RERANK_CANDIDATES)
-    candidates = candidate_lists(context) if protocol == "rerank" else None
+    unresolved_candidates = 0
+    candidates_of = candidate_lists(context) if protocol == "rerank" else None
     if candidates is not None:
+        fixed, unresolved_candidates = _resolve_candidates(candidates, resolver)
+
+        def listed(query: BenchmarkQuery) -> list[int]:
+            return fixed.get(query.query_id, [])
+
+        candidates_of = listed
+    if candidates_of is not None:
         # The same fixed candidates for every method: computed once per query.
         cache: dict[str, list[int]] = {}
-        base = candidates
+        base = candidates_of
 
-        def candidates(query: BenchmarkQuery) -> list[int]:
+        def candidates_of(query: BenchmarkQuery) -> list[int]:
             if query.query_id not in cache:
-                cache[query.query_id] = base(query)
+                cache[query.query_id] = list(base(query))
             return cache[query.query_id]
 
     total = len(queries) * len(resolved)
@@ -386,7 +402,7 @@ def run_methods(
             resolver,
             k=k,
             protocol=protocol,
-            candidates=candidates,
+            candidates=candidates_of,
             progress=method_progress,
             cancel=context.cancel,
         )
@@ -396,7 +412,32 @@ def run_methods(
         compare(spec.text, _averaged_ap(results[spec.text]), first, baseline, permutations)
         for spec in resolved[1:]
     ]
-    return MethodsBenchmark(list(queries), results, comparisons, resolver, k, protocol, chosen)
+    return MethodsBenchmark(
+        list(queries), results, comparisons, resolver, k, protocol, chosen, unresolved_candidates
+    )
+
+
+def _resolve_candidates(
+    candidates: Mapping[str, Sequence[Candidate]], resolver: JudgmentResolver
+) -> tuple[dict[str, list[int]], int]:
+    """Query id -> catalog ids of its fixed candidates in their order, matched as judgments are;
+    and how many named no photo (left out, and logged)."""
+    fixed: dict[str, list[int]] = {}
+    unresolved = 0
+    for query_id, listed in candidates.items():
+        ids: list[int] = []
+        for candidate in listed:
+            image_id = resolver(
+                Judgment(query_id, candidate.image_id, candidate.image_path, relevant=0)
+            )
+            if image_id is None:
+                unresolved += 1
+            else:
+                ids.append(image_id)
+        fixed[query_id] = list(dict.fromkeys(ids))
+    if unresolved:
+        log.warning("%d fixed candidates name photos not in the ranked collection", unresolved)
+    return fixed, unresolved
 
 
 def _averaged_ap(result: BenchmarkResult) -> dict[str, float]:
