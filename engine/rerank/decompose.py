@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from engine.chat import ChatError, chat_url, message_content, post_chat
 from engine.rerank.base import Decomposition, Question
 
 log = logging.getLogger(__name__)
@@ -241,9 +239,6 @@ def chat(
 ) -> str:
     """The message text a chat-completions endpoint answers; `LlmFailed` with one line on any
     failure (unreachable, time-out, HTTP error, no JSON, no message)."""
-    from engine.visret.prompt import chat_url
-
-    url = chat_url(endpoint)
     body = {
         "model": model,
         "temperature": 0,
@@ -252,35 +247,12 @@ def chat(
             {"role": "user", "content": json.dumps(user)},
         ],
     }
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-    )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read(1 << 20)
-    except urllib.error.HTTPError as error:
-        raise LlmFailed(f"{url} answered HTTP {error.code} {error.reason}") from error
-    except TimeoutError as error:
-        raise LlmFailed(f"{url} did not answer within {timeout:g} s") from error
-    except urllib.error.URLError as error:
-        if isinstance(error.reason, TimeoutError | socket.timeout):
-            raise LlmFailed(f"{url} did not answer within {timeout:g} s") from error
-        raise LlmFailed(f"{url} cannot be reached ({_one_line(error.reason)})") from error
-    except (OSError, ValueError) as error:
-        raise LlmFailed(f"{url}: {_one_line(error)}") from error
-    try:
-        answer = json.loads(raw.decode("utf-8"))
-        content = answer["choices"][0]["message"]["content"]
-    except (UnicodeDecodeError, ValueError) as error:
-        raise LlmFailed(f"{url} did not answer JSON") from error
-    except (KeyError, IndexError, TypeError) as error:
-        raise LlmFailed("the answer has no choices[0].message.content") from error
-    if not isinstance(content, str):
-        raise LlmFailed("the answer's message is not text")
-    return content
+        return message_content(
+            post_chat(chat_url(endpoint), body, api_key=api_key, timeout=timeout)
+        )
+    except ChatError as error:
+        raise LlmFailed(str(error)) from error
 
 
 def _json_content(content: str) -> Any:
@@ -312,8 +284,3 @@ def _questions_from(content: str) -> tuple[Question, ...]:
     if not questions:
         raise LlmFailed("the model gave no questions")
     return tuple(questions)
-
-
-def _one_line(error: object) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:200] + "..."

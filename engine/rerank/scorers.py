@@ -30,15 +30,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import json
 import logging
 import math
 import os
 import re
-import socket
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
+from engine.chat import ChatError, chat_url, post_chat
 from engine.errors import BadImageError, BadInputError, ModelLoadError, QuadratError
 from engine.rerank.base import Answer, Photo, Question, Scorer, yes_probability
 from engine.scan import decode_image
@@ -526,16 +523,6 @@ def _answer_from(l_yes: float | None, l_no: float | None, words: str = "") -> An
 # OpenAI-compatible endpoint
 
 
-def chat_url(endpoint: str) -> str:
-    """The chat-completions URL of `endpoint` (a server root, its /v1, or the full URL)."""
-    url = endpoint.strip().rstrip("/")
-    if url.endswith("/chat/completions"):
-        return url
-    if url.endswith("/v1"):
-        return f"{url}/chat/completions"
-    return f"{url}/v1/chat/completions"
-
-
 def image_data_url(photo: Photo, max_side: int = 1024) -> str:
     """The photo as a base64 JPEG data URL, its longer side at most `max_side` pixels."""
     image = _open_photo(photo, min_side=max_side)
@@ -634,33 +621,17 @@ class EndpointScorer:
             return list(pool.map(one, range(len(photos))))
 
     def _post(self, body: dict[str, Any]) -> Any:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(
-            self.url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-        )
-        where = f"endpoint scorer: {self.url}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read(8 << 20)
-        except urllib.error.HTTPError as error:
-            detail = _error_detail(error)
-            raise ScorerError(
-                f"{where} answered HTTP {error.code} {error.reason}{detail}"
-            ) from error
-        except TimeoutError as error:
-            raise ScorerError(f"{where} did not answer within {self.timeout:g} s") from error
-        except urllib.error.URLError as error:
-            if isinstance(error.reason, (TimeoutError, socket.timeout)):
-                raise ScorerError(f"{where} did not answer within {self.timeout:g} s") from error
-            raise ScorerError(f"{where} cannot be reached ({_one_line(error.reason)})") from error
-        except (OSError, ValueError) as error:
-            raise ScorerError(f"{where}: {_one_line(error)}") from error
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as error:
-            raise ScorerError(f"{where} did not answer JSON") from error
+            return post_chat(
+                self.url,
+                body,
+                api_key=self.api_key,
+                timeout=self.timeout,
+                max_bytes=8 << 20,
+                where=f"endpoint scorer: {self.url}",
+            )
+        except ChatError as error:
+            raise ScorerError(str(error)) from error
 
     def _answer(self, reply: Any) -> Answer:
         """p from the first token's top log-probabilities (SPEC.md §2; neither token -> 0)."""
@@ -687,19 +658,6 @@ class EndpointScorer:
         yes = _logsumexp([lp for token, lp in pairs if _yes_no_variants(token) is True])
         no = _logsumexp([lp for token, lp in pairs if _yes_no_variants(token) is False])
         return _answer_from(yes, no, " ".join(str(words).split())[:80])
-
-
-def _error_detail(error: urllib.error.HTTPError) -> str:
-    try:
-        body = error.read(2000).decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return ""
-    try:
-        message = json.loads(body)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        message = body
-    text = _one_line(message, 120) if str(message).strip() else ""
-    return f": {text}" if text else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from engine.chat import ChatError, chat_url, message_content, post_chat
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +52,6 @@ def render_prompt(template: str, query: str) -> str:
     words = " ".join(query.split())
     text = chosen.replace(PLACEHOLDER, words) if PLACEHOLDER in chosen else f"{chosen} {words}"
     return " ".join(text.split())
-
-
-def chat_url(endpoint: str) -> str:
-    """The chat-completions URL of `endpoint` (a server root, its /v1, or the full URL)."""
-    url = endpoint.strip().rstrip("/")
-    if url.endswith("/chat/completions"):
-        return url
-    if url.endswith("/v1"):
-        return f"{url}/chat/completions"
-    return f"{url}/v1/chat/completions"
 
 
 def rewrite_prompt(
@@ -105,40 +94,19 @@ def _ask(url: str, query: str, plain: str, model: str, api_key: str, timeout: fl
             {"role": "user", "content": json.dumps({"query": query, "template_prompt": plain})},
         ],
     }
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST"
-    )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read(1 << 20)
-    except urllib.error.HTTPError as error:
-        raise _RewriteFailed(f"{url} answered HTTP {error.code} {error.reason}") from error
-    except TimeoutError as error:
-        raise _RewriteFailed(f"{url} did not answer within {timeout:g} s") from error
-    except urllib.error.URLError as error:
-        if isinstance(error.reason, (TimeoutError, socket.timeout)):
-            raise _RewriteFailed(f"{url} did not answer within {timeout:g} s") from error
-        raise _RewriteFailed(f"{url} cannot be reached ({_one_line(error.reason)})") from error
-    except (OSError, ValueError) as error:
-        raise _RewriteFailed(f"{url}: {_one_line(error)}") from error
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise _RewriteFailed(f"{url} did not answer JSON") from error
+        return post_chat(url, body, api_key=api_key, timeout=timeout)
+    except ChatError as error:
+        raise _RewriteFailed(str(error)) from error
 
 
 def _prompt_from(answer: Any) -> str:
     """The prompt inside a chat-completions answer whose message is ``{"prompt": "..."}``
     (a fenced code block around it is tolerated: small local models add one)."""
     try:
-        content = answer["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError) as error:
-        raise _RewriteFailed("the answer has no choices[0].message.content") from error
-    if not isinstance(content, str):
-        raise _RewriteFailed("the answer's message is not text")
+        content = message_content(answer)
+    except ChatError as error:
+        raise _RewriteFailed(str(error)) from error
     text = content.strip()
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
@@ -150,8 +118,3 @@ def _prompt_from(answer: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise _RewriteFailed('the model\'s JSON has no "prompt" text')
     return " ".join(prompt.split())[:MAX_PROMPT_CHARS]
-
-
-def _one_line(error: object) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:200] + "..."
