@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="quadrat", description="Expert image search over local photo collections."
     )
+    parser.add_argument(  # handled in main(), before logging touches the user's folders
+        "--self-test",
+        action="store_true",
+        help="check this installation offline in a throwaway folder (demo, index, search, "
+        "judge, metrics, window) and print one line; exit 0 only if all passed",
+    )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     def library_option(p: argparse.ArgumentParser) -> None:
@@ -409,6 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reset_settings()  # each command reads the settings file as it is now
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--self-test"]:  # it logs only inside its own throwaway folder
+        from app.selftest import main as self_test
+
+        return self_test(argv[1:])
     log_file = setup_logging()
     parser = build_parser()
     try:
