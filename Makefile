@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-test demo test lint bench screenshots
+.PHONY: install install-test demo test lint bench screenshots package package-test
 
 install:
 	$(PIP) install -e .
@@ -37,3 +37,12 @@ bench:
 	$(PYTHON) tests/bench/bench_search.py
 	$(PYTHON) tests/bench/bench_indexing.py
 	$(PYTHON) tests/bench/bench_gui.py
+
+# The Linux bundle and its archive (CPU variant; needs a CPU-only torch, see README "Packaging").
+package:
+	$(PIP) install -e '.[package]'
+	packaging/build_linux.sh cpu
+
+# Build, then run the bundle's self-test with a clean HOME and no network or user environment.
+package-test: package
+	env -i HOME=$$(mktemp -d) PATH=/usr/bin:/bin QT_QPA_PLATFORM=offscreen dist/Quadrat/Quadrat --self-test

@@ -1,0 +1,218 @@
+"""Turn a Linux bundle built with PyPI's CUDA torch into a CPU-only bundle.
+
+PyPI's Linux torch wheel is a CUDA build: libtorch_python.so, libtorch.so and libtorch_cpu.so
+name libtorch_cuda.so, libcudart, cuDNN, NCCL, CUPTI ... as DT_NEEDED, so deleting those files
+makes `import torch` fail. This removes the NVIDIA and CUDA libraries (and triton) from the
+bundle, then writes in place of each one still named by a remaining library a tiny stub with the
+same soname, version nodes and every symbol the remaining libraries import from it. Stub
+functions return an error code (NVIDIA APIs) or zero (torch's CUDA side, so the device count is
+0 and torch.cuda.is_available() is False); stub data is zeroed. The CPU paths never call them.
+
+Usage: python cuda_stubs.py BUNDLE_FOLDER   (needs binutils' readelf and gcc)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# Whole folders of the bundle that hold only GPU code.
+REMOVED_DIRS = ("nvidia", "triton")
+# Library files (by name) that hold only GPU code, wherever the analysis placed them.
+REMOVED_NAME = re.compile(
+    r"^lib(cu|nv|nccl|cudnn|torch_cuda|c10_cuda|caffe2_nvrtc|torch_nvshmem|checkpoint|"
+    r"pcsamplingutil|triton)[^/]*\.so(\.[0-9.]+)?$"
+)
+# NVIDIA's APIs answer an error code (100 is cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE); torch's
+# own CUDA libraries answer a zeroed scratch area (see stub_source).
+TORCH_CUDA = re.compile(r"^lib(torch_cuda|c10_cuda|caffe2_nvrtc|torch_nvshmem)")
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    kind: str  # FUNC, OBJECT, TLS, NOTYPE
+    size: int
+    version: str | None
+
+
+_SYM = re.compile(r"^\s*\d+:\s+[0-9a-f]+\s+(\d+|0x[0-9a-f]+)\s+(\w+)\s+(\w+)\s+\w+\s+(\w+)\s+(\S+)")
+
+
+def is_elf(path: Path) -> bool:
+    """True for an ELF file (a shared library or an executable)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def dynamic_symbols(path: Path) -> tuple[list[Symbol], list[Symbol]]:
+    """(defined, undefined) dynamic symbols of one ELF file."""
+    out = subprocess.run(
+        ["readelf", "--dyn-syms", "-W", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    defined: list[Symbol] = []
+    undefined: list[Symbol] = []
+    for line in out.splitlines():
+        m = _SYM.match(line)
+        if not m or m.group(5) in ("", "0"):
+            continue
+        size_text, kind, bind, ndx, raw = m.groups()
+        if bind == "LOCAL" or kind in ("SECTION", "FILE"):
+            continue
+        name, _, version = raw.partition("@")
+        version = version.lstrip("@") or None
+        size = int(size_text, 0)
+        (undefined if ndx == "UND" else defined).append(Symbol(name, kind, size, version))
+    return defined, undefined
+
+
+def needed(path: Path) -> list[str]:
+    """The sonames an ELF file names as DT_NEEDED."""
+    out = subprocess.run(
+        ["readelf", "-d", "-W", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name + '";'
+
+
+def stub_source(soname: str, symbols: list[Symbol]) -> tuple[str, str | None]:
+    """Assembly for a stub library and its version script (None when nothing is versioned)."""
+    if TORCH_CUDA.match(soname):
+        # torch's static initialisers write through references these functions return
+        # (c10d::get_gil_checker()), so they answer the address of a zeroed scratch area; it is
+        # 256-aligned so a one-byte answer (c10::cuda::device_count()) reads as 0.
+        body = ["lea quadrat_stub_scratch(%rip), %rax", "ret"]
+        lines = [".bss", ".balign 256", "quadrat_stub_scratch:", ".zero 65536", ".text"]
+    else:
+        body = ["mov $100, %eax", "ret"]
+        lines = [".text"]
+    for s in symbols:
+        q = f'"{s.name}"'
+        if s.kind == "OBJECT":
+            size = max(s.size, 8)
+            lines += [
+                ".data",
+                ".balign 16",
+                f".globl {q}",
+                f".type {q},@object",
+                f".size {q},{size}",
+                f"{q}:",
+                f".zero {size}",
+                ".text",
+            ]
+        elif s.kind == "TLS":
+            size = max(s.size, 8)
+            lines += [
+                '.section .tbss,"awT",@nobits',
+                ".balign 16",
+                f".globl {q}",
+                f".type {q},@tls_object",
+                f".size {q},{size}",
+                f"{q}:",
+                f".zero {size}",
+                ".text",
+            ]
+        else:
+            lines += [f".globl {q}", f".type {q},@function", f"{q}:", *body]
+    versions: dict[str, list[str]] = {}
+    for s in symbols:
+        if s.version:
+            versions.setdefault(s.version, []).append(s.name)
+    if not versions:
+        return "\n".join(lines) + "\n", None
+    first = next(iter(versions))
+    versions[first] += [s.name for s in symbols if not s.version]
+    script = "".join(
+        f"{v} {{ global: {' '.join(_quoted(n) for n in names)} }};\n"
+        for v, names in versions.items()
+    )
+    return "\n".join(lines) + "\n", script
+
+
+def _match(defined: dict[str, Symbol], wanted: Symbol) -> bool:
+    d = defined.get(wanted.name)
+    return d is not None and (wanted.version is None or wanted.version == d.version)
+
+
+def strip_cuda(bundle: Path) -> list[str]:
+    """Remove GPU libraries from `bundle`, stub the ones still needed; returns the stubs' names."""
+    elves = [p for p in bundle.rglob("*") if p.is_file() and not p.is_symlink() and is_elf(p)]
+    gone = [
+        p
+        for p in elves
+        if REMOVED_NAME.match(p.name)
+        or any(part in REMOVED_DIRS for part in p.relative_to(bundle).parts[:-1])
+    ]
+    gone_set = set(gone)
+    kept = [p for p in elves if p not in gone_set]
+    # What each removed library defines, by soname (the file name, for these wheels).
+    provides: dict[str, dict[str, Symbol]] = {}
+    where: dict[str, Path] = {}
+    for p in gone:
+        defined, _ = dynamic_symbols(p)
+        provides.setdefault(p.name, {}).update({s.name: s for s in defined})
+        where.setdefault(p.name, p)
+    wanted: dict[str, dict[str, Symbol]] = {}
+    for p in kept:
+        names = [n for n in needed(p) if n in provides]
+        if not names:
+            continue
+        _, undefined = dynamic_symbols(p)
+        for s in undefined:
+            home = next((n for n in names if _match(provides[n], s)), None)
+            if home is not None:
+                wanted.setdefault(home, {})[s.name] = provides[home][s.name]
+                continue
+            # Reached only through a removed library's own dependencies (libtorch_cuda.so
+            # brings libtorch_nvshmem.so): an unversioned symbol may live in any stub it names.
+            if s.version is None and any(_match(d, s) for d in provides.values()):
+                d = next(d[s.name] for d in provides.values() if _match(d, s))
+                wanted.setdefault(names[0], {})[s.name] = Symbol(s.name, d.kind, d.size, None)
+        for n in names:
+            wanted.setdefault(n, {})
+    for p in gone:
+        p.unlink()
+    for d in REMOVED_DIRS:
+        for folder in bundle.rglob(d):
+            if folder.is_dir() and not any(
+                f.is_file() and f.suffix == ".py" for f in folder.rglob("*")
+            ):
+                shutil.rmtree(folder, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for soname, symbols in sorted(wanted.items()):
+            asm, script = stub_source(soname, sorted(symbols.values(), key=lambda s: s.name))
+            src = Path(tmp, soname + ".s")
+            src.write_text(asm)
+            cmd = [
+                "gcc",
+                "-shared",
+                "-nostdlib",
+                f"-Wl,-soname,{soname}",
+                "-o",
+                str(where[soname]),
+                str(src),
+            ]
+            if script:
+                Path(tmp, soname + ".map").write_text(script)
+                cmd.insert(-1, f"-Wl,--version-script={Path(tmp, soname + '.map')}")
+            where[soname].parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(cmd, check=True)
+    return sorted(wanted)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    stubs = strip_cuda(Path(sys.argv[1]))
+    print(f"stubbed {len(stubs)} GPU libraries: {', '.join(stubs)}")
