@@ -2,8 +2,13 @@
 # Build the Linux bundle and pack it: packaging/build_linux.sh [cpu|gpu]
 #   gpu: whatever torch the build environment has (PyPI's Linux torch is a CUDA build, ~5.4 GB).
 #   cpu: needs a CPU-only torch in the build environment
-#        (pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu);
-#        with PyPI's CUDA torch, QUADRAT_CUDA_STUBS=1 tries packaging/linux/cuda_stubs.py instead
+#        (pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu).
+#        packaging/linux/cuda_stubs.py then removes what GPU code is left (PyPI's torchvision is
+#        a CUDA build: its extensions name libtorch_cuda.so, libcudart, nvjpeg) and stubs it.
+#        If the build environment's torchvision is PyPI's CUDA one, it does not import beside a
+#        CPU torch either: run cuda_stubs.py on its site-packages first and build with
+#        LD_LIBRARY_PATH=<site-packages> (how the figures in docs/BENCHMARKS.md were made).
+#        With PyPI's CUDA torch, QUADRAT_CUDA_STUBS=1 strips torch itself the same way
 #        (experimental: torch does not import yet with the stubs, see README "Packaging").
 # Output: dist/Quadrat/ (the bundle) and dist/Quadrat-<version>-linux-<variant>.tar.xz
 set -euo pipefail
@@ -22,11 +27,12 @@ fi
 start=$(date +%s)
 $PYTHON -m PyInstaller --noconfirm --distpath dist --workpath build/pyinstaller packaging/quadrat.spec
 bundle=dist/Quadrat
-if [[ "$variant" == cpu && -n "$cuda" ]]; then
+if [[ "$variant" == cpu ]]; then
     $PYTHON packaging/linux/cuda_stubs.py "$bundle/_internal"
 fi
-# torch must import and encode in the bundle, on CPU, before anything is packed.
-env -i HOME="$(mktemp -d)" QT_QPA_PLATFORM=offscreen "$bundle/Quadrat" --version
+# torch must import and encode in the bundle, on CPU, before anything is packed (--version is
+# answered without torch; the self-test indexes and searches the demo).
+env -i HOME="$(mktemp -d)" PATH=/usr/bin:/bin QT_QPA_PLATFORM=offscreen "$bundle/Quadrat" --self-test
 
 stage="build/stage/Quadrat-$version-linux-$variant"
 rm -rf "$stage" && mkdir -p "$stage"

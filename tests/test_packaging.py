@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import configparser
+import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -87,3 +89,51 @@ def test_install_script_installs_per_user(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.strip() == "frozen --self-test"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="cuda_stubs.py needs gcc and readelf")
+def test_cuda_stubs_let_a_cuda_extension_load_beside_a_cpu_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyPI's torchvision names libtorch_cuda.so, which a CPU torch lacks: a stub must stand in.
+
+    Qt's libcupsprintersupport.so starts like a CUDA library's name and must stay.
+    """
+    monkeypatch.syspath_prepend(str(PACKAGING / "linux"))
+    from cuda_stubs import strip_cuda
+
+    elsewhere, bundle = tmp_path / "build-machine", tmp_path / "bundle"
+    elsewhere.mkdir()
+    bundle.mkdir()
+    cuda_c = elsewhere / "cuda.c"
+    cuda_c.write_text("int c10_cuda_device_count(void) { return 4; }\n")
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libtorch_cuda.so", "-o",
+         str(elsewhere / "libtorch_cuda.so"), str(cuda_c)],
+        check=True,
+    )  # fmt: skip
+    ext_c = elsewhere / "ext.c"
+    ext_c.write_text(
+        "int c10_cuda_device_count(void);\nint gpus(void) { return c10_cuda_device_count(); }\n"
+    )
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(bundle / "_C.so"), str(ext_c),
+         f"-L{elsewhere}", "-ltorch_cuda"],
+        check=True,
+    )  # fmt: skip
+    plugin = bundle / "printsupport" / "libcupsprintersupport.so"
+    plugin.parent.mkdir()
+    plugin.write_bytes((bundle / "_C.so").read_bytes())
+    load = [
+        sys.executable,
+        "-c",
+        f"import ctypes; print(ctypes.CDLL({str(bundle / '_C.so')!r}).gpus())",
+    ]
+    env = {"LD_LIBRARY_PATH": str(bundle), "PATH": "/usr/bin:/bin"}
+    assert subprocess.run(load, env=env, capture_output=True).returncode != 0  # nothing to load
+
+    assert strip_cuda(bundle) == ["libtorch_cuda.so"]
+
+    out = subprocess.run(load, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() != "4"  # the stub answers, not a GPU library
+    assert plugin.is_file()

@@ -8,6 +8,11 @@ same soname, version nodes and every symbol the remaining libraries import from 
 functions return an error code (NVIDIA APIs) or zero (torch's CUDA side, so the device count is
 0 and torch.cuda.is_available() is False); stub data is zeroed. The CPU paths never call them.
 
+With a CPU-only torch the same pass covers the other case: PyPI's torchvision is a CUDA build
+whose extensions name libc10_cuda.so and libtorch_cuda.so, which a CPU torch does not have. A
+stub is then written for each such soname, holding every symbol the extension imports that no
+library in the bundle defines.
+
 Usage: python cuda_stubs.py BUNDLE_FOLDER   (needs binutils' readelf and gcc)
 """
 
@@ -23,9 +28,10 @@ from pathlib import Path
 
 # Whole folders of the bundle that hold only GPU code.
 REMOVED_DIRS = ("nvidia", "triton")
-# Library files (by name) that hold only GPU code, wherever the analysis placed them.
+# Library files (by name) that hold only GPU code, wherever the analysis placed them (not Qt's
+# libcupsprintersupport.so).
 REMOVED_NAME = re.compile(
-    r"^lib(cu|nv|nccl|cudnn|torch_cuda|c10_cuda|caffe2_nvrtc|torch_nvshmem|checkpoint|"
+    r"^lib(cu(?!ps)|nv|nccl|cudnn|torch_cuda|c10_cuda|caffe2_nvrtc|torch_nvshmem|checkpoint|"
     r"pcsamplingutil|triton)[^/]*\.so(\.[0-9.]+)?$"
 )
 # NVIDIA's APIs answer an error code (100 is cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE); torch's
@@ -66,6 +72,8 @@ def dynamic_symbols(path: Path) -> tuple[list[Symbol], list[Symbol]]:
             continue
         size_text, kind, bind, ndx, raw = m.groups()
         if bind == "LOCAL" or kind in ("SECTION", "FILE"):
+            continue
+        if ndx == "UND" and bind == "WEAK":  # optional (__gmon_start__, TLS init hooks)
             continue
         name, _, version = raw.partition("@")
         version = version.lstrip("@") or None
@@ -145,6 +153,39 @@ def _match(defined: dict[str, Symbol], wanted: Symbol) -> bool:
     return d is not None and (wanted.version is None or wanted.version == d.version)
 
 
+def _stub_missing_torch_cuda(
+    bundle: Path, kept: list[Path], wanted: dict[str, dict[str, Symbol]], where: dict[str, Path]
+) -> None:
+    """Add stubs for torch CUDA sonames that kept libraries need but the bundle lacks.
+
+    A CPU torch has no libtorch_cuda.so to read the symbols' kinds from, so they are taken from
+    the importing library's undefined symbols (undefined data has size 0: give it room).
+    """
+    present = {p.name for p in kept} | set(where)
+    missing: dict[Path, list[str]] = {}
+    for p in kept:
+        names = [n for n in needed(p) if TORCH_CUDA.match(n) and n not in present]
+        if names:
+            missing[p] = names
+    if not missing:
+        return
+    defined_anywhere: set[str] = set()
+    for p in kept:
+        defined_anywhere |= {s.name for s in dynamic_symbols(p)[0]}
+    for p, names in missing.items():
+        home = wanted.setdefault(names[0], {})
+        for n in names[1:]:
+            wanted.setdefault(n, {})
+        for s in dynamic_symbols(p)[1]:
+            if s.version is None and s.name not in defined_anywhere:
+                home[s.name] = Symbol(s.name, s.kind, s.size or 256, None)
+        # At the top of the bundle: the frozen app's library path (LD_LIBRARY_PATH, set by
+        # PyInstaller's bootloader) leads there; the extensions' RPATH names the wheel's build
+        # machine.
+        for n in names:
+            where.setdefault(n, bundle / n)
+
+
 def strip_cuda(bundle: Path) -> list[str]:
     """Remove GPU libraries from `bundle`, stub the ones still needed; returns the stubs' names."""
     elves = [p for p in bundle.rglob("*") if p.is_file() and not p.is_symlink() and is_elf(p)]
@@ -181,6 +222,7 @@ def strip_cuda(bundle: Path) -> list[str]:
                 wanted.setdefault(names[0], {})[s.name] = Symbol(s.name, d.kind, d.size, None)
         for n in names:
             wanted.setdefault(n, {})
+    _stub_missing_torch_cuda(bundle, kept, wanted, where)
     for p in gone:
         p.unlink()
     for d in REMOVED_DIRS:
