@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from engine.errors import QuadratError
+from engine.errors import QuadratError, one_line
 
 
 class ChatError(QuadratError):
@@ -78,12 +78,6 @@ def message_content(answer: Any) -> str:
     if not isinstance(content, str):
         raise ChatError("the answer's message is not text")
     return content
-
-
-def one_line(error: object, limit: int = 200) -> str:
-    """`error` as one line of at most `limit` characters."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _error_detail(error: urllib.error.HTTPError) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import difflib
-import hashlib
 import json
 import logging
 import os
@@ -33,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from engine.errors import BadInputError, ModelLoadError
+from engine.errors import BadInputError, ModelLoadError, one_line
+from engine.files import file_sha256
 
 if TYPE_CHECKING:
     import torch
@@ -210,14 +210,6 @@ def default_cache_dir() -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # Safe weight loading
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -549,7 +541,7 @@ def load_encoder(
             model, _, preprocess = open_clip.create_model_and_transforms(arch)
         _apply_state_dict(model, state_dict, path, arch)
         tokenizer = open_clip.get_tokenizer(arch)
-        key = f"{arch}:sha256-{_file_digest(path)[:16]}"
+        key = f"{arch}:sha256-{file_sha256(path)[:16]}"
     elif model_spec.kind == "local-dir":
         assert model_spec.path is not None
         model, preprocess, tokenizer, key = _load_local_dir(model_spec.path)
@@ -617,7 +609,7 @@ def _load_local_dir(folder: Path, key: str | None = None) -> tuple[Any, Any, Any
             f"could not build the model described in {config_path}: {error}"
         ) from error
     _apply_state_dict(model, state_dict, weights, name)
-    return model, preprocess, tokenizer, key or f"local-dir:sha256-{_file_digest(weights)[:16]}"
+    return model, preprocess, tokenizer, key or f"local-dir:sha256-{file_sha256(weights)[:16]}"
 
 
 def _known_pretrained(arch: str, tag: str) -> None:
@@ -679,7 +671,7 @@ def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
     try:
         download_pretrained(cfg, cache_dir=cache)
     except Exception as error:
-        raise unavailable(spec, _one_line(error)) from error
+        raise unavailable(spec, one_line(error, 300)) from error
     try:
         # Downloaded (cached) files come from the tag's known source; open_clip loads them
         # with weights_only=True.
@@ -688,7 +680,7 @@ def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
         )
         tokenizer = open_clip.get_tokenizer(arch, cache_dir=cache)
     except Exception as error:
-        raise ModelLoadError(f"could not load {arch}:{tag}: {_one_line(error)}") from error
+        raise ModelLoadError(f"could not load {arch}:{tag}: {one_line(error, 300)}") from error
     return model, preprocess, tokenizer
 
 
@@ -708,15 +700,10 @@ def _load_from_hub(hub_id: str, cache: str) -> tuple[Any, Any, Any]:
         download_pretrained_from_hf(hub_id, filename="open_clip_config.json", cache_dir=cache)
         download_pretrained_from_hf(hub_id, cache_dir=cache)
     except Exception as error:
-        raise unavailable(name, _one_line(error)) from error
+        raise unavailable(name, one_line(error, 300)) from error
     try:
         model, _, preprocess = open_clip.create_model_and_transforms(name, cache_dir=cache)
         tokenizer = open_clip.get_tokenizer(name, cache_dir=cache)
     except Exception as error:
-        raise ModelLoadError(f"could not load {name}: {_one_line(error)}") from error
+        raise ModelLoadError(f"could not load {name}: {one_line(error, 300)}") from error
     return model, preprocess, tokenizer
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:300] + "..."

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def one_line(error: object, limit: int = 200) -> str:
+    """`error` as one line of at most `limit` characters (its type's name when it says nothing)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class QuadratError(Exception):
     """Base class: an error whose message is meant for the user (no traceback needed)."""
 

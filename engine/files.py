@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -24,3 +25,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """`atomic_write_bytes` for UTF-8 text, newlines written as given."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 of a file, read in 1 MiB pieces (model weights run to gigabytes)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

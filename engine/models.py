@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.encoders import DEMO_SPEC, ModelSpec, parse_model_spec
-from engine.errors import BadInputError, Cancelled, ModelLoadError
+from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
+from engine.files import file_sha256
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ def probe(endpoint: str | None = None, timeout: float = PROBE_SECONDS) -> str | 
             outcome.append(None)  # it answered
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", error)
-            outcome.append(f"{host} cannot be reached ({_one_line(reason)})")
+            outcome.append(f"{host} cannot be reached ({one_line(reason)})")
 
     thread = threading.Thread(target=attempt, name="quadrat-probe", daemon=True)
     thread.start()
@@ -277,11 +278,6 @@ def _open_clip_lists(arch: str, tag: str) -> bool:
 _HEADERS = {"User-Agent": "quadrat-model-store/1"}
 
 
-def _one_line(error: object) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:200] + "..."
-
-
 # ---------------------------------------------------------------------------------------------
 # The store
 
@@ -316,15 +312,6 @@ def store_key(spec: str | ModelSpec) -> str:
 def _slug(key: str) -> str:
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key).strip("._-")[:80]
     return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
-
-
-def file_sha256(path: Path) -> str:
-    """The hex sha256 of a file, read in 1 MiB pieces."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class _Missing(Exception):
@@ -526,7 +513,7 @@ class ModelStore:
             raise unavailable(key, f"the server answered HTTP {error.code}") from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise unavailable(key, _one_line(reason)) from None
+            raise unavailable(key, one_line(reason)) from None
         with response:
             start = have if response.status == 206 else 0
             length = int(response.headers.get("Content-Length") or 0)
@@ -543,7 +530,7 @@ class ModelStore:
                         chunk = response.read(self.chunk_bytes)
                     except OSError as error:
                         raise unavailable(
-                            key, f"the download broke off: {_one_line(error)}"
+                            key, f"the download broke off: {one_line(error)}"
                         ) from None
                     if not chunk:
                         break
@@ -709,7 +696,7 @@ class ModelStore:
                     folder = self._place(temp, self.root / _slug(key))
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
             raise BadInputError(
-                f"{pack} is not a readable model pack ({_one_line(error)}); nothing was installed"
+                f"{pack} is not a readable model pack ({one_line(error)}); nothing was installed"
             ) from None
         return _installed_from(folder, installed)
 

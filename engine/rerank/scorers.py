@@ -44,7 +44,7 @@ import numpy as np
 from PIL import Image
 
 from engine.chat import ChatError, chat_url, post_chat
-from engine.errors import BadImageError, BadInputError, ModelLoadError, QuadratError
+from engine.errors import BadImageError, BadInputError, ModelLoadError, QuadratError, one_line
 from engine.rerank.base import Answer, Photo, Question, Scorer, yes_probability
 from engine.scan import decode_image
 
@@ -81,11 +81,6 @@ class ScorerError(QuadratError):
     answer, a model that cannot be loaded); the message is one line."""
 
 
-def _one_line(error: object, limit: int = 200) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _check_lengths(photos: Sequence[Photo], history: Sequence[Sequence[Any]]) -> None:
     if history and len(history) != len(photos):
         raise ValueError(f"{len(history)} histories for {len(photos)} photos")
@@ -107,7 +102,7 @@ def _open_photo(photo: Photo, min_side: int | None = None) -> Image.Image:
 
 def _unreadable(error: BadImageError) -> Answer:
     # A photo that cannot be read answers "no", and says why where the answer is shown.
-    return Answer(0.0, f"unreadable photo: {_one_line(error)}")
+    return Answer(0.0, f"unreadable photo: {one_line(error)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,7 +365,7 @@ class VlmScorer:
             import transformers
         except ImportError as error:
             raise ModelLoadError(
-                f"the vlm scorer needs transformers ({_one_line(error)})"
+                f"the vlm scorer needs transformers ({one_line(error)})"
             ) from error
         folder = Path(folder).expanduser()
         if not folder.is_dir():
@@ -390,7 +385,7 @@ class VlmScorer:
             dtype = torch.float16 if self.device.startswith("cuda") else torch.float32
             self.model: Any = auto.AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype)
         except (OSError, ValueError, KeyError, RuntimeError) as error:
-            raise ModelLoadError(f"vlm scorer: cannot load {folder}: {_one_line(error)}") from error
+            raise ModelLoadError(f"vlm scorer: cannot load {folder}: {one_line(error)}") from error
         self.model.to(self.device).eval()
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
         # The first answer token is read at the last position: pad on the left so that it is

@@ -25,7 +25,8 @@ from typing import Any
 
 from PIL import Image
 
-from engine.errors import BadInputError, Cancelled, ModelLoadError
+from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
+from engine.files import file_sha256
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 from engine.visret.generator import DrawSettings
 
@@ -51,11 +52,6 @@ class DiffusersSpec:
     height: int | None = None
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:300] + "..."
-
-
 def parse_spec(spec: str) -> DiffusersSpec:
     """Parse and check a diffusers spec against the disk; `ModelLoadError` (one line) when it
     names nothing loadable. Hub ids are not looked up here."""
@@ -77,7 +73,7 @@ def parse_spec(spec: str) -> DiffusersSpec:
             "height": int(options["height"]) if "height" in options else None,
         }
     except ValueError as error:
-        raise ModelLoadError(f"generator {text}: {_one_line(error)}") from error
+        raise ModelLoadError(f"generator {text}: {one_line(error, 300)}") from error
     if not target:
         raise ModelLoadError(f"generator '{text}' names no model")
     if target.startswith("hf-hub:"):
@@ -126,13 +122,10 @@ def _file_sha256(path: Path) -> str:
     with _digest_lock:
         if memo in _digests:
             return _digests[memo]
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
+    value = file_sha256(path)
     with _digest_lock:
-        _digests[memo] = digest.hexdigest()
-    return _digests[memo]
+        _digests[memo] = value
+    return value
 
 
 def _folder_digest(folder: Path) -> str:
@@ -352,7 +345,7 @@ def _load_pipeline(parsed: DiffusersSpec, source: Path, device: str, cache: Path
         import diffusers as diffusers_module
     except ImportError as error:
         raise ModelLoadError(
-            f"Stable Diffusion needs the diffusers package ({_one_line(error)})"
+            f"Stable Diffusion needs the diffusers package ({one_line(error, 300)})"
         ) from error
     diffusers: Any = diffusers_module  # untyped library: its calls are checked by the tests
     diffusers.utils.logging.disable_progress_bar()
@@ -375,7 +368,7 @@ def _load_pipeline(parsed: DiffusersSpec, source: Path, device: str, cache: Path
         raise
     except Exception as error:
         raise ModelLoadError(
-            f"could not load the generator {parsed.spec}: {_one_line(error)}"
+            f"could not load the generator {parsed.spec}: {one_line(error, 300)}"
         ) from error
 
 
@@ -413,7 +406,7 @@ def _from_single_file(diffusers: Any, parsed: DiffusersSpec, dtype: Any, cache: 
     try:
         class_name = json.loads(index.read_text(encoding="utf-8"))["_class_name"]
     except (OSError, ValueError, KeyError) as error:
-        raise ModelLoadError(f"{index} names no pipeline class ({_one_line(error)})") from error
+        raise ModelLoadError(f"{index} names no pipeline class ({one_line(error, 300)})") from error
     pipeline_class = getattr(diffusers, str(class_name), None)
     if pipeline_class is None or not hasattr(pipeline_class, "from_single_file"):
         raise ModelLoadError(f"a {class_name} cannot be loaded from a single checkpoint file")
@@ -447,7 +440,9 @@ def _place(pipe: Any, device: str) -> None:
                 pipe.enable_model_cpu_offload(device=device)
                 return
             except Exception as error:  # offload needs the accelerate package
-                log.warning("model offload unavailable (%s); loading it whole", _one_line(error))
+                log.warning(
+                    "model offload unavailable (%s); loading it whole", one_line(error, 300)
+                )
     elif device == "mps":
         pipe.enable_attention_slicing()  # what diffusers advises below 64 GB of unified memory
     pipe.to(device)
@@ -508,7 +503,7 @@ def _hub_folder(
     except Cancelled:
         raise
     except Exception as error:
-        raise _unavailable(hub_id, f"its download failed ({_one_line(error)})") from error
+        raise _unavailable(hub_id, f"its download failed ({one_line(error, 300)})") from error
     return Path(folder)
 
 

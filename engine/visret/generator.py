@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from PIL import Image
 
-from engine.errors import Cancelled, ModelLoadError
+from engine.errors import Cancelled, ModelLoadError, one_line
 from engine.files import atomic_write_bytes
 from engine.progress import CancelToken, Progress, ProgressCallback
 
@@ -178,11 +178,6 @@ class DrawingCache:
         return path
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:300] + "..."
-
-
 def _read_cached(path: Path) -> Image.Image | None:
     """The cached drawing at `path`, or None when the file cannot be decoded (it is redrawn)."""
     try:
@@ -257,7 +252,7 @@ def _one_drawing(
             seed,
             prompt,
             None,
-            error=_one_line(error),
+            error=one_line(error, 300),
             key=key,
             seconds=time.perf_counter() - started,
         )
