@@ -648,6 +648,9 @@ class ModelStore:
                             dst.write(chunk)
                             done += len(chunk)
                             progress(meter.update(done, f"packing {key}"))
+            # mkstemp's file is private (0600); a pack is made to be carried to other machines
+            # and users, so it gets an ordinary file's permissions.
+            os.chmod(temp_name, 0o644)
             os.replace(temp_name, out)
         except BaseException:
             Path(temp_name).unlink(missing_ok=True)

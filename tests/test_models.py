@@ -355,6 +355,8 @@ def test_pack_then_import_on_another_machine_round_trips(tmp_path, hub, tiny, mo
     connected = ModelStore(tmp_path / "connected", endpoint=hub.url)
     pack = connected.pack(HUB_SPEC, tmp_path)  # downloads first, then writes one archive
     assert pack.parent == tmp_path and pack.is_file()
+    # Readable by the colleague it is carried to, not private like a temporary file.
+    assert pack.stat().st_mode & 0o777 == 0o644
     with zipfile.ZipFile(pack) as archive:
         manifest = json.loads(archive.read(MANIFEST_NAME))
         assert sorted(archive.namelist()) == sorted([MANIFEST_NAME, CONFIG_NAME, WEIGHTS_NAME])
