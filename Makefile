@@ -43,6 +43,7 @@ package:
 	$(PIP) install -e '.[package]'
 	packaging/build_linux.sh cpu
 
-# Build, then run the bundle's self-test with a clean HOME and no network or user environment.
+# Build, then test the bundle with a clean HOME and no network or user environment: its
+# self-test, and a model pack imported into it, indexed with and searched.
 package-test: package
-	env -i HOME=$$(mktemp -d) PATH=/usr/bin:/bin QT_QPA_PLATFORM=offscreen dist/Quadrat/Quadrat --self-test
+	packaging/test_bundle.sh dist/Quadrat

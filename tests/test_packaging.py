@@ -55,11 +55,58 @@ def test_icon_is_svg() -> None:
 
 
 @pytest.mark.parametrize(
-    "script", ["build_linux.sh", "linux/install.sh", "windows/build_standin.sh"]
+    "script", ["build_linux.sh", "test_bundle.sh", "linux/install.sh", "windows/build_standin.sh"]
 )
 def test_shell_scripts_parse(script: str) -> None:
-    result = subprocess.run(["sh", "-n", str(PACKAGING / script)], capture_output=True, text=True)
+    result = subprocess.run(["bash", "-n", str(PACKAGING / script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def _stand_in_bundle(folder: Path) -> Path:
+    """A 'bundle' whose Quadrat runs this Python's installed Quadrat: the bundle test's steps
+    checked without a 10-minute build."""
+    folder.mkdir()
+    launcher = folder / "Quadrat"
+    launcher.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -c "import sys; from app.cli import main; '
+        'sys.exit(main())" "$@"\n'
+    )
+    launcher.chmod(0o755)
+    return folder
+
+
+def test_the_bundle_test_imports_a_model_pack_offline_and_searches_with_it(tmp_path: Path) -> None:
+    """packaging/test_bundle.sh (make package-test) on a stand-in bundle: self-test, then a pack
+    made by tools/make_model_pack.py imported with no network, indexed with and searched."""
+    bundle = _stand_in_bundle(tmp_path / "bundle")
+    result = subprocess.run(
+        ["bash", str(PACKAGING / "test_bundle.sh"), str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "self-test passed" in result.stdout
+    assert "hf-hub:quadrat/tiny-clip indexed the demo and searched it (5 results)" in result.stdout
+
+
+def test_the_bundle_test_fails_when_the_bundle_cannot_search(tmp_path: Path) -> None:
+    bundle = _stand_in_bundle(tmp_path / "bundle")
+    real = (bundle / "Quadrat").read_text()
+    # A bundle whose searches print nothing (its self-test skipped to keep this test short).
+    (bundle / "Quadrat").write_text(
+        real.replace("exec ", 'case "$1" in search|--self-test) exit 0;; esac\nexec ', 1)
+    )
+    result = subprocess.run(
+        ["bash", str(PACKAGING / "test_bundle.sh"), str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable},
+    )
+    assert result.returncode != 0
+    assert "gave 0 results, not 5" in result.stderr
 
 
 def test_install_script_installs_per_user(tmp_path: Path) -> None:
