@@ -32,6 +32,7 @@ from app.cli_common import (
     user_settings,
 )
 from app.cli_evaluate import add_evaluate_command
+from app.cli_filters import add_filter_options, check_filter_args, filters_from_args
 from app.cli_inquire import add_inquire_command
 from app.cli_methods import add_methods_command, method_option_help
 from app.cli_metrics import add_metrics_command
@@ -111,11 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--top", type=positive_int, default=20)
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
     search.add_argument("--method", default="text", help=method_option_help())
-    search.add_argument("--taxon", help="only photos of this taxon (any rank or common name)")
-    search.add_argument("--date-from", help="only photos observed on or after YYYY-MM-DD")
-    search.add_argument("--date-to", help="only photos observed on or before YYYY-MM-DD")
-    search.add_argument("--bbox", help="only photos inside MIN_LAT,MIN_LON,MAX_LAT,MAX_LON")
     search.add_argument("--json", action="store_true", help="one JSON object per result")
+    add_filter_options(search)
     add_visret_options(search)
     add_rerank_options(search)
     search.set_defaults(func=cmd_search)
@@ -237,50 +235,23 @@ def cmd_index(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _parse_date(text: str | None, option: str):  # -> date | None
-    from datetime import date
-
-    if not text:
-        return None
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise BadInputError(f"{option} expects a date as YYYY-MM-DD, got {text!r}") from None
-
-
-def _parse_bbox(text: str | None) -> tuple[float, float, float, float] | None:
-    if not text:
-        return None
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 4:
-        raise BadInputError(f"--bbox expects MIN_LAT,MIN_LON,MAX_LAT,MAX_LON, got {text!r}")
-    return values  # type: ignore[return-value]
-
-
 def cmd_search(args: argparse.Namespace) -> int:
     import time
 
     from engine.collections import missing_photos
     from engine.methods import MethodContext, SearchQuery
-    from engine.search import SearchFilters, validate_query_text
+    from engine.search import validate_query_text
 
     method = method_from_args(args)  # fail fast, before loading any model
     query = SearchQuery(args.text, args.image)
     if args.image is None:
         validate_query_text(args.text)
     method.check_query(query)  # before loading any model
-    filters = SearchFilters(
-        taxon=args.taxon,
-        date_from=_parse_date(args.date_from, "--date-from"),
-        date_to=_parse_date(args.date_to, "--date-to"),
-        bbox=_parse_bbox(args.bbox),
-    )
+    check_filter_args(args)
     with open_library(args.library) as library:
         if library.model_key is None:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
+        filters = filters_from_args(args, library)
         encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
         context = MethodContext(
             library,
@@ -309,6 +280,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             f"{len(hits)} results in {seconds * 1000:.0f} ms ({method.text}, {query.kind} query)",
             file=sys.stderr,
         )
+    if filters.active:
+        applied = "; ".join(label for _, label in filters.describe())
+        print(f"note: only photos passing the filters: {applied}", file=sys.stderr)
     if ranking.details.get("note"):  # e.g. why the language model's subqueries were not used
         print(f"note: {ranking.details['note']}", file=sys.stderr)
     if missing.photos:

@@ -4,6 +4,7 @@ them, and compare each method with the first (SPEC.md §5–6)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from app.cli_args import positive_int
 from app.cli_common import EXIT_OK, TqdmProgress
+from app.cli_filters import add_filter_options, filters_from_args
 from app.cli_methods import method_option_help
 from engine.errors import BadInputError
 
@@ -32,9 +34,11 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     p.add_argument("--k", type=positive_int, default=50)
     p.add_argument(
         "--collection",
+        action="append",
         metavar="NAME|all",
-        help="the collection to rank (its name or folder), or 'all'; default: the one "
-        "collection that holds every judged photo when exactly one does, else all",
+        help="the collection to rank (its name, folder or id), or 'all'; default: the one "
+        "collection that holds every judged photo when exactly one does, else all; give it "
+        "again to rank several (judged photos of the others are left out of R)",
     )
     p.add_argument(
         "--method",
@@ -55,6 +59,8 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     )
     p.add_argument("--run-out", help="write the first method's ranked lists as a TREC run file")
     p.add_argument("--json", action="store_true")
+    # The filters restrict every method's ranking; judged photos they leave out stay in R.
+    add_filter_options(p, collection=False)
     p.set_defaults(func=run_evaluate_command)
 
 
@@ -69,6 +75,8 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     specs = args.method or ["text"]
     for spec in specs:
         resolve_spec(spec)  # a bad method fails before any model loads
+    filters = filters_from_args(args)  # checked before any file is read
+    collection, several = _collection_choice(args.collection)
     queries = load_queries_csv(args.queries)
     judgments = load_judgments(args.judgments)
     candidates = None
@@ -83,6 +91,8 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     with open_library(Path(args.library) if args.library else None) as library:
         if library.model_key is None:
             raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
+        if several:
+            filters = dataclasses.replace(filters, collection_ids=_collection_ids(library, several))
         model = resolve_model_spec(args.model, library)
         encoder: list[Any] = []
 
@@ -103,10 +113,11 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 protocol=args.protocol,
                 progress=bar,
                 permutations=args.permutations,
-                collection=args.collection,
+                collection=collection,
                 generator=args.generator or user_settings().generator,
                 llm=language_model(user_settings()),
                 candidates=candidates,
+                filters=filters if filters.active else None,
             )
         finally:
             bar.close()
@@ -131,6 +142,9 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
             "ranked collection; they are left out",
             file=sys.stderr,
         )
+    filters_note = _filters_note(bench)
+    if filters_note:
+        print(f"note: {filters_note}", file=sys.stderr)
     if args.json:
         print(f"note: {bench.collections.note}", file=sys.stderr)
         print(json.dumps(evaluation_json(bench, specs, args.k)))
@@ -138,6 +152,42 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         print(f"{bench.collections.note[:1].upper()}{bench.collections.note[1:]}")
         print_tables(bench, specs, args.k)
     return EXIT_OK
+
+
+def _collection_choice(values: list[str] | None) -> tuple[str | None, list[str]]:
+    """--collection as given: one value is the collection choice ('all', a name, a folder or
+    an id); several rank those collections (all, narrowed by a collection filter)."""
+    if not values:
+        return None, []
+    if len(values) == 1:
+        return values[0], []
+    if any(v.strip() == "all" for v in values):
+        raise BadInputError("--collection: 'all' ranks every collection; give it alone")
+    return "all", values
+
+
+def _collection_ids(library: Any, names: list[str]) -> tuple[int, ...]:
+    from engine.filters import find_collections
+
+    try:
+        return find_collections(library.catalog, names)
+    except BadInputError as exc:
+        raise BadInputError(f"--collection: {exc}") from None
+
+
+def _filters_note(bench: Any) -> str:
+    """One line on the filters every ranking was restricted to ("" without filters)."""
+    filters = bench.filters
+    if filters is None or not filters.without("collection_ids").active:
+        return ""
+    shown = "; ".join(label for key, label in filters.describe() if key != "collection_ids")
+    note = f"every ranking is restricted to the photos passing the filters ({shown})"
+    if bench.relevant_outside_filters:
+        note += (
+            f"; {bench.relevant_outside_filters:,} relevant judgments name photos outside them "
+            "and stay in R (no method can find them here)"
+        )
+    return note
 
 
 def unjudged_in_top_k(result: Any, query_id: str, judged: float, k: int) -> int:
@@ -186,6 +236,9 @@ def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
     out["method"] = specs[0]
     out["unresolved_judgments"] = bench.results[specs[0]].unresolved_judgments
     out["unresolved_candidates"] = bench.unresolved_candidates
+    if bench.filters is not None:
+        out["filters"] = bench.filters.to_params()
+        out["relevant_outside_filters"] = bench.relevant_outside_filters
     out.update(_collections_json(bench))
     if len(specs) > 1:
         out["methods"] = {spec: _method_json(bench, spec, k) for spec in specs}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from engine.catalog import Collection, Image
 from engine.errors import BadInputError
 from engine.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
+from engine.filters import SearchFilters, filtered_ids
 from engine.inquire_rerank import Candidate
 from engine.library import Library
 from engine.methods import (
@@ -30,7 +31,6 @@ from engine.methods import (
 )
 from engine.metrics import MeanMetrics
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
-from engine.search import SearchFilters
 from engine.significance import PERMUTATIONS, Comparison, compare
 
 log = logging.getLogger(__name__)
@@ -317,6 +317,9 @@ class MethodsBenchmark:
     collections: CollectionChoice | None = None  # what was ranked, and why
     # Fixed candidates (rerank from a candidates file) naming no photo of what was ranked.
     unresolved_candidates: int = 0
+    filters: SearchFilters | None = None  # what every method's ranking was restricted to
+    # Relevant judgments whose photo the filters leave out: still in R, no method can find them.
+    relevant_outside_filters: int = 0
 
     def per_supercategory(self, spec: str) -> dict[str, MeanMetrics]:
         return dict(sorted(self.results[spec].by_category.get("supercategory", {}).items()))
@@ -338,6 +341,7 @@ def run_methods(
     generator: str = "",
     llm: LanguageModelEndpoint | None = None,
     candidates: Mapping[str, Sequence[Candidate]] | None = None,
+    filters: SearchFilters | None = None,
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
     with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
@@ -347,7 +351,12 @@ def run_methods(
     text-to-image generator spec for methods that draw (visret); `llm` the language-model
     endpoint for methods that ask one. `candidates` (rerank only: query id -> its fixed
     candidates, by image id or path as a judgment names a photo) replaces the computed top 100
-    of text search, as INQUIRE-Rerank's published candidates do."""
+    of text search, as INQUIRE-Rerank's published candidates do.
+
+    `filters` restrict every method's ranking (and the fixed candidates) to the photos that
+    pass them. Their collections narrow the collection choice (a judgment naming a photo of a
+    collection left out is left out of R, as with `collection`); the other filters keep R
+    whole, and `relevant_outside_filters` counts the relevant judgments they put out of reach."""
     if candidates is not None and protocol != "rerank":
         raise BadInputError("fixed candidates belong to the rerank protocol: use --protocol rerank")
     if not specs:
@@ -357,11 +366,13 @@ def run_methods(
     resolved = [resolve_spec(text) for text in specs]  # every spec checked before any work
     judgments = list(judgments)
     chosen = choose_collections(library, judgments, collection)
-    filters = SearchFilters(collection_ids=chosen.ids) if chosen.ids is not None else None
+    if filters is not None and filters.collection_ids:
+        chosen = _narrowed(chosen, filters.collection_ids)
+    ranking_filters = replace(filters or SearchFilters(), collection_ids=chosen.ids or ())
     context = MethodContext(
         library,
         encoder_loader,
-        filters=filters,
+        filters=ranking_filters if ranking_filters.active else None,
         cancel=cancel or CancelToken(),
         generator=generator,
         llm=llm or LanguageModelEndpoint(),
@@ -370,8 +381,16 @@ def run_methods(
     depth = max(k, RERANK_CANDIDATES)
     unresolved_candidates = 0
     candidates_of = candidate_lists(context) if protocol == "rerank" else None
+    outside = 0
+    allowed: set[int] | None = None
+    if ranking_filters.without("collection_ids").active:
+        allowed = set(filtered_ids(library.catalog, ranking_filters).tolist())
+        found = (resolver(j) for j in judgments if j.relevant > 0)
+        outside = sum(1 for image_id in found if image_id is not None and image_id not in allowed)
     if candidates is not None:
         fixed, unresolved_candidates = _resolve_candidates(candidates, resolver)
+        if allowed is not None:  # the filters restrict the fixed candidates too
+            fixed = {qid: [i for i in ids if i in allowed] for qid, ids in fixed.items()}
 
         def listed(query: BenchmarkQuery) -> list[int]:
             return fixed.get(query.query_id, [])
@@ -413,8 +432,35 @@ def run_methods(
         for spec in resolved[1:]
     ]
     return MethodsBenchmark(
-        list(queries), results, comparisons, resolver, k, protocol, chosen, unresolved_candidates
+        list(queries),
+        results,
+        comparisons,
+        resolver,
+        k,
+        protocol,
+        chosen,
+        unresolved_candidates,
+        filters=filters if filters is not None and filters.active else None,
+        relevant_outside_filters=outside,
     )
+
+
+def _narrowed(chosen: CollectionChoice, wanted: Sequence[int]) -> CollectionChoice:
+    """The collection choice cut down to the collections of a filter."""
+    kept = tuple(c for c in chosen.ranked if c.id in set(wanted))
+    if not kept:
+        raise BadInputError(
+            f"the collection filter leaves nothing to rank: {chosen.note}, and the filter names "
+            "none of those collections"
+        )
+    if len(kept) == len(chosen.ranked):
+        return chosen
+    match = chosen.match
+    note = f"ranking {_names(kept)} (the collection filter)"
+    outside = match.matched - sum(match.holding.get(c.id, 0) for c in kept)
+    if outside > 0:
+        note += f"; {outside:,} judgments name photos of other collections, left out of R"
+    return CollectionChoice(kept, False, match, note)
 
 
 def _resolve_candidates(

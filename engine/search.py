@@ -6,20 +6,22 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import func, or_, select
+from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Taxon
 from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError
+from engine.filters import SearchFilters, filtered_ids
 from engine.library import Library
 
 if TYPE_CHECKING:
     from engine.index import VectorIndex
+
+__all__ = ["SearchFilters", "SearchHit", "SearchResult", "Searcher", "validate_query_text"]
 
 log = logging.getLogger(__name__)
 
@@ -38,29 +40,6 @@ def validate_query_text(text: str) -> str:
             "(the model reads only about the first 60 words)"
         )
     return cleaned
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    """Metadata restrictions, applied as an id filter before the vector search."""
-
-    taxon: str | None = None  # matches any rank, the scientific or the common name
-    date_from: date | None = None
-    date_to: date | None = None
-    bbox: tuple[float, float, float, float] | None = None  # min_lat, min_lon, max_lat, max_lon
-    license: str | None = None
-    collection_ids: tuple[int, ...] = ()
-
-    @property
-    def active(self) -> bool:
-        return bool(
-            self.taxon
-            or self.date_from
-            or self.date_to
-            or self.bbox
-            or self.license
-            or self.collection_ids
-        )
 
 
 @dataclass(frozen=True)
@@ -230,40 +209,5 @@ class Searcher:
         return hits
 
     def filtered_ids(self, filters: SearchFilters) -> np.ndarray:
-        stmt = select(Image.id).where(Image.status == "ok")
-        if filters.taxon:
-            pattern = f"%{filters.taxon.strip().lower()}%"
-            ranks = (
-                Taxon.name,
-                Taxon.common_name,
-                Taxon.kingdom,
-                Taxon.phylum,
-                Taxon.class_,
-                Taxon.order,
-                Taxon.family,
-                Taxon.genus,
-            )
-            stmt = stmt.join(Taxon, Taxon.id == Image.taxon_id).where(
-                or_(*(func.lower(col).like(pattern) for col in ranks))
-            )
-        if filters.date_from:
-            stmt = stmt.where(
-                Image.observed_at >= datetime.combine(filters.date_from, datetime.min.time())
-            )
-        if filters.date_to:
-            stmt = stmt.where(
-                Image.observed_at <= datetime.combine(filters.date_to, datetime.max.time())
-            )
-        if filters.bbox:
-            min_lat, min_lon, max_lat, max_lon = filters.bbox
-            stmt = stmt.where(Image.latitude.between(min_lat, max_lat))
-            if min_lon <= max_lon:
-                stmt = stmt.where(Image.longitude.between(min_lon, max_lon))
-            else:  # a box across the antimeridian
-                stmt = stmt.where(or_(Image.longitude >= min_lon, Image.longitude <= max_lon))
-        if filters.license:
-            stmt = stmt.where(func.lower(Image.license).like(f"%{filters.license.lower()}%"))
-        if filters.collection_ids:
-            stmt = stmt.where(Image.collection_id.in_(filters.collection_ids))
-        with self.library.catalog.session() as s:
-            return np.fromiter(s.scalars(stmt), dtype=np.int64)
+        """Sorted ids of the status-ok photos that pass `filters` (see `engine.filters`)."""
+        return filtered_ids(self.library.catalog, filters)

@@ -6,9 +6,10 @@
 Starts Xvfb, opens Quadrat on the demo collection (in a throwaway QUADRAT_HOME, so your own
 library is untouched) as a first window on that screen, drives it like a user (index, search,
 select a result, open the settings, search by image, judge results and watch the metrics, run
-the benchmark) and writes one PNG per view into the output folder. It then checks the layout
-(window inside the screen, every pane at least its minimum size, the photo whole, no text cut)
-and exits with status 3 if anything is clipped, listing what in `layout.txt`.
+the benchmark, filter by months and licence with the map and month histogram shown) and writes
+one PNG per view into the output folder. It then checks the layout (window inside the screen,
+every pane at least its minimum size, the photo whole, no text cut) and exits with status 3 if
+anything is clipped, listing what in `layout.txt`.
 
 `--check-layout` only opens the window (no indexing), fills it with sample content, prints the
 layout check as JSON and saves `layout-WxH.png`: a few seconds per screen size.
@@ -317,8 +318,38 @@ def _drive_window(out: Path) -> int:
     search_with("rerank", "a red circle beside a blue square")
     capture("13-rerank-answers")
     problems += [f"rerank view: {p}" for p in window.layout_problems()]
-    (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
     window.query_bar.method.setCurrentIndex(window.query_bar.method.findData("text"))
+
+    # Filters: chips under the query bar, the results' places and months beside the metrics.
+    search_with("text", "red circle")
+    for edit in ({"months": [3, 8]}, {"licenses": ["CC BY 4.0", "CC0 1.0"]}):
+        before = app.search.last_outcome
+        window.filter_bar.filtersEdited.emit(edit)  # as the Add filter menu does
+        wait_for(lambda: app.search.last_outcome is not before, timeout=60)  # noqa: B023
+    window.show_place_pane()
+    shown = [item.image_id for item in model.items()]
+    wait_for(lambda: app.filters.summary is not None and app.filters.summary.image_ids == shown)
+    wait_for(window.map_view.has_coastlines)
+    window.results.setCurrentIndex(model.index(0, 0))
+    wait_for(lambda: window.detail_pane.photo.photo() is not None)
+    wait_for(
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(3)), timeout=30
+    )
+    capture("14-filters-map")
+    problems += [f"filters view: {p}" for p in window.layout_problems()]
+    editor = window.filter_bar.open_taxon_editor()
+    editor.activateWindow()
+    editor.edit.setFocus()
+    editor.edit.setText("Circ")
+    editor.edit.textEdited.emit("Circ")  # as typing does
+    wait_for(lambda: bool(editor.suggestions()), timeout=30)
+    capture("14b-taxon-completion")
+    editor.reject()
+    before = app.search.last_outcome
+    app.filters.clear()
+    wait_for(lambda: app.search.last_outcome is not before, timeout=60)
+    window.metrics_dock.raise_()
+    (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
 
     # Photos that go away (a folder moved aside): kept as missing, with their judgments.
     stats = app.library.stats[0]

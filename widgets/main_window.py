@@ -1,5 +1,6 @@
-"""The main window: query bar, results grid and status line in the centre; the library and the
-saved queries (tabs) on the left, the photo's details on the right, the live metrics below.
+"""The main window: query bar, filter chips, results grid and status line in the centre; the
+library and the saved queries (tabs) on the left, the photo's details on the right, the live
+metrics and the results' map and months (tabs) below.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -31,8 +33,11 @@ from PySide6.QtWidgets import (
 
 from widgets.detail_pane import DetailPane
 from widgets.drawings_strip import DrawingsStrip
+from widgets.filter_bar import FilterBar
 from widgets.library_panel import LibraryPanel
+from widgets.map_view import MapView
 from widgets.metrics_panel import MetricsPanel
+from widgets.month_histogram import MonthHistogram
 from widgets.query_bar import QueryBar
 from widgets.query_list import QueryListPanel
 from widgets.results import ResultsModel, ResultsView
@@ -40,8 +45,9 @@ from widgets.subquery_editor import SubqueryEditor
 
 WINDOW_TITLE = "Quadrat"
 
-# Saved dock layouts of another version are dropped (earlier ones kept the Photo pane narrow).
-STATE_VERSION = 2
+# Saved dock layouts of another version are dropped (earlier ones kept the Photo pane narrow;
+# version 2 had no Where and when pane).
+STATE_VERSION = 3
 # A first window takes this much of the screen's available area (room left for the frame) ...
 FIRST_FILL = (0.94, 0.92)
 FIRST_MAX = QSize(2200, 1400)  # ... and no more: a huge window on a huge screen is no help
@@ -132,6 +138,10 @@ class MainWindow(QMainWindow):
         self.close_guard: Callable[[], bool] = lambda: True
 
         self.query_bar = QueryBar(self)
+        self.filter_bar = FilterBar(self)
+        # Add filter sits in the query row; the chips get a row of their own only when a
+        # filter is set, so a window without filters loses no height to them.
+        self.query_bar.add_tool(self.filter_bar.take_add_button())
         self.results_model = ResultsModel(self)
         self.results = ResultsView(self)
         self.results.setModel(self.results_model)
@@ -154,6 +164,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.query_bar)
+        layout.addWidget(self.filter_bar)
         layout.addWidget(self.drawings_strip)
         layout.addWidget(self.subquery_editor)
         layout.addWidget(self.results, 1)
@@ -181,11 +192,29 @@ class MainWindow(QMainWindow):
         self.metrics_dock = self._dock(
             "Metrics", "metricsDock", self.metrics_panel, Qt.DockWidgetArea.BottomDockWidgetArea
         )
+        # Where and when the results were seen: a tab beside the metrics.
+        self.place_pane = QWidget(self)
+        self.place_pane.setObjectName("placePane")
+        self.map_view = MapView(self.place_pane)
+        self.month_histogram = MonthHistogram(self.place_pane)
+        place_layout = QHBoxLayout(self.place_pane)
+        place_layout.setContentsMargins(6, 6, 6, 4)
+        place_layout.setSpacing(10)
+        place_layout.addWidget(self.map_view, 3)
+        place_layout.addWidget(self.month_histogram, 2)
+        self.place_dock = self._dock(
+            "Where and when", "placeDock", self.place_pane, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        # Hidden until tabbed beside the metrics (see `_tabify_place_dock`): side by side with
+        # them it would widen a first window past its screen.
+        self.place_dock.hide()
         # The Photo pane runs the full height (it needs it most); the metrics run under the
         # library, so the runs table and the chart get the width they need on small screens.
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self._layout_checked = False
+        self._place_dock_placed = False  # tabbed beside the metrics when first shown ...
+        self._restored_place_dock = False  # ... unless a saved layout placed it
 
         self.model_label = QLabel(self)
         self.model_label.setObjectName("modelLabel")
@@ -250,6 +279,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.queries_dock.toggleViewAction())
         view_menu.addAction(self.detail_dock.toggleViewAction())
         view_menu.addAction(self.metrics_dock.toggleViewAction())
+        view_menu.addAction(self.place_dock.toggleViewAction())
         focus = QAction("Focus the query", self)
         focus.setShortcut(QKeySequence("Ctrl+L"))
         focus.triggered.connect(lambda: self.query_bar.edit.setFocus())
@@ -423,7 +453,9 @@ class MainWindow(QMainWindow):
             self.place_on(areas[0] if areas else self.available_area())
         elif not (self.isMaximized() or self.isFullScreen()):
             self._keep_inside(areas)
-        if not (isinstance(state, QByteArray) and self.restoreState(state, STATE_VERSION)):
+        if isinstance(state, QByteArray) and self.restoreState(state, STATE_VERSION):
+            self._restored_place_dock = True
+        else:
             self.apply_default_docks()
         self._layout_checked = False
 
@@ -463,11 +495,26 @@ class MainWindow(QMainWindow):
         dock = self.metrics_dock
         if dock.isVisible() and not dock.isFloating() and dock.height() > self.height() // 2:
             problems.append(f"metrics {dock.height()} px high")
-        for dock in (self.library_dock, self.queries_dock, self.detail_dock, self.metrics_dock):
+        for dock in self.docks():
             centre = dock.geometry().center()
             if dock.isFloating() and QGuiApplication.screenAt(centre) is None:
                 problems.append(f"{dock.windowTitle()} off screen")
         return problems
+
+    def docks(self) -> list[QDockWidget]:
+        """Every dock of the window."""
+        return [
+            self.library_dock,
+            self.queries_dock,
+            self.detail_dock,
+            self.metrics_dock,
+            self.place_dock,
+        ]
+
+    def show_place_pane(self) -> None:
+        """Bring the map and the month histogram to the front (a tab beside the metrics)."""
+        self.place_dock.show()
+        self.place_dock.raise_()
 
     def ensure_usable_layout(self) -> list[str]:
         """Correct a shown layout whose docks leave a pane unusable (a narrow Photo pane or
@@ -476,7 +523,7 @@ class MainWindow(QMainWindow):
         Returns what was corrected."""
         problems = self._dock_problems()
         if problems:
-            for dock in (self.library_dock, self.queries_dock, self.detail_dock, self.metrics_dock):
+            for dock in self.docks():
                 if dock.isFloating() and QGuiApplication.screenAt(dock.geometry().center()) is None:
                     dock.setFloating(False)
             self.apply_default_docks()
@@ -488,8 +535,22 @@ class MainWindow(QMainWindow):
 
     # -- events -----------------------------------------------------------------------------------
 
+    def _tabify_place_dock(self) -> None:
+        """Where and when as a tab beside the metrics, unless a restored layout put it
+        elsewhere. Done once the window is shown: a second group of tabbed docks made before
+        that leaves a stale copy of its tab bar painted over the library (Qt 6.11)."""
+        if self._place_dock_placed:
+            return
+        self._place_dock_placed = True
+        if self._restored_place_dock:
+            return  # a restored layout: the user's, whatever it is
+        self.tabifyDockWidget(self.metrics_dock, self.place_dock)
+        self.place_dock.show()
+        self.metrics_dock.raise_()
+
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)
+        self._tabify_place_dock()
         if not self._layout_checked:
             self._layout_checked = True
             # Once the layout has given every dock its size.

@@ -143,7 +143,7 @@ class QueryBar(QWidget):
         self.hint.setObjectName("queryHint")
         self.setStyleSheet(FOCUS_STYLE)
 
-        row = QHBoxLayout()
+        row = self._row = QHBoxLayout()
         row.setSpacing(6)
         row.addWidget(self.method)
         row.addWidget(self.options_button)
@@ -161,6 +161,10 @@ class QueryBar(QWidget):
         layout.setSpacing(4)
         layout.addLayout(row)
         layout.addLayout(chip_row)
+
+    def add_tool(self, widget: QWidget) -> None:
+        """Put `widget` (a button of another bar: Add filter) in the query row, after Search."""
+        self._row.insertWidget(self._row.indexOf(self.search_button) + 1, widget)
 
     # -- configuration ------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from app import paths
 from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
+from app.controllers.filters import FiltersController
 from app.controllers.judging import JudgingController
 from app.controllers.library import LibraryController
 from app.controllers.models import ModelsController, estimate_reindex
@@ -161,6 +162,21 @@ class Application:
             w.results,
             w.detail_pane,
         )
+        # Filters: the chips under the query bar, the map and the month histogram.
+        self.filters = FiltersController(
+            self.runner,
+            self.session,
+            self.search,
+            w.filter_bar,
+            w.map_view,
+            w.month_histogram,
+            w.results_model,
+            w.results,
+            open_query=lambda: self.judging.query_id,
+            show_place_pane=w.show_place_pane,
+        )
+        self.queries.runFiltersShown.connect(self.filters.restore)
+        self.judging.queryOpened.connect(self.filters.query_opened)
         self.search.searchFinished.connect(self.queries.on_search_finished)
         w.results.moreLikeThisRequested.connect(self.queries.note_more_like_this)
         w.detail_pane.moreLikeThisRequested.connect(self.queries.note_more_like_this)
@@ -187,6 +203,7 @@ class Application:
             self.transfers.message,
             self.visret.message,
             self.rerank.message,
+            self.filters.message,
             self.thumbnails.problem,
         ):
             source.connect(w.set_status)

@@ -4,7 +4,8 @@ and deletes them.
 Opening a query (from the list, a run picked in the metrics panel, or the search just saved)
 reads its runs and judgments in the write pool, after every judgment queued before, and hands
 them to the `JudgingController`; the query bar shows what the shown run searched (its words,
-its photo, or both). The newest search or open wins.
+its photo, or both) and the filter bar the run's filters (`runFiltersShown`). The newest search
+or open wins.
 
 Query photos are named by their taxon where the catalog knows them (else the file name), in run
 labels, titles and the list; the list's thumbnails load in the thumbnails pool.
@@ -45,6 +46,7 @@ class _Loaded:
     image_path: str | None  # and its photo
     queries: list[QueryRow]  # the whole list
     items: list[ResultItem] | None = None  # set when the grid must show a stored run
+    filters: dict[str, Any] | None = None  # the shown run's metadata filters (its params')
 
 
 def _local_time(moment: datetime) -> str:
@@ -72,6 +74,9 @@ def _run_label(run: Any, names: PhotoNames) -> str:
     photo searched with (its taxon, else its file name), and the time."""
     image = (run.params or {}).get("image")
     what = f"{run.label} · {names(image).reference}" if image else run.label
+    if (run.params or {}).get("filters"):
+        # A filtered run ranks fewer photos: its metrics must not pass for the unfiltered one's.
+        what += " · filtered"
     return f"{what} · {_local_time(run.created_at)}"
 
 
@@ -142,6 +147,7 @@ def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
     shown = next((r for r in runs if r.id == run_id), None)
     text = info.text if info else ""
     image_path = info.image_path if info else None
+    filters = (shown.params or {}).get("filters") if shown is not None else None
     if shown is not None:
         # The query bar shows what the shown run searched: a "More like this" run of a text
         # query searched its photo alone.
@@ -161,6 +167,7 @@ def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
         text=text,
         image_path=image_path,
         queries=query_rows(store, names),
+        filters=filters if isinstance(filters, dict) else None,
     )
 
 
@@ -169,6 +176,8 @@ class SavedQueriesController(QObject):
     (rename, notes, delete)."""
 
     message = Signal(str)
+    # A saved run was reopened: its metadata filters (None: it had none), to show as chips.
+    runFiltersShown = Signal(object)
 
     def __init__(
         self,
@@ -373,6 +382,7 @@ class SavedQueriesController(QObject):
         if loaded.items is not None:
             image = Path(loaded.image_path) if loaded.image_path else None
             self.show_results(loaded.items, loaded.text, image)
+            self.runFiltersShown.emit(loaded.filters)
         self._set_rows(loaded.queries)
         self.panel.set_current(query.query_id)
         self.panel.select(query.query_id)  # its notes are the ones shown for editing

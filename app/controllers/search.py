@@ -187,6 +187,10 @@ class SearchController(QObject):
         self.evidence_kept: set[str] = set()
         self._searches = 0
         self._model_manager: Any = None  # kept across searches: a generator loads once
+        # The window's metadata filters (`engine.filters.SearchFilters`, set by the
+        # FiltersController): every search runs within them and saves them with its run.
+        self.filters: Any = None
+        self._last_request: SearchRequest | None = None  # what `rerun` runs again
         query_bar.set_methods(method_choices())
         query_bar.optionsRequested.connect(self.edit_options)
         query_bar.set_history(history.items)
@@ -316,6 +320,7 @@ class SearchController(QObject):
         """Run `request` in the background; the results replace the grid's."""
         from engine.methods.registry import spec_from_params
 
+        asked = request
         if self.prepare is not None:
             request = self.prepare(request)
         try:
@@ -338,7 +343,9 @@ class SearchController(QObject):
         if request.text.strip():
             self.history.add(request.text)
             self.query_bar.set_history(self.history.items)
+        self._last_request = asked
         session = self.session
+        filters = self.filters if self.filters is not None and self.filters.active else None
         library = session.library
         self._searches += 1
         search_id, hook = self._searches, self.event_hook
@@ -367,6 +374,7 @@ class SearchController(QObject):
                 generator=session.settings.generator,
                 llm=language_model(session.settings),
                 notify=notify,
+                filters=filters,
             )
             ranking = spec.run(request.query, context, top_k=request.top_k)
             seconds = time.monotonic() - started
@@ -376,6 +384,8 @@ class SearchController(QObject):
             items = result_items(library, pairs, hits)
             photo = query_photo(library, request.image) if request.image is not None else None
             params = spec.params_dict()
+            if filters is not None:
+                params["filters"] = filters.to_params()  # reopening the run shows its chips
             if ranking.details:
                 # Saved with the run (what VisRet drew); JSON-safe, paths as text.
                 params["details"] = json.loads(json.dumps(ranking.details, default=str))
@@ -419,6 +429,16 @@ class SearchController(QObject):
         self.searchStarted.emit(search_id, request)
         return handle
 
+    def rerun(self) -> TaskHandle | None:
+        """The search shown, again (the filters changed): the last search run from this
+        window, or, after a saved run was reopened, what the query bar holds. Nothing when
+        neither has words or a photo (the filters apply to the next search)."""
+        if self._last_request is not None:
+            return self.search(self._last_request)
+        if self.query_bar.text().strip() or self.query_bar.image() is not None:
+            self.query_bar.submit()
+        return None
+
     def cancel(self) -> None:
         """Stop the search running (its late result is dropped)."""
         for handle in self.runner.active("search"):
@@ -434,6 +454,7 @@ class SearchController(QObject):
             f"{count:,} result{'s' * (count != 1)} for {outcome.searched}  ·  "
             f"{outcome.method_label}  ·  "
             f"search {outcome.seconds * 1000:.0f} ms"
+            + ("  ·  filtered" if outcome.params.get("filters") else "")
             + (
                 f"  ·  {outcome.missing:,} photos missing from disk, not searched"
                 if outcome.missing
@@ -444,6 +465,7 @@ class SearchController(QObject):
 
     def show_results(self, items: list[ResultItem], text: str, image: Path | None) -> None:
         """Show a stored ranking (a reopened run) in the grid, its query in the query bar."""
+        self._last_request = None  # the filters' rerun now searches what the bar shows
         self.thumbnails.reset()
         self.model.set_results(items)
         self.query_bar.set_text(text)

@@ -1,0 +1,298 @@
+"""Filters in the window: the filter bar's chips and menu, the map and the month histogram.
+
+This controller owns the `engine.filters.SearchFilters` of the window. The filter bar, the map
+(a drawn box) and the histogram (chosen months) only say what the user asked for; here that
+becomes a new `SearchFilters` (checked by the engine: a bad value is one line in the status
+line, the filters stay as they were), the chips show it, and the open search runs again with
+it (the search group: the newest wins). The search puts the filters into its `MethodContext`
+and saves them with the run; a saved run reopened brings its chips back, without searching.
+
+Whenever the grid shows another ranking (a search, a reopened run), the facet counts of its
+photos (for the menus), their observation months (the histogram) and places (the map) are read
+in a worker, the newest ranking winning; the coastlines load once, in a worker too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QObject, Signal
+
+from app.controllers.search import SearchController
+from app.controllers.session import LibrarySession
+from app.workers import READ, TaskHandle, TaskRunner
+from engine.errors import BadInputError
+from widgets.filter_bar import FacetChoice, FilterBar, TaxonChoice
+from widgets.map_view import MapPoint, MapView, read_coastlines
+from widgets.month_histogram import MonthHistogram
+from widgets.results import ResultItem, ResultRole, ResultsModel, ResultsView
+
+log = logging.getLogger(__name__)
+
+TAXON_SUGGESTIONS = 12
+
+
+@dataclass
+class ResultSummary:
+    """What the menus, the map and the histogram show about the photos of one ranking."""
+
+    image_ids: list[int]
+    facets: dict[str, list[FacetChoice]] = field(default_factory=dict)
+    months: list[int] = field(default_factory=lambda: [0] * 12)
+    undated: int = 0
+    places: list[tuple[int, float, float]] = field(default_factory=list)  # (id, lat, lon)
+
+    @property
+    def without_place(self) -> int:
+        return len(self.image_ids) - len(self.places)
+
+
+def summarise(library: Any, image_ids: list[int]) -> ResultSummary:
+    """Facet counts, observation months and places of `image_ids`. Runs in a worker."""
+    from engine.filters import facet_counts, locations, month_counts
+
+    catalog = library.catalog
+    ids = list(image_ids)
+    facets = {
+        name: [FacetChoice(v.key, v.label, int(v.count)) for v in values]
+        for name, values in facet_counts(catalog, ids).items()
+    }
+    months = [int(c) for c in month_counts(catalog, ids)]
+    places = [(int(i), float(lat), float(lon)) for i, lat, lon in locations(catalog, ids)]
+    return ResultSummary(list(image_ids), facets, months, len(image_ids) - sum(months), places)
+
+
+def taxon_choices(library: Any, prefix: str) -> list[TaxonChoice]:
+    """Taxa of the catalog whose name or common name starts with `prefix`. Runs in a worker."""
+    from engine.filters import taxon_suggestions
+
+    return [
+        TaxonChoice(s.name, s.common_name, s.rank, int(s.count))
+        for s in taxon_suggestions(library.catalog, prefix, limit=TAXON_SUGGESTIONS)
+    ]
+
+
+def _empty_filters() -> Any:
+    from engine.filters import SearchFilters
+
+    return SearchFilters()
+
+
+class FiltersController(QObject):
+    """Owns the window's filters; see the module docstring."""
+
+    message = Signal(str)
+    filtersChanged = Signal(object)  # SearchFilters, after every change
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        session: LibrarySession,
+        search: SearchController,
+        bar: FilterBar,
+        map_view: MapView,
+        histogram: MonthHistogram,
+        model: ResultsModel,
+        view: ResultsView,
+        open_query: Callable[[], int | None],
+        show_place_pane: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__()
+        self.runner = runner
+        self.session = session
+        self.search = search
+        self.bar = bar
+        self.map = map_view
+        self.histogram = histogram
+        self.model = model
+        self.view = view
+        self.open_query = open_query  # the id of the query open in the window, if any
+        self.show_place_pane = show_place_pane
+        self.filters = _empty_filters()
+        self.summary: ResultSummary | None = None  # of the ranking shown
+
+        bar.filtersEdited.connect(self.edit)
+        bar.chipRemoved.connect(self.remove)
+        bar.clearRequested.connect(self.clear)
+        bar.taxonTyped.connect(self.suggest_taxa)
+        bar.placeBoxRequested.connect(self._ask_for_box)
+        bar.nearRequested.connect(self.near_selected)
+        map_view.boxDrawn.connect(lambda bbox: self.edit({"bbox": list(bbox)}))
+        map_view.pointClicked.connect(self._select_photo)
+        histogram.monthsChosen.connect(lambda first, last: self.edit({"months": [first, last]}))
+        model.modelReset.connect(self.refresh_results)
+        model.dataChanged.connect(self._judgments_changed)
+        view.currentItemChanged.connect(self._current_changed)
+        self._show()
+        self.load_coastlines()
+
+    # -- the filters -------------------------------------------------------------------------
+
+    def set_filters(self, filters: Any, rerun: bool = True) -> None:
+        """Make `filters` the window's; the open search runs again with them if `rerun`."""
+        self.filters = filters
+        self.search.filters = filters
+        self._show()
+        self.filtersChanged.emit(filters)
+        if rerun:
+            self.search.rerun()
+
+    def edit(self, changes: dict[str, Any]) -> None:
+        """Set the fields in `changes` (`to_params()` names; None removes one)."""
+        from engine.filters import SearchFilters
+
+        params = dict(self.filters.to_params())
+        for name, value in changes.items():
+            if value is None or value == []:
+                params.pop(name, None)
+            else:
+                params[name] = value
+        if "judged" in changes:
+            if changes["judged"] is None:
+                params.pop("judged_query_id", None)
+            else:
+                query_id = self.open_query()
+                if query_id is None:
+                    self.message.emit("Open or run a query first: judged is per query")
+                    return
+                params["judged_query_id"] = query_id
+        try:
+            filters = SearchFilters.from_params(params)
+        except BadInputError as exc:
+            self.message.emit(str(exc))
+            return
+        if filters == self.filters:
+            return
+        self.set_filters(filters)
+
+    def remove(self, key: str) -> None:
+        """The chip `key` was closed."""
+        self.set_filters(self.filters.without(key))
+
+    def clear(self) -> None:
+        if self.filters.active:
+            self.set_filters(_empty_filters())
+
+    def restore(self, params: dict[str, Any] | None) -> None:
+        """A saved run was reopened: its filters (None: it had none) become the chips, without
+        searching again (the run's ranking is shown as it was saved)."""
+        from engine.filters import SearchFilters
+
+        try:
+            filters = SearchFilters.from_params(params or {})
+        except BadInputError as exc:  # a run saved by a later version, or edited by hand
+            log.warning("the run's filters cannot be read: %s", exc)
+            filters = _empty_filters()
+        self.set_filters(filters, rerun=False)
+
+    def _show(self) -> None:
+        filters = self.filters
+        self.bar.set_filters(list(filters.describe()), dict(filters.to_params()))
+        self.map.set_box(filters.bbox)
+        self.map.set_near(filters.near)
+        self.histogram.set_chosen(filters.months)
+
+    def _ask_for_box(self) -> None:
+        self.show_place_pane()
+        self.message.emit("Drag a box on the map to keep only photos from there")
+
+    def near_selected(self, km: float) -> None:
+        """Photos within `km` of the selected photo's place."""
+        item = self.view.current_item()
+        details = item.details if item is not None else None
+        lat = getattr(details, "latitude", None)
+        lon = getattr(details, "longitude", None)
+        if lat is None or lon is None:
+            self.message.emit("Select a photo with a place first")
+            return
+        self.edit({"near": [float(lat), float(lon), float(km)]})
+
+    # -- what the results hold ---------------------------------------------------------------
+
+    def refresh_results(self) -> TaskHandle | None:
+        """Read the facets, months and places of the ranking the grid shows (newest wins)."""
+        ids = [item.image_id for item in self.model.items()]
+        library = self.session.library
+        if library is None or not ids:
+            for handle in self.runner.active("result-summary"):
+                handle.cancel()  # a late summary of an earlier ranking must not land
+            self._show_summary(ResultSummary(ids))
+            return None
+        return self.runner.submit(
+            lambda ctx: summarise(library, ids),
+            title="Reading the results' places and dates",
+            pool=READ,
+            group="result-summary",
+            on_success=self._show_summary,
+            on_failure=lambda exc: self.runner.report_error(exc, "Reading the results' places"),
+        )
+
+    def _show_summary(self, summary: ResultSummary) -> None:
+        self.summary = summary
+        self.bar.set_facets(summary.facets)
+        self.histogram.set_counts(summary.months, summary.undated)
+        judgment = self.model.judgment
+        self.map.set_points(
+            [MapPoint(i, lat, lon, judgment(i)) for i, lat, lon in summary.places],
+            summary.without_place,
+        )
+        current = self.view.current_item()
+        self.map.set_current(current.image_id if current is not None else None)
+
+    def _judgments_changed(self, first: QModelIndex, last: QModelIndex, roles: list[int]) -> None:
+        if roles and ResultRole.Judgment not in roles:
+            return  # a thumbnail arrived
+        judgment = self.model.judgment
+        judged = {
+            p.image_id: j for p in self.map.points() if (j := judgment(p.image_id)) is not None
+        }
+        self.map.set_judgments(judged)
+
+    def _current_changed(self, item: ResultItem | None) -> None:
+        self.map.set_current(item.image_id if item is not None else None)
+        details = item.details if item is not None else None
+        has_place = getattr(details, "latitude", None) is not None
+        self.bar.set_selected_photo(item.title if item is not None and has_place else None)
+        self.bar.set_judged_available(self.open_query() is not None)
+
+    def query_opened(self, _query_id: int) -> None:
+        """A query is open: judged / not judged for it can be asked for."""
+        self.bar.set_judged_available(True)
+
+    def _select_photo(self, image_id: int) -> None:
+        row = self.model.row_of(image_id)
+        if row is not None:
+            self.view.select_row(row)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def suggest_taxa(self, prefix: str) -> TaskHandle | None:
+        """Completions for the taxon being typed (newest wins)."""
+        library = self.session.library
+        if library is None or not prefix:
+            self.bar.set_taxon_suggestions([])
+            return None
+        return self.runner.submit(
+            lambda ctx: taxon_choices(library, prefix),
+            title="Finding taxa",
+            pool=READ,
+            group="taxon-suggestions",
+            on_success=self.bar.set_taxon_suggestions,
+            on_failure=lambda exc: log.info("taxon suggestions for %r: %s", prefix, exc),
+        )
+
+    def load_coastlines(self) -> TaskHandle | None:
+        """The map's land, read once from the package's resources."""
+        if self.map.has_coastlines():
+            return None
+        return self.runner.submit(
+            lambda ctx: read_coastlines(),
+            title="Reading the map",
+            pool=READ,
+            group="coastlines",
+            on_success=self.map.set_coastlines,
+            on_failure=lambda exc: log.warning("the map's coastlines cannot be read: %s", exc),
+        )
