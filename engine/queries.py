@@ -318,12 +318,11 @@ class QueryStore:
         for i, rel in enumerate(rels[:k], start=1):
             hits += rel
             curve.append(hits / i)
-        # The stop rule looks only as deep as the user has judged: unjudged photos further
-        # down are not evidence that the relevant ones have run out.
-        judged_depth = max(
-            (i + 1 for i, image_id in enumerate(ranking) if image_id in judgments), default=0
-        )
-        return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(rels[:judged_depth]), curve)
+        # The stop rule counts judged photos only: an unjudged one is no evidence that the
+        # relevant ones have run out, whether it lies below the judged top or between it and a
+        # photo judged deep down (a random sample for the recall estimate).
+        judged_rels = [rel for image_id, rel in zip(ranking, rels) if image_id in judgments]
+        return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(judged_rels), curve)
 
 
 def _user_name() -> str:

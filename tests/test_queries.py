@@ -96,6 +96,20 @@ def test_stop_rule_counts_judged_non_relevant_after_the_last_relevant(library):
     assert live.trailing_nonrelevant == 2
 
 
+def test_stop_rule_does_not_count_unjudged_photos_above_a_deep_sampled_judgment(library):
+    store = QueryStore(library)
+    ids = image_ids(library)
+    ranking = ids[:10]
+    # The top three judged (relevant, not, not), then a photo judged not relevant at rank 10
+    # (a random sample for the recall estimate): the six unjudged photos between are no
+    # evidence of misses, so the run of judged misses is three, not nine.
+    judgments = {ids[0]: 1, ids[1]: 0, ids[2]: 0, ids[9]: 0}
+    assert store.live_metrics(ranking, judgments, k=5).trailing_nonrelevant == 3
+    # A relevant photo found deep by the sample ends the run there.
+    judgments[ids[9]] = 1
+    assert store.live_metrics(ranking, judgments, k=5).trailing_nonrelevant == 0
+
+
 def test_rename_notes_delete(library):
     store = QueryStore(library)
     qid = store.find_or_create_query("road-killed mammal")
