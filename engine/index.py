@@ -18,6 +18,14 @@ cosine similarities. Results are a strict order: score descending, ties broken b
 Safe to share between threads: FAISS must not be searched while it is modified, so every
 public method takes an internal lock and concurrent searches and updates run one at a time.
 
+Filtered searches (`allowed_ids`) keep no second copy of the vectors. Up to `SMALL_FILTER_LIMIT`
+allowed ids are scored directly. Larger filters go to FAISS as a bitmap of ids; an IVF search scans
+only lists that hold allowed vectors, nearest centroid first, as many as an unfiltered search
+probes and enough for `FILTER_CANDIDATES_PER_RESULT` allowed vectors per result, or all of them
+(exact) when that costs little more (`EXACT_COST_SLACK`). What this needs beside FAISS (each
+id's list, the centroids: about 12 MB at 1M vectors) is built by the first filtered search and
+dropped by every change.
+
 The file is verified: `save` writes a checksum file beside it (``<name>.faiss.check.json``:
 algorithm, digest, size, vector count) and `load` refuses a file that does not match it, so
 damage inside the vector data is never served. Searches check that every score is one a cosine
@@ -37,9 +45,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -60,10 +69,33 @@ recall@100 was 0.947 at nprobe 64 and 0.986 at 128 (3.3 ms median); at 100k and 
 0.961 at 32 and 0.992 at 64. 1/32 of the lists keeps recall@100 above 0.95 at both sizes."""
 
 # Up to this many allowed vectors a filtered search scores them directly (reconstruct + dot
-# product) instead of searching with a FAISS id selector: exact for IVF too, where a sparse
-# filter would leave the probed lists nearly empty. Measured at 100k vectors: 1,000 allowed
-# ~0.4 ms direct vs 1.2-1.7 ms selector; 5,000 allowed ~8 ms direct vs 1.2-2.6 ms selector.
+# product) instead of searching with a FAISS id selector: exact for IVF too. Measured at 100k
+# vectors: 1,000 allowed ~0.4 ms direct vs 1.2-1.7 ms selector; 5,000 allowed ~8 ms direct vs
+# 1.2-2.6 ms selector.
 SMALL_FILTER_LIMIT: int = 2_000
+
+FILTER_CANDIDATES_PER_RESULT: int = 30
+"""A filtered IVF search scans lists (nearest centroid first, only lists holding allowed
+vectors) until they hold this many allowed vectors per result asked, and at least as many lists
+as an unfiltered search probes. See docs/BENCHMARKS.md, "Filtered search (1M vectors)"."""
+
+EXACT_COST_SLACK: float = 1.5
+"""A filtered IVF search scans every list holding an allowed vector (exact) when that costs at
+most this many times the lists it would choose otherwise (`_scan_cost`)."""
+
+# Cost model of scanning IVF lists with an id selector, in id checks: every id in a scanned list
+# is checked against the filter (a bitmap: ~6 ns), each allowed vector also costs a 512-d dot
+# product read from scattered memory (~220-550 ns measured at 1M vectors, busy 2-core machine).
+_DISTANCE_COST_IN_ID_CHECKS: int = 50
+
+# The id -> list table of filtered searches is dense (one int32 per id up to the largest) when
+# that takes at most this many slots per vector; sparser ids are looked up by binary search.
+_DENSE_SLOTS_PER_VECTOR: int = 8
+_DENSE_MIN_SLOTS: int = 1 << 16
+# A filter is handed to FAISS as a bitmap of ids (a bit test per id scanned) when the bitmap
+# takes at most this many bytes per indexed vector (beyond 1 MiB); else as a hash set.
+_BITMAP_BYTES_PER_VECTOR: int = 4
+_BITMAP_MIN_BYTES: int = 1 << 20
 
 # An IVF index is rebuilt as flat only when it shrinks well below EXACT_LIMIT, so a library
 # hovering around the limit does not retrain k-means on every few additions and removals.
@@ -141,6 +173,9 @@ class VectorIndex:
         self.kind = "ivf" if isinstance(index, faiss.IndexIVF) else "flat"
         self._lock = threading.RLock()
         self._sorted_ids = self._read_ids_from_faiss()
+        # Built by the first filtered search and dropped by every change (add, remove), so it
+        # never serves a removed vector or misses an added one.
+        self._lookup: _FilterLookup | None = None
 
     # ------------------------------------------------------------------ construction
 
@@ -209,6 +244,7 @@ class VectorIndex:
             self._index.add_with_ids(_normalised(vectors[start:stop], self.dim), ids[start:stop])
             progress(Progress(stop, len(ids), message="adding"))
         self._sorted_ids = np.sort(ids)
+        self._lookup = None
 
     @classmethod
     def load(cls, path: Path) -> VectorIndex:
@@ -333,6 +369,7 @@ class VectorIndex:
                 self._remove_present(existing)
             self._index.add_with_ids(vectors, ids)
             self._sorted_ids = _sorted_unique(np.concatenate([self._sorted_ids, ids]))
+            self._lookup = None
 
     def remove(self, ids: np.ndarray) -> int:
         """Remove the given ids (absent ones are ignored); returns how many were removed.
@@ -344,6 +381,7 @@ class VectorIndex:
                 return 0
             removed = self._remove_present(present)
             self._sorted_ids = self._sorted_ids[~_isin_sorted(self._sorted_ids, present)]
+            self._lookup = None
             return removed
 
     def _remove_present(self, ids: np.ndarray) -> int:
@@ -442,58 +480,121 @@ class VectorIndex:
             if len(self) == 0:
                 return empty
             if allowed_ids is None:
-                return self._search_faiss(queries, k, None, len(self))
-            allowed = _sorted_unique(_as_ids(allowed_ids))
-            allowed = allowed[_isin_sorted(allowed, self._sorted_ids)]
+                params: faiss.SearchParameters | None = None
+                if isinstance(self._index, faiss.IndexIVF):
+                    ivf_params = faiss.SearchParametersIVF()
+                    ivf_params.nprobe = self._index.nprobe
+                    params = ivf_params
+                return self._search_faiss(queries, k, _plain_search(self._index, params), len(self))
+            allowed, allowed_lists = self._present(allowed_ids)
             if len(allowed) == 0:
                 return empty
             if len(allowed) <= SMALL_FILTER_LIMIT:
                 return self._score_subset(queries, k, allowed)
-            results = self._search_faiss(queries, k, allowed, len(allowed))
-            if self.kind == "ivf":
-                # A filter can leave too few allowed vectors in the probed lists; score those
-                # queries exactly rather than return a short list.
-                wanted = min(k, len(allowed))
-                short = [row for row, found in enumerate(results) if len(found) < wanted]
-                if short:
-                    log.debug("Filtered IVF search short for %d queries: exact", len(short))
-                    exact = self._score_subset(queries[short], k, allowed)
-                    for row, found in zip(short, exact, strict=True):
-                        results[row] = found
+            selector = _id_selector(allowed, len(self))
+            if not isinstance(self._index, faiss.IndexIVF):
+                flat_params = faiss.SearchParameters()
+                flat_params.sel = selector
+                search = _plain_search(self._index, flat_params)
+                return self._search_faiss(queries, k, search, len(allowed))
+            lists = self._choose_lists(queries, k, allowed_lists)
+            search = _preassigned_search(self._index, lists, selector)
+            results = self._search_faiss(queries, k, search, len(allowed))
+            # The chosen lists hold at least k allowed vectors, so a short list means scores
+            # FAISS could not order (NaN): scoring those queries directly finds the damage.
+            wanted = min(k, len(allowed))
+            short = [row for row, found in enumerate(results) if len(found) < wanted]
+            if short:
+                log.debug("Filtered IVF search short for %d queries: exact", len(short))
+                exact = self._score_subset(queries[short], k, allowed)
+                for row, found in zip(short, exact, strict=True):
+                    results[row] = found
             return results
 
+    def _present(self, allowed_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the allowed ids present in the index, sorted; the IVF list of each, 0 for flat)."""
+        allowed = _as_ids(allowed_ids)
+        if len(allowed) > 1 and not bool(np.all(allowed[1:] > allowed[:-1])):
+            allowed = _sorted_unique(allowed)  # the search layer usually hands them sorted
+        return self._filter_lookup().locate(allowed, self._sorted_ids)
+
+    def _filter_lookup(self) -> _FilterLookup:
+        """The lookup tables of filtered searches, built on first use after any change."""
+        if self._lookup is None:
+            started = time.perf_counter()
+            self._lookup = _FilterLookup.build(self._index, self._sorted_ids)
+            log.debug(
+                "Filter lookup for %d vectors built in %.3f s (%d bytes)",
+                len(self._sorted_ids),
+                time.perf_counter() - started,
+                self._lookup.nbytes,
+            )
+        return self._lookup
+
+    @property
+    def filter_lookup_bytes(self) -> int:
+        """Memory held beside FAISS for filtered searches (0 until the first one after a
+        change): an id -> IVF list table (4 bytes per id up to the largest) and, for IVF, the
+        lists' lengths and centroids."""
+        with self._lock:
+            return 0 if self._lookup is None else self._lookup.nbytes
+
+    def _choose_lists(self, queries: np.ndarray, k: int, allowed_lists: np.ndarray) -> np.ndarray:
+        """The IVF lists a filtered search scans, per query (rows padded with -1), given the
+        list of each allowed vector.
+
+        Only lists holding allowed vectors are candidates, nearest centroid first. A query scans
+        at least as many of them as an unfiltered search probes (so the neighbourhood is covered
+        as well) and enough to meet `FILTER_CANDIDATES_PER_RESULT` allowed vectors per result
+        asked. When scanning every list with an allowed vector (an exact search) would cost at
+        most `EXACT_COST_SLACK` times that, the search is exact.
+        """
+        assert isinstance(self._index, faiss.IndexIVF)
+        lookup = self._filter_lookup()
+        assert lookup.list_sizes is not None
+        counts = np.bincount(allowed_lists, minlength=self._index.nlist)
+        candidates = np.flatnonzero(counts)
+        allowed_total = len(allowed_lists)
+        target = FILTER_CANDIDATES_PER_RESULT * k
+        min_lists = self._index.nprobe
+        if target >= allowed_total or min_lists >= len(candidates):
+            return np.broadcast_to(candidates, (len(queries), len(candidates)))
+        exact_cost = _scan_cost(int(lookup.list_sizes[candidates].sum()), allowed_total)
+        candidate_counts = counts[candidates]
+        candidate_sizes = lookup.list_sizes[candidates]
+        scores = lookup.centroid_scores(queries, candidates)
+        chosen: list[np.ndarray] = []
+        for row in range(len(queries)):
+            order = np.argsort(-scores[row], kind="stable")
+            reached = np.cumsum(candidate_counts[order])
+            count = int(np.searchsorted(reached, target)) + 1
+            count = min(len(order), max(count, min_lists))
+            cost = _scan_cost(int(candidate_sizes[order[:count]].sum()), int(reached[count - 1]))
+            if exact_cost <= EXACT_COST_SLACK * cost:
+                count = len(order)
+            chosen.append(candidates[order[:count]])
+        width = max(len(row_lists) for row_lists in chosen)
+        lists = np.full((len(queries), width), -1, dtype=np.int64)
+        for row, row_lists in enumerate(chosen):
+            lists[row, : len(row_lists)] = row_lists
+        return lists
+
     def _search_faiss(
-        self, queries: np.ndarray, k: int, allowed: np.ndarray | None, available: int
+        self, queries: np.ndarray, k: int, search: _RowSearch, available: int
     ) -> list[list[tuple[int, float]]]:
-        params: faiss.SearchParameters | None = None
-        if allowed is not None or self.kind == "ivf":
-            selector = faiss.IDSelectorBatch(allowed) if allowed is not None else None
-            if isinstance(self._index, faiss.IndexIVF):
-                nprobe = self._index.nprobe
-                if allowed is not None:
-                    # Probe proportionally more lists when only a fraction of vectors is allowed,
-                    # so the probed lists still hold about as many candidates.
-                    nprobe = math.ceil(nprobe * len(self) / len(allowed))
-                ivf_params = faiss.SearchParametersIVF()
-                ivf_params.nprobe = min(nprobe, self._index.nlist)
-                params = ivf_params
-            else:
-                params = faiss.SearchParameters()
-            if selector is not None:
-                params.sel = selector
+        """Run `search` over `queries` and make its results the strict order (see the module
+        doc); `available` is how many vectors the search may return at most."""
         results: list[list[tuple[int, float]]] = []
         # One more than asked, to see whether a tie crosses the cut at k.
         fetch = min(k + 1, available)
-        scores, ids = self._index.search(queries, fetch, params=params)
+        scores, ids = search(queries, slice(0, len(queries)), fetch)
         for row in range(len(queries)):
             row_fetch = fetch
             row_scores, row_ids = scores[row], ids[row]
             while row_fetch < available and _tie_at_cut(row_scores, row_ids, k):
                 # Fetch the whole tied group so the smallest ids win, not FAISS's heap order.
                 row_fetch = min(2 * row_fetch, available)
-                more_scores, more_ids = self._index.search(
-                    queries[row : row + 1], row_fetch, params=params
-                )
+                more_scores, more_ids = search(queries, slice(row, row + 1), row_fetch)
                 row_scores, row_ids = more_scores[0], more_ids[0]
             keep = row_ids >= 0  # FAISS pads with -1 when fewer results exist
             row_ids, row_scores = row_ids[keep], row_scores[keep]
@@ -516,7 +617,7 @@ class VectorIndex:
         for start in range(0, len(allowed), _SCORE_CHUNK):
             chunk_ids = allowed[start : start + _SCORE_CHUNK]
             vectors = self._index.reconstruct_batch(chunk_ids)
-            chunk_scores = queries @ vectors.T
+            chunk_scores = _inner_products(queries, vectors)
             _check_scores(chunk_scores)
             for row in range(len(queries)):
                 top = _strict_top_k_arrays(chunk_ids, chunk_scores[row], k)
@@ -527,6 +628,193 @@ class VectorIndex:
             scores = np.concatenate([c[1] for c in row_candidates])
             results.append(_strict_top_k(ids, scores, k))
         return results
+
+
+# ---------------------------------------------------------------------- filtered search
+
+# A search over some rows of the queries: (queries, rows, fetch) -> (scores, ids) of those rows.
+_RowSearch = Callable[[np.ndarray, slice, int], tuple[np.ndarray, np.ndarray]]
+
+
+class _FilterLookup:
+    """What filtered searches need beyond FAISS, derived from one state of the index.
+
+    `list_by_id` maps an id to the IVF list holding it (0 for a flat index; -1: absent),
+    densely, one int32 per id up to the largest; it is None when the ids are too sparse for a
+    table, and then `sorted_lists` holds the list of each id in sorted-id order (IVF only).
+    `list_sizes` and `centroids` are the IVF lists' lengths and centroids.
+    """
+
+    def __init__(
+        self,
+        list_by_id: np.ndarray | None,
+        sorted_lists: np.ndarray | None = None,
+        list_sizes: np.ndarray | None = None,
+        centroids: np.ndarray | None = None,
+    ) -> None:
+        self.list_by_id = list_by_id
+        self.sorted_lists = sorted_lists
+        self.list_sizes = list_sizes
+        self.centroids = centroids
+
+    @classmethod
+    def build(
+        cls, index: faiss.IndexIDMap2 | faiss.IndexIVF, sorted_ids: np.ndarray
+    ) -> _FilterLookup:
+        """The lookup of `index`, whose ids are `sorted_ids` (sorted, unique)."""
+        n = len(sorted_ids)
+        top = int(sorted_ids[-1]) if n else -1
+        dense = top < _DENSE_SLOTS_PER_VECTOR * n + _DENSE_MIN_SLOTS
+        list_by_id = np.full(top + 1, -1, dtype=np.int32) if dense else None
+        if not isinstance(index, faiss.IndexIVF):
+            if list_by_id is not None:
+                list_by_id[sorted_ids] = 0
+            return cls(list_by_id)
+        lists = index.invlists
+        assert lists is not None  # an IVF index owns its inverted lists
+        nlist = int(index.nlist)
+        sizes = np.array([lists.list_size(i) for i in range(nlist)], dtype=np.int64)
+        parts = [
+            faiss.rev_swig_ptr(lists.get_ids(i), int(sizes[i])).copy()
+            for i in range(nlist)
+            if sizes[i]
+        ]
+        ids = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        numbers = np.repeat(np.arange(nlist, dtype=np.int32), sizes)
+        centroids = np.ascontiguousarray(index.quantizer.reconstruct_n(0, nlist), np.float32)
+        if list_by_id is not None:
+            list_by_id[ids] = numbers
+            return cls(list_by_id, None, sizes, centroids)
+        sorted_lists = np.zeros(n, dtype=np.int32)
+        sorted_lists[np.searchsorted(sorted_ids, ids)] = numbers
+        return cls(None, sorted_lists, sizes, centroids)
+
+    def locate(self, allowed: np.ndarray, sorted_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the ids of `allowed` (sorted, unique) present in the index, the list of each)."""
+        if self.list_by_id is not None:
+            # Ids past the table's end are not in the index.
+            allowed = allowed[: int(np.searchsorted(allowed, len(self.list_by_id)))]
+            lists = self.list_by_id[allowed]
+            present = lists >= 0
+        else:
+            positions = np.minimum(np.searchsorted(sorted_ids, allowed), len(sorted_ids) - 1)
+            present = sorted_ids[positions] == allowed
+            lists = (
+                self.sorted_lists[positions]
+                if self.sorted_lists is not None
+                else np.zeros(len(allowed), dtype=np.int32)
+            )
+        if bool(present.all()):
+            return allowed, lists
+        return allowed[present], lists[present]
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.list_by_id, self.sorted_lists, self.list_sizes, self.centroids)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def centroid_scores(self, queries: np.ndarray, lists: np.ndarray) -> np.ndarray:
+        """Inner products (len(queries), len(lists)) of the queries with those centroids."""
+        assert self.centroids is not None
+        if len(queries) >= _FEW_QUERIES:
+            return _inner_products(queries, self.centroids[lists])
+        # All centroids (contiguous, no gather): as fast as the few left out would save.
+        return _inner_products(queries, self.centroids)[:, lists]
+
+
+def _inner_products(queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """(len(queries), len(vectors)) float32 inner products of unit vectors.
+
+    A few queries go one at a time through FAISS's single-threaded SIMD loop rather than BLAS:
+    on a busy 2-core machine OpenBLAS handing a small product to its sleeping second thread took
+    4-16 ms where the product itself takes 0.05-0.5 ms.
+    """
+    if len(queries) >= _FEW_QUERIES:
+        products: np.ndarray = queries @ vectors.T
+        return products
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    scores = np.empty((len(queries), len(vectors)), dtype=np.float32)
+    # faiss's type stubs (faiss-cpu 1.15) omit this SWIG function, present at runtime.
+    inner_products_ny: Any = faiss.fvec_inner_products_ny  # type: ignore[attr-defined]
+    for row in range(len(queries)):
+        query = np.ascontiguousarray(queries[row], dtype=np.float32)
+        inner_products_ny(
+            faiss.swig_ptr(scores[row]),
+            faiss.swig_ptr(query),
+            faiss.swig_ptr(vectors),
+            vectors.shape[1],
+            len(vectors),
+        )
+    return scores
+
+
+def _scan_cost(ids_scanned: int, allowed_scanned: int) -> int:
+    """The cost of scanning IVF lists with a filter, in id checks (see the constants)."""
+    return ids_scanned + _DISTANCE_COST_IN_ID_CHECKS * allowed_scanned
+
+
+def _id_selector(allowed: np.ndarray, n_indexed: int) -> faiss.IDSelector:
+    """A FAISS selector of the sorted, unique, non-negative ids `allowed`: a bitmap (one bit test
+    per id scanned) unless the largest id makes it too big, then a hash set."""
+    top = int(allowed[-1])
+    size = top // 8 + 1
+    if size > _BITMAP_BYTES_PER_VECTOR * n_indexed + _BITMAP_MIN_BYTES:
+        return faiss.IDSelectorBatch(allowed)
+    # Bit `id % 8` of byte `id // 8`, FAISS's order. Through a byte per id: numpy sets those
+    # faster than it ORs bits, and the bitmap is capped small enough for the temporary.
+    marks = np.zeros(size * 8, dtype=bool)
+    marks[allowed] = True
+    bitmap = np.packbits(marks, bitorder="little")
+    # The one-argument form of FAISS's Python wrapper keeps a reference to the bitmap (its type
+    # stubs know only the C++ form, which takes a raw pointer).
+    bitmap_selector: Any = faiss.IDSelectorBitmap
+    selector: faiss.IDSelector = bitmap_selector(bitmap)
+    return selector
+
+
+def _plain_search(
+    index: faiss.IndexIDMap2 | faiss.IndexIVF, params: faiss.SearchParameters | None
+) -> _RowSearch:
+    def search(queries: np.ndarray, rows: slice, fetch: int) -> tuple[np.ndarray, np.ndarray]:
+        scores, ids = index.search(queries[rows], fetch, params=params)
+        return scores, ids
+
+    return search
+
+
+def _preassigned_search(
+    index: faiss.IndexIVF, lists: np.ndarray, selector: faiss.IDSelector
+) -> _RowSearch:
+    """An IVF search that scans the given lists per query (rows padded with -1, which FAISS
+    skips) and only the vectors `selector` allows."""
+
+    def search(queries: np.ndarray, rows: slice, fetch: int) -> tuple[np.ndarray, np.ndarray]:
+        chosen = np.ascontiguousarray(lists[rows], dtype=np.int64)
+        chosen = chosen[:, : max(1, int((chosen >= 0).sum(axis=1).max()))]
+        chosen = np.ascontiguousarray(chosen)
+        batch = np.ascontiguousarray(queries[rows], dtype=np.float32)
+        params = faiss.SearchParametersIVF()
+        params.nprobe = chosen.shape[1]  # FAISS reads the list numbers with this stride
+        params.sel = selector
+        coarse = np.zeros(chosen.shape, dtype=np.float32)  # unused by IVF-Flat
+        scores = np.empty((len(batch), fetch), dtype=np.float32)
+        ids = np.empty((len(batch), fetch), dtype=np.int64)
+        # The Python wrapper of search_preassigned takes no parameters; the SWIG call does.
+        search_c: Any = index.search_preassigned_c  # type: ignore[attr-defined]
+        search_c(
+            len(batch),
+            faiss.swig_ptr(batch),
+            fetch,
+            faiss.swig_ptr(chosen),
+            faiss.swig_ptr(coarse),
+            faiss.swig_ptr(scores),
+            faiss.swig_ptr(ids),
+            False,
+            params,
+        )
+        return scores, ids
+
+    return search
 
 
 # ---------------------------------------------------------------------- file checks
