@@ -730,6 +730,103 @@ def _categories() -> list[dict[str, Any]]:
     ]
 
 
+# -- observers' notes ---------------------------------------------------------------------------
+# Some observers write a line about what they saw; most write nothing. The notes say what the
+# photo shows (count, size, background, occlusion, the other object and where it is), in the
+# loose words people use, often only one thing, sometimes nothing useful at all. They come from
+# a random stream of their own, so adding them moved no photo, field or judgment.
+
+NOTES_SHARE = 0.3
+"""The share of the demo's photos whose record has notes."""
+_NOTES_SEED_KEY = 7_919  # the notes' stream: [purpose, seed, key], apart from every photo's
+_NOTES_VERSION = 1
+
+_COUNT_NOTES: dict[int, tuple[str, ...]] = {
+    2: ("two of them", "a pair", "2 together", "two individuals", "2"),
+    3: ("three of them", "group of three", "3 individuals", "three together", "3"),
+}
+_SIZE_NOTES: dict[str, tuple[str, ...]] = {
+    "tiny": ("tiny", "very small one", "small specimen, easy to miss", "tiny, had to zoom in"),
+    "large": ("big one", "large individual", "huge, filled the frame", "big"),
+}
+_BACKGROUND_NOTES: dict[str, tuple[str, ...]] = {
+    "solid": ("on bare rock", "plain background", "on a plain surface"),
+    "gradient": ("on smooth ground", "soft light behind it"),
+    "noise": ("on sand", "on gravel", "sandy ground"),
+    "blotches": ("on mottled ground", "on lichen", "blotchy substrate"),
+    "striped": ("on a striped surface", "stripy background", "stripes behind it", "striped"),
+    "spotted": ("on a spotted background", "spotty substrate", "among spots", "spotted surface"),
+}
+_OCCLUDED_NOTES = (
+    "mostly hidden",
+    "partly covered by leaves",
+    "half hidden in the brush",
+    "obscured by twigs",
+    "hard to see",
+    "hidden",
+)
+_BESIDE_NOTES = ("next to a {other}", "beside a {other}", "{other} right next to it", "w/ {other}")
+_OVER_NOTES = ("above a {other}", "{other} just below", "sitting over a {other}")
+_UNDER_NOTES = ("below a {other}", "under a {other}", "{other} on top")
+_FILLER_NOTES = (
+    "seen on a morning walk",
+    "first one this season",
+    "ID not certain",
+    "common here",
+    "returned the next day, still there",
+    "photo taken in a hurry",
+)
+
+
+def _relation_note(rng: np.random.Generator, first: _Placed, other: _Placed) -> str:
+    """Where the other object is, as the photo shows it (image y grows downwards)."""
+    dx, dy = other.cx - first.cx, other.cy - first.cy
+    beside = abs(dx) >= abs(dy)
+    options = _BESIDE_NOTES if beside else (_OVER_NOTES if dy > 0 else _UNDER_NOTES)
+    return _pick(rng, options).format(other=other.name)
+
+
+def _note_facts(rng: np.random.Generator, photo: _PlannedPhoto) -> list[tuple[str, float]]:
+    """What an observer might say about `photo`, each with how likely it is to be said."""
+    objects = photo.objects
+    first = objects[0]
+    facts: list[tuple[str, float]] = []
+    if len(objects) > 1 and all(o.name == first.name for o in objects):
+        facts.append((_pick(rng, _COUNT_NOTES[len(objects)]), 3.0))
+    elif len(objects) > 1:
+        facts.append((_relation_note(rng, first, objects[1]), 3.0))
+    if len(objects) == 1 and first.size in _SIZE_NOTES:
+        facts.append((_pick(rng, _SIZE_NOTES[first.size]), 3.0))
+    if first.occluded:
+        facts.append((_pick(rng, _OCCLUDED_NOTES), 3.0))
+    facts.append((_pick(rng, _BACKGROUND_NOTES[photo.background]), 1.0))
+    return facts
+
+
+def _note(rng: np.random.Generator, photo: _PlannedPhoto) -> str:
+    """One observer's note about `photo`: one or two true things, or only a remark."""
+    facts = _note_facts(rng, photo)
+    if rng.random() < 0.15:
+        return _pick(rng, _FILLER_NOTES)
+    weights = np.array([w for _, w in facts])
+    said = min(len(facts), 1 if rng.random() < 0.6 else 2)
+    chosen = rng.choice(len(facts), size=said, replace=False, p=weights / weights.sum())
+    parts = [facts[int(i)][0] for i in sorted(chosen)]
+    if rng.random() < 0.2:
+        parts.append(_pick(rng, _FILLER_NOTES))
+    text = ", ".join(parts)
+    if rng.random() < 0.5:
+        text = text[0].upper() + text[1:]
+    return text + "." if rng.random() < 0.3 else text
+
+
+def _notes_by_photo(seed: int, plan: Sequence[_PlannedPhoto]) -> dict[int, str]:
+    """Photo index in `plan` -> its note, for NOTES_SHARE of the photos (rounded)."""
+    rng = np.random.default_rng([_PURPOSE_COLLECTION, seed, _NOTES_SEED_KEY])
+    chosen = rng.choice(len(plan), size=round(NOTES_SHARE * len(plan)), replace=False)
+    return {int(i): _note(rng, plan[int(i)]) for i in sorted(chosen)}
+
+
 def relevant_from_metadata(
     metadata: dict[str, Any], queries: Iterable[DemoQuery] = DEMO_QUERIES
 ) -> dict[int, list[dict[str, Any]]]:
@@ -780,13 +877,16 @@ def write_demo_collection(
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     file_names: list[str] = []
-    for photo in plan:
+    notes = _notes_by_photo(seed, plan)
+    for number, photo in enumerate(plan):
         rng = _image_rng(_PURPOSE_COLLECTION, seed, photo.key, photo.number, _STREAM_METADATA)
         image_uuid = uuid.UUID(bytes=rng.bytes(16), version=4)
         file_name = f"train/{photo.demo_class.dir_name}/{image_uuid}.jpg"
         image_id = len(images) + 1
         record = _metadata_for_image(rng, image_id, file_name)
         record["attributes"] = {"count": len(photo.objects), "background": photo.background}
+        if number in notes:
+            record["notes"] = notes[number]
         images.append(record)
         for obj in photo.objects:  # the first is the photo's taxon (SPEC.md §3 reads it)
             annotations.append(_annotation(len(annotations) + 1, image_id, obj))
@@ -798,6 +898,7 @@ def write_demo_collection(
         "seed": seed,
         "images_per_class": images_per_class,
         "photos_per_query": photos_per_query,
+        "notes_version": _NOTES_VERSION,
     }
     metadata = {
         "info": info,

@@ -857,6 +857,7 @@ class Indexer:
             img.license = meta.license
             img.rights_holder = meta.rights_holder
             img.external_id = meta.external_id
+            img.notes = meta.notes
 
     def _taxon_id(self, s: Session, info: TaxonInfo) -> int:
         key = info.image_dir_name or info.name

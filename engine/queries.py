@@ -321,7 +321,9 @@ class QueryStore:
         # The stop rule counts judged photos only: an unjudged one is no evidence that the
         # relevant ones have run out, whether it lies below the judged top or between it and a
         # photo judged deep down (a random sample for the recall estimate).
-        judged_rels = [rel for image_id, rel in zip(ranking, rels) if image_id in judgments]
+        judged_rels = [
+            r for image_id, r in zip(ranking, rels, strict=True) if image_id in judgments
+        ]
         return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(judged_rels), curve)
 
 

@@ -254,7 +254,14 @@ class ImageMeta:
     width: int | None = None
     height: int | None = None
     external_id: int | None = None  # the COCO image id
+    notes: str | None = None  # the observer's free text, at most NOTES_MAX_CHARS
 
+
+# Free-text fields of an image record, the first with usable text wins.
+NOTES_FIELDS: tuple[str, ...] = ("notes", "description", "remarks")
+# A record's notes are an observer's sentence or paragraph; a field holding a whole document
+# would swell the catalog and the text index for nothing.
+NOTES_MAX_CHARS = 10_000
 
 METADATA_FILE_NAMES: tuple[str, ...] = ("metadata.json", "train.json")
 
@@ -369,6 +376,15 @@ def _as_text(value: object) -> str | None:
         except UnicodeEncodeError:
             return None
     return text
+
+
+def _notes(fields: _Fields) -> str | None:
+    """The record's notes: the first of NOTES_FIELDS with text, stripped and capped."""
+    for key in NOTES_FIELDS:
+        text = fields.get(key, _as_text)
+        if text is not None:
+            return text[:NOTES_MAX_CHARS].rstrip()
+    return None
 
 
 class _Nested:
@@ -566,6 +582,7 @@ class _CocoReader:
             width=fields.get("width", _as_int),
             height=fields.get("height", _as_int),
             external_id=fields.get("id", _as_int),
+            notes=_notes(fields),
         )
         licence = record.get("license")
         if isinstance(licence, int) and not isinstance(licence, bool):

@@ -294,7 +294,8 @@ def full_disk_run(photos: Path, tmp_path: Path):  # -> (result, library, filler)
 
         library = disk / "library"
         Library.open(library).close()
-        filler = _fill(disk, leave_bytes=160 * 1024)
+        # Room for some checkpoints (each also writes the record-text index) before it runs out.
+        filler = _fill(disk, leave_bytes=320 * 1024)
         result = _index(photos, library)
         yield result, library, filler
 

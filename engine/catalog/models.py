@@ -110,6 +110,9 @@ class Image(Base):
     location_uncertainty: Mapped[float | None] = mapped_column(Float, nullable=True)
     license: Mapped[str | None] = mapped_column(Text, nullable=True)
     rights_holder: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The observer's own words about the photo (a COCO record's "notes", "description" or
+    # "remarks"); searched with the taxon's names through the FTS5 table `record_text`.
+    notes: Mapped[str | None] = mapped_column(Text, nullable=True)
     # The id the photo has in its source data set (COCO image id; INQUIRE judgments use it).
     external_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default=STATUS_OK)

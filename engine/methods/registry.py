@@ -78,11 +78,17 @@ _sources: dict[str, str] = {}
 
 
 def _builtins() -> list[Method]:
+    from engine.methods.hybrid import HybridMethod
     from engine.methods.rerank import RerankMethod
     from engine.methods.text import TextMethod
     from engine.methods.visret import VisRetMethod
 
-    return [TextMethod(), VisRetMethod(), RerankMethod()]
+    return [
+        TextMethod(),
+        VisRetMethod(),
+        RerankMethod(),
+        HybridMethod(),
+    ]
 
 
 def _load_entry_points(methods: dict[str, Method]) -> None:

@@ -2,7 +2,7 @@
 
 Answers text queries (the words through a prompt template), image queries (the photo's own
 embedding: "More like this", a dropped photo) and image+text queries (a weighted sum of both
-embeddings, RMIR-style).
+embeddings, RMIR-style). Words may carry + and - terms, as rclip's do: "circle -red +yellow".
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from engine.encoders import Encoder
 from engine.errors import BadInputError
 from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
+from engine.terms import combine_vectors, parse_terms
 
 ENSEMBLE = "ensemble"
 """The template value that averages the query's embeddings under several templates, as CLIP's
@@ -72,8 +73,9 @@ class TextMethod(Method):
 
         searcher = context.searcher
         vector: np.ndarray | None = None
+        terms = parse_terms(query.text)
         if query.text.strip():
-            vector = self.text_vector(validate_query_text(query.text), params, context.encoder)
+            vector = self.query_vector(validate_query_text(query.text), params, context.encoder)
         if query.image is not None:
             photo = searcher.encode_image_file(query.image)
             if vector is None:
@@ -85,7 +87,27 @@ class TextMethod(Method):
         vector = vector / (np.linalg.norm(vector) or 1.0)
         context.cancel.check()
         hits = searcher.ranked(vector, top_k, context.filters, candidates=candidates)
-        return Ranking.from_pairs(hits)
+        ranking = Ranking.from_pairs(hits)
+        if terms.has_terms:
+            ranking.details["terms"] = terms.to_json()
+        return ranking
+
+    @classmethod
+    def query_vector(cls, text: str, params: TextParams, encoder: Encoder) -> np.ndarray:
+        """The unit vector of the query's words. With + and - terms ("red circle -square
+        +yellow", engine/terms.py): normalise(v(base) + Σ v(plus) − Σ v(minus)), each v under
+        the template and normalised first; without any, exactly `text_vector(text)`."""
+        terms = parse_terms(text)
+        if not terms.has_terms:
+            return cls.text_vector(text, params, encoder)
+        if not terms.base and not terms.plus:
+            raise BadInputError(
+                "the query has only - terms: add words to search for (e.g. circle -red)"
+            )
+        base = cls.text_vector(terms.base, params, encoder) if terms.base else None
+        plus = [cls.text_vector(term, params, encoder) for term in terms.plus]
+        minus = [cls.text_vector(term, params, encoder) for term in terms.minus]
+        return combine_vectors(base, plus, minus)
 
     @staticmethod
     def text_vector(text: str, params: TextParams, encoder: Encoder) -> np.ndarray:
