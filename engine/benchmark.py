@@ -364,6 +364,13 @@ def run_methods(
     if len(set(specs)) != len(specs):
         raise BadInputError("a method is given twice; give each method (with its options) once")
     resolved = [resolve_spec(text) for text in specs]  # every spec checked before any work
+    learning = [spec.text for spec in resolved if spec.method.needs_judgments]
+    if learning:
+        raise BadInputError(
+            f"{', '.join(learning)} would learn from the very judgments the benchmark scores; "
+            "measure learning methods with the simulation (tests/bench/bench_feedback.py) or "
+            "use 'quadrat refine' on a saved query"
+        )
     judgments = list(judgments)
     chosen = choose_collections(library, judgments, collection)
     if filters is not None and filters.collection_ids:

@@ -349,6 +349,47 @@ def _drive_window(out: Path) -> int:
     app.filters.clear()
     wait_for(lambda: app.search.last_outcome is not before, timeout=60)
     window.metrics_dock.raise_()
+
+    # Learning from the judgments, on a query of its own: its top 10 judged (relevant when the
+    # photo shows what was asked, as an annotator would), the probe refines it (both runs in
+    # the metrics), a sample below the judged top is judged the same way for the recall
+    # estimate beside the stop rule; then Judge next's proposals in the grid.
+    search_with("text", "blue square")
+    wait_for(lambda: app.judging.query_id is not None and app.judging.run_id is not None)
+
+    def judge_shown(rows: int) -> None:
+        for row in range(min(rows, model.rowCount())):
+            item = model.item(row)
+            app.judging.judge(item.image_id, int(item.title == "blue square"))
+
+    judge_shown(10)
+    shown_lists: list[object] = []
+    app.feedback.judgingListShown.connect(shown_lists.append)
+    window.sample_action.trigger()
+    wait_for(lambda: bool(shown_lists), timeout=60)
+    judge_shown(model.rowCount())
+    window.back_to_run_action.trigger()
+    refined: list[object] = []
+    app.feedback.refined.connect(lambda *args: refined.append(args))
+    window.metrics_panel.refineRequested.emit("probe")  # as Refine ▾ › Probe does
+    wait_for(lambda: bool(refined), timeout=60)
+    wait_for(lambda: app.judging.run_id == refined[0][1], timeout=60)  # type: ignore[index]
+    wait_for(lambda: "of about" in window.metrics_panel.recall_estimate.text(), timeout=60)
+    window.results.setCurrentIndex(model.index(0, 0))
+    wait_for(lambda: window.detail_pane.photo.photo() is not None)
+    wait_for(
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(3)), timeout=30
+    )
+    capture("15-refine")
+    problems += [f"refine view: {p}" for p in window.layout_problems()]
+    shown_lists.clear()
+    window.judge_next_action.trigger()
+    wait_for(lambda: bool(shown_lists), timeout=60)
+    wait_for(
+        lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(3)), timeout=30
+    )
+    capture("15b-judge-next")
+    window.back_to_run_action.trigger()
     (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
 
     # Photos that go away (a folder moved aside): kept as missing, with their judgments.

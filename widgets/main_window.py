@@ -329,6 +329,32 @@ class MainWindow(QMainWindow):
         self.judge_menu.addActions(actions[:3])
         self.judge_menu.addSeparator()
         self.judge_menu.addAction(self.undo_judgment_action)
+        self._build_feedback_actions()
+
+    def _build_feedback_actions(self) -> None:
+        """Learning from the judgments: Refine ▾, Judge next (a mode of the grid), Sample to
+        judge, Back to the run; in the Judge menu and as buttons on the metrics panel."""
+        panel = self.metrics_panel
+        self.judge_next_action = QAction("Judge &next", self)
+        self.judge_next_action.setCheckable(True)
+        self.judge_next_action.setShortcut(QKeySequence("Ctrl+J"))
+        self.judge_next_action.setToolTip(
+            "Show the photos whose judgment would teach the ranking most; again to go back"
+        )
+        self.sample_action = QAction("&Sample to judge", self)
+        self.sample_action.setToolTip(
+            "Show a random sample of photos below the judged ones: judging them tightens the "
+            "estimate of how many relevant photos there are"
+        )
+        self.back_to_run_action = QAction("&Back to the run", self)
+        self.back_to_run_action.setEnabled(False)
+        self.judge_menu.addSeparator()
+        self.judge_menu.addMenu(panel.refine_menu)
+        self.judge_menu.addActions(
+            [self.judge_next_action, self.sample_action, self.back_to_run_action]
+        )
+        panel.judge_next_button.setDefaultAction(self.judge_next_action)
+        panel.sample_button.setDefaultAction(self.sample_action)
 
     # -- state shown by controllers ---------------------------------------------------------------
 

@@ -29,7 +29,9 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMenu,
     QSizePolicy,
+    QToolButton,
     QToolTip,
     QTreeWidget,
     QTreeWidgetItem,
@@ -278,6 +280,7 @@ class MetricsPanel(QWidget):
 
     kChanged = Signal(int)
     runSelected = Signal(int)  # run id
+    refineRequested = Signal(str)  # the key of a method that learns from judgments
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -299,9 +302,26 @@ class MetricsPanel(QWidget):
         )
         self.summary = QLabel(self)
         self.summary.setObjectName("metricsSummary")
+        # Learning from the judgments: Refine ▾ (one entry per learning method), and the
+        # buttons of the window's Judge next and Sample to judge actions (set by the window).
+        self.refine_menu = QMenu("&Refine", self)
+        self.refine_menu.setObjectName("refineMenu")
+        self.refine_button = QToolButton(self)
+        self.refine_button.setObjectName("refineButton")
+        self.refine_button.setText("Refine")
+        self.refine_button.setMenu(self.refine_menu)
+        self.refine_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.judge_next_button = QToolButton(self)
+        self.judge_next_button.setObjectName("judgeNextButton")
+        self.sample_button = QToolButton(self)
+        self.sample_button.setObjectName("sampleButton")
+        self.set_refine_methods([])
         header = QHBoxLayout()
         header.addWidget(self.title, 1)
         header.addWidget(self.summary)
+        header.addWidget(self.refine_button)
+        header.addWidget(self.judge_next_button)
+        header.addWidget(self.sample_button)
         header.addWidget(self.k_combo)
 
         self.tiles = tiles = QGridLayout()
@@ -325,9 +345,16 @@ class MetricsPanel(QWidget):
         self.stop_rule = QLabel(self)
         self.stop_rule.setObjectName("stopRule")
         self.stop_rule.setWordWrap(True)
+        # How many relevant photos the collection holds (from the judgments), beside the stop
+        # rule: the two answers to "may I stop?".
+        self.recall_estimate = QLabel(self)
+        self.recall_estimate.setObjectName("recallEstimate")
+        self.recall_estimate.setWordWrap(True)
+        self.recall_estimate.hide()
         left = QVBoxLayout()
         left.addLayout(tiles)
         left.addWidget(self.stop_rule)
+        left.addWidget(self.recall_estimate)
         left.addStretch(1)
 
         self.runs = QTreeWidget(self)
@@ -382,6 +409,30 @@ class MetricsPanel(QWidget):
 
     def k(self) -> int:
         return int(self.k_combo.currentData())
+
+    def set_refine_methods(self, choices: Sequence[tuple[str, str, str]]) -> None:
+        """The Refine menu: one entry per (key, label, description); choosing one emits
+        `refineRequested(key)`."""
+        self.refine_menu.clear()
+        for key, label, description in choices:
+            action = self.refine_menu.addAction(label)
+            action.setToolTip(description)
+            action.setData(key)
+            action.triggered.connect(lambda _checked=False, k=key: self.refineRequested.emit(k))
+        self.refine_menu.setToolTipsVisible(True)
+        self.refine_button.setVisible(bool(choices))
+
+    def set_refine_enabled(self, enabled: bool, tooltip: str) -> None:
+        """Refine can run (the open query has judgments), or why not, in the tooltip."""
+        self.refine_button.setEnabled(enabled)
+        self.refine_menu.menuAction().setEnabled(enabled)
+        self.refine_button.setToolTip(tooltip)
+
+    def set_recall_estimate(self, text: str, tooltip: str = "") -> None:
+        """The recall estimate ("found 37 of about 45 (90 %: 40–55)"); "" hides it."""
+        self.recall_estimate.setText(f"Estimate: {text}" if text else "")
+        self.recall_estimate.setToolTip(tooltip)
+        self.recall_estimate.setVisible(bool(text))
 
     def set_k_choice(self, k: int) -> None:
         row = self.k_combo.findData(k)

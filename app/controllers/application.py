@@ -12,6 +12,7 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from app import paths
 from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
+from app.controllers.feedback import FeedbackController
 from app.controllers.filters import FiltersController
 from app.controllers.judging import JudgingController
 from app.controllers.library import LibraryController
@@ -175,6 +176,25 @@ class Application:
             open_query=lambda: self.judging.query_id,
             show_place_pane=w.show_place_pane,
         )
+        # Learning from the judgments: Refine ▾, Judge next, Sample to judge, the estimate.
+        self.feedback = FeedbackController(
+            self.runner,
+            self.session,
+            self.judging,
+            self.queries.open_query,
+            w.results_model,
+            w.results,
+            self.thumbnails,
+            w.metrics_panel,
+            w.judge_next_action,
+            w.sample_action,
+            w.back_to_run_action,
+            filters=lambda: (
+                self.search.filters
+                if self.search.filters is not None and self.search.filters.active
+                else None
+            ),
+        )
         self.queries.runFiltersShown.connect(self.filters.restore)
         self.judging.queryOpened.connect(self.filters.query_opened)
         self.search.searchFinished.connect(self.queries.on_search_finished)
@@ -204,6 +224,7 @@ class Application:
             self.visret.message,
             self.rerank.message,
             self.filters.message,
+            self.feedback.message,
             self.thumbnails.problem,
         ):
             source.connect(w.set_status)

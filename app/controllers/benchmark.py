@@ -33,10 +33,13 @@ log = logging.getLogger(__name__)
 
 
 def available_methods() -> tuple[str, ...]:
-    """The registry's methods that can run here (the same list as `quadrat evaluate`)."""
+    """The registry's methods that can run here (the same list as `quadrat evaluate`), less
+    those that learn from judgments: a benchmark would score them on what they learned from."""
+    from app.controllers.feedback import learning_method_keys
     from engine.methods import method_infos
 
-    return tuple(info.key for info in method_infos() if info.available)
+    learning = learning_method_keys()
+    return tuple(info.key for info in method_infos() if info.available and info.key not in learning)
 
 
 @dataclass(frozen=True)

@@ -171,13 +171,16 @@ class RerankController(QObject):
     # -- set-up -----------------------------------------------------------------------------------
 
     def refresh_bases(self) -> None:
-        """The base methods offered: every available method that is not a reranker."""
+        """The base methods offered: every available method that is not a reranker or a
+        method that learns from judgments (it runs on a saved query only)."""
+        from app.controllers.feedback import learning_method_keys
         from engine.methods import method_infos
 
+        learning = learning_method_keys()
         choices = [
             (info.key, info.label)
             for info in method_infos()
-            if info.available and info.key != METHOD
+            if info.available and info.key != METHOD and info.key not in learning
         ]
         self.editor.set_bases(choices, self._option("base", "text"))
         llm = language_model(self.session.settings)

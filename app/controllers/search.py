@@ -70,9 +70,12 @@ class SearchRequest:
 
 def method_choices() -> list[MethodChoice]:
     """The registry's methods for the picker; one that cannot run here is greyed, its reason
-    in the tooltip."""
+    in the tooltip. The methods that learn from judgments are left out: they refine a saved
+    query (the metrics panel's Refine) and never run from the query bar."""
+    from app.controllers.feedback import learning_method_keys
     from engine.methods import method_infos
 
+    learning = learning_method_keys()
     return [
         MethodChoice(
             info.key,
@@ -81,6 +84,7 @@ def method_choices() -> list[MethodChoice]:
             info.available,
         )
         for info in method_infos()
+        if info.key not in learning
     ]
 
 

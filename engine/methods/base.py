@@ -16,7 +16,7 @@ import threading
 import types
 import typing
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -170,6 +170,11 @@ class MethodContext:
     # Partial results as they come: visret calls notify("drawing", Drawing) as each drawing is
     # ready and notify("drawing-progress", (index, Progress)) per step.
     notify: Callable[[str, Any], None] = field(default=_no_notify, repr=False)
+    # The saved query whose judgments a learning method (rocchio, probe, ...) learns from, and
+    # where they come from: `judgments` when given (the window's judgments in memory, a
+    # simulated user's), else the catalog's for `query_id`.
+    query_id: int | None = None
+    judgments: Callable[[], Mapping[int, int]] | None = field(default=None, repr=False)
 
     @property
     def encoder(self) -> Encoder:
@@ -187,6 +192,20 @@ class MethodContext:
 
             self._searcher = Searcher(self.library, self.encoder)
         return self._searcher
+
+    def query_judgments(self, method: str) -> dict[int, int]:
+        """image id -> relevance of the query being refined; a one-line BadInputError naming
+        `method` when there is no saved query to learn from."""
+        if self.judgments is not None:
+            return {int(i): int(r) for i, r in self.judgments().items()}
+        if self.query_id is None:
+            raise BadInputError(
+                f"method '{method}' learns from a saved query's judgments: use 'quadrat refine "
+                f"--query ID --method {method}' (or Refine in the window)"
+            )
+        from engine.queries import QueryStore
+
+        return QueryStore(self.library).judgments(self.query_id)
 
     def run_method(
         self,
@@ -212,6 +231,9 @@ class Method:
     description: ClassVar[str]
     Params: ClassVar[type] = type("NoParams", (), {})
     kinds: ClassVar[tuple[str, ...]] = ("text",)  # the query kinds the method answers
+    # A method that learns from the open query's judgments (rocchio, probe): it runs on a saved
+    # query, and a benchmark cannot score it against the judgments it would learn from.
+    needs_judgments: ClassVar[bool] = False
 
     def unavailable_reason(self) -> str | None:
         """Why the method cannot run here (a missing optional package, no model), or None."""

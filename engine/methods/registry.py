@@ -78,6 +78,7 @@ _sources: dict[str, str] = {}
 
 
 def _builtins() -> list[Method]:
+    from engine.methods.feedback import MoreLikeTheseMethod, ProbeMethod, RocchioMethod
     from engine.methods.hybrid import HybridMethod
     from engine.methods.rerank import RerankMethod
     from engine.methods.text import TextMethod
@@ -88,6 +89,9 @@ def _builtins() -> list[Method]:
         VisRetMethod(),
         RerankMethod(),
         HybridMethod(),
+        RocchioMethod(),
+        ProbeMethod(),
+        MoreLikeTheseMethod(),
     ]
 
 
