@@ -28,7 +28,7 @@ def library(tmp_path: Path, catalog_url: str, monkeypatch: pytest.MonkeyPatch):
     url = make_url(catalog_url)
     if url.password:
         monkeypatch.setenv(PASSWORD_ENV, url.password)
-    plain = url.set(password=None).render_as_string(hide_password=False)
+    plain = url._replace(password=None).render_as_string(hide_password=False)
     with Library.open(tmp_path / "lib", database_url=plain) as lib:
         with lib.catalog.session() as s:
             coll = Collection(root=str(tmp_path / "photos"), name="photos")

@@ -26,7 +26,7 @@ def library(tmp_path, catalog_url, monkeypatch):
     if catalog_url.startswith("postgresql"):
         url = make_url(catalog_url)
         monkeypatch.setenv(PASSWORD_ENV, url.password or "")
-        database_url = url.set(password=None).render_as_string(hide_password=False)
+        database_url = url._replace(password=None).render_as_string(hide_password=False)
     with Library.open(tmp_path / "lib", database_url=database_url) as lib:
         with lib.catalog.session() as s:
             coll = Collection(root=str(tmp_path / "photos"), name="photos")

@@ -28,7 +28,7 @@ _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
 
 def shown(url: URL) -> str:
     """A catalog URL as messages and the binding file show it: without its password."""
-    return url.set(password=None).render_as_string(hide_password=False)
+    return url._replace(password=None).render_as_string(hide_password=False)
 
 
 def bound_url(root: Path) -> URL | None:
