@@ -263,3 +263,26 @@ def test_without_a_server_the_postgresql_variants_skip_locally_and_fail_in_ci(ci
     assert (proc.returncode == 0) == (ci == "")
     if ci:
         assert "CI=true but QUADRAT_TEST_POSTGRES_URL is not set" in proc.stdout
+
+
+# -- the rest of the catalog on a server ------------------------------------------------------
+
+
+def test_reranking_answers_are_cached_and_replaced_on_both_databases(catalog_url, tmp_path):
+    """The cache wrote with SQLite's own upsert, which PostgreSQL cannot compile."""
+    from engine.rerank.base import Answer, Photo, Question
+    from engine.rerank.cache import ScoreCache
+
+    photos = [Photo(i, tmp_path / f"{i}.jpg", f"hash{i}") for i in range(3)]
+    question = Question("Is there a red circle in this photo?")
+    with Library.open(tmp_path / "lib", database_url=catalog_url) as lib:
+        cache = ScoreCache(lib)
+        assert cache.put([(p, Answer(0.25, "no")) for p in photos], question, "", "fake:1") == 3
+        assert cache.put([(photos[0], Answer(0.75, "yes"))], question, "", "fake:1") == 1
+        found = cache.get(photos, question, "", "fake:1")
+        assert found == {
+            "hash0": Answer(0.75, "yes"),
+            "hash1": Answer(0.25, "no"),
+            "hash2": Answer(0.25, "no"),
+        }
+        assert cache.count("fake:1") == 3
