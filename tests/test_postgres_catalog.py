@@ -98,6 +98,22 @@ def test_an_older_postgresql_catalog_is_migrated_to_64_bit_columns(postgres_url)
 # -- faults as one line -----------------------------------------------------------------------
 
 
+def test_server_faults_are_told_apart_by_sqlstate_before_words():
+    """No server needed: psycopg's own exception classes, as the driver raises them."""
+    import psycopg.errors as pg
+
+    from engine.catalog import db
+
+    refused = 'connection failed: connection to server at "h", port 1 failed: Connection refused'
+    assert db.classify(pg.OperationalError(refused)) == db.UNREACHABLE
+    assert db.classify(pg.NumericValueOutOfRange("integer out of range")) == db.OUT_OF_RANGE
+    assert db.classify(pg.AdminShutdown("terminating connection")) == db.CONNECTION_LOST
+    assert db.classify(pg.InvalidPassword("password authentication failed")) == db.AUTH_FAILED
+    # A bug of ours, not a missing database, though its words say "does not exist".
+    assert db.classify(pg.UndefinedTable('relation "x" does not exist')) == db.OTHER
+    assert db.classify(pg.UniqueViolation("duplicate key value")) == db.OTHER  # callers catch it
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -180,9 +180,8 @@ def _classify_server(base: BaseException) -> str:
     """The cause of a database server's failure, from its SQLSTATE, else libpq's message."""
     sqlstate = getattr(base, "sqlstate", None) or getattr(base, "pgcode", None)
     if isinstance(sqlstate, str) and sqlstate:
-        cause = _PG_CODES.get(sqlstate) or _PG_CLASSES.get(sqlstate[:2])
-        if cause is not None:
-            return cause
+        # The server said what it was: no guessing from words ("relation x does not exist").
+        return _PG_CODES.get(sqlstate) or _PG_CLASSES.get(sqlstate[:2]) or OTHER
     message = str(base).lower()
     for needle, cause in _SERVER_TEXTS:
         if needle in message:
@@ -357,13 +356,16 @@ def catalog_error(
     a failed open."""
     cause = classify(error)
     detail = _first_line(error)
-    if isinstance(path, URL) and sqlite_file_of(path) is None:
+    if isinstance(path, URL) and path.get_backend_name() != "sqlite":
         url = path
-        if url.get_backend_name() != "sqlite" and cause != OTHER:
+        if cause != OTHER:
             message = _server_message(cause, url, _server_detail(detail), opening)
         else:
             verb = "cannot open" if opening else "cannot read or write"
-            message = f"{verb} the catalog {server_place(url)}: {detail} (details in the log)"
+            message = (
+                f"{verb} the catalog {server_place(url)}: {_server_detail(detail)} "
+                "(details in the log)"
+            )
         log.info("catalog failure (%s) at %s", cause, server_place(url), exc_info=error)
         return CatalogError(message)
     if isinstance(path, URL):
