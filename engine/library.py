@@ -128,7 +128,8 @@ class Library:
                 "or cancel it, then try again"
             ) from None
         try:
-            yield
+            with self.catalog.writer_lock():  # a server catalog: across workstations too
+                yield
         finally:
             lock.release()
 

@@ -302,3 +302,48 @@ def test_reranking_answers_are_cached_and_replaced_on_both_databases(catalog_url
             "hash2": Answer(0.25, "no"),
         }
         assert cache.count("fake:1") == 3
+
+
+def test_two_workstations_cannot_index_one_server_catalog_at_once(postgres_url, tmp_path):
+    """Each folder has its own lock file; the server's lock spans the workstations."""
+    from engine.errors import QuadratError
+
+    with (
+        Library.open(tmp_path / "one", database_url=postgres_url) as one,
+        Library.open(tmp_path / "two", database_url=postgres_url) as two,
+    ):
+        with (
+            one.writer_lock(),
+            pytest.raises(QuadratError, match="another Quadrat is indexing the catalog"),
+            two.writer_lock(),
+        ):
+            pass
+        with two.writer_lock():  # free again once the first is done
+            pass
+
+
+def test_the_64_bit_migration_changes_nothing_on_sqlite(tmp_path):
+    """SQLite's INTEGER is 64-bit already: 0006 must not rebuild `images` (which would also
+    drop the record_text triggers)."""
+    import sqlite3
+
+    from alembic import command
+
+    from engine.catalog.db import _alembic_config
+
+    def schema(path: Path) -> list[tuple[str, str]]:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE tbl_name IN ('images', 'taxa') "
+                "ORDER BY name"
+            ).fetchall()
+
+    older = tmp_path / "older.sqlite3"
+    engine = create_engine(f"sqlite:///{older}")
+    with engine.begin() as conn:
+        command.upgrade(_alembic_config(conn), "0005")
+    engine.dispose()
+    before = schema(older)
+    open_catalog(older).dispose()  # to head
+    assert schema(older) == before
+    assert any(name == "record_text_image_added" for name, _ in before)

@@ -411,6 +411,11 @@ def catalog_faults(path: str | Path | URL | None, *, opening: bool = False) -> I
 
 # -- the catalog ------------------------------------------------------------------------------
 
+# Arbitrary 64-bit keys of PostgreSQL's advisory locks ("QUADRAT1", "QUADRAT2"): schema
+# upgrades, and the one indexing process of a server catalog.
+_SCHEMA_LOCK_KEY = 0x5155414452415431
+_WRITER_LOCK_KEY = 0x5155414452415432
+
 
 def sqlite_file_of(url: URL) -> Path | None:
     """The catalog file a SQLAlchemy URL names (None for memory databases, `file:` URIs and
@@ -464,6 +469,33 @@ class Catalog:
                 text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": key[0], "b": key[1]}
             )
 
+    @contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Held by the one process indexing a server catalog, whichever workstation it runs
+        on (PostgreSQL's session advisory lock, on a connection kept for the purpose; freed
+        by the server if the process dies). A second one is refused with one line. Nothing
+        for SQLite: the library folder's lock file does it."""
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        key = {"key": _WRITER_LOCK_KEY}
+        with catalog_faults(self.location), self.engine.connect() as conn:
+            if not conn.execute(text("SELECT pg_try_advisory_lock(:key)"), key).scalar():
+                raise QuadratError(
+                    f"another Quadrat is indexing the catalog {server_place(self.engine.url)} "
+                    "(on this or another workstation); wait for it to finish or cancel it, "
+                    "then try again"
+                )
+            conn.commit()  # the lock belongs to the session, not to this transaction
+            try:
+                yield
+            finally:
+                try:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), key)
+                    conn.commit()
+                except exc.DBAPIError:  # the connection is gone, and the lock with it
+                    log.info("could not unlock the catalog's writer lock", exc_info=True)
+
     def integrity_check(self) -> str:
         """SQLite's `PRAGMA integrity_check` result ("ok" when healthy)."""
         with self.engine.connect() as conn:
@@ -480,10 +512,6 @@ def _alembic_config(connection: Connection) -> Config:
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["connection"] = connection
     return cfg
-
-
-# An arbitrary 64-bit key of PostgreSQL's advisory lock for schema upgrades ("QUADRAT1").
-_SCHEMA_LOCK_KEY = 0x5155414452415431
 
 
 def upgrade_schema(engine: Engine) -> None:
