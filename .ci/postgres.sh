@@ -25,7 +25,7 @@ CI_PG_PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 CI_PG_PASSWORD="$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 if [ "$(id -u)" = 0 ]; then
     chown postgres: "$CI_PG_DIR"
-    ci_pg() { runuser -u postgres -- "$@"; }
+    ci_pg() { (cd / && runuser -u postgres -- "$@"); }  # cwd may be unreadable to it
 else
     ci_pg() { "$@"; }
 fi
