@@ -427,6 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # the details go to the log file, the user gets one line
         log.debug("unexpected failure", exc_info=True)
+        if type(exc).__module__.startswith("sqlalchemy"):  # never SQL and its parameters
+            from engine.catalog.db import catalog_error
+
+            print(f"error: {catalog_error(exc, None)}", file=sys.stderr)
+            return EXIT_FAILURE
         where = f" (details in {log_file})" if log_file else ""
         print(f"error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
         return EXIT_FAILURE

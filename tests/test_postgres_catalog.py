@@ -347,3 +347,25 @@ def test_the_64_bit_migration_changes_nothing_on_sqlite(tmp_path):
     open_catalog(older).dispose()  # to head
     assert schema(older) == before
     assert any(name == "record_text_image_added" for name, _ in before)
+
+
+def test_a_database_error_that_escapes_is_still_one_line_without_sql(capsys, monkeypatch):
+    """The last line of defence of the command line: no SQL, no parameters, one line."""
+    import psycopg.errors as pg
+    from sqlalchemy.exc import DataError
+
+    import app.cli
+
+    def failing(_path):
+        raise DataError(
+            "INSERT INTO images (size, mtime_ns) VALUES (%(size)s, %(mtime_ns)s)",
+            {"size": 1, "mtime_ns": 1_763_000_000_123_456_789},
+            pg.NumericValueOutOfRange("integer out of range"),
+        )
+
+    monkeypatch.setattr(app.cli, "open_library", failing)
+    code = app.cli.main(["search", "red circle"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert "integer out of range" in err
+    assert_one_line_without_sql(err, "1763000000123456789", "mtime_ns")

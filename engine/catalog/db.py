@@ -54,6 +54,10 @@ UNREACHABLE, AUTH_FAILED, NO_DATABASE, OUT_OF_RANGE, CONNECTION_LOST, NO_PERMISS
     "no permission",
 )
 
+_SERVER_CAUSES = frozenset(
+    (UNREACHABLE, AUTH_FAILED, NO_DATABASE, OUT_OF_RANGE, CONNECTION_LOST, NO_PERMISSION)
+)
+
 # The environment variable that gives the password of a server catalog: the library folder
 # records the catalog's URL without it (libpq's PGPASSWORD and ~/.pgpass work as well).
 PASSWORD_ENV = "QUADRAT_DATABASE_PASSWORD"
@@ -373,7 +377,7 @@ def catalog_error(
     path = Path(path) if path is not None else None
     if isinstance(error, OSError) and error.strerror:
         detail = error.strerror
-    if cause == OTHER:
+    if cause == OTHER or cause in _SERVER_CAUSES:  # a server's, without its URL to name
         where = f" at {path}" if path is not None else ""
         verb = "cannot open" if opening else "cannot read or write"
         message = f"{verb} the catalog{where}: {detail} (details in the log)"
