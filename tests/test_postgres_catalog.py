@@ -369,3 +369,27 @@ def test_a_database_error_that_escapes_is_still_one_line_without_sql(capsys, mon
     assert code == 1
     assert "integer out of range" in err
     assert_one_line_without_sql(err, "1763000000123456789", "mtime_ns")
+
+
+def test_the_command_line_creates_a_shared_library_and_a_second_folder_joins_it(
+    postgres_url, tmp_path, capsys, monkeypatch, small_demo_collection, no_password_source
+):
+    """`quadrat index --library DIR --database-url URL` (the password from the environment),
+    then `--library DIR` alone, and another folder with the same URL: the same results."""
+    from app.cli import main
+
+    monkeypatch.setenv(PASSWORD_ENV, make_url(postgres_url).password or "")
+    url = without_password(postgres_url)
+    first, second = tmp_path / "alice", tmp_path / "bob"
+    code = main(["index", str(small_demo_collection.root), "--library", str(first),
+                 "--database-url", url, "--model", "demo", "--json"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    searches = []
+    for extra in (["--library", str(first)], ["--library", str(second), "--database-url", url]):
+        code = main(["search", "red circle", "--top", "5", "--json", *extra])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        searches.append(out.strip().splitlines())
+    assert len(searches[0]) == 5 and searches[0] == searches[1]
+    assert (second / BINDING_FILE).exists() and not (second / "catalog.sqlite3").exists()
