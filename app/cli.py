@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from app.cli_args import positive_int
+from app.cli_args import index_memory_gb, positive_int
 from app.cli_backup import add_backup_command
 from app.cli_common import (
     EXIT_FAILURE,
@@ -109,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="relocate",
         action="store_false",
         help="index a new folder as a new collection even if it looks like a moved one",
+    )
+    index.add_argument(
+        "--index-memory",
+        type=index_memory_gb,
+        metavar="GB",
+        help="memory the vector index may take (default: the settings', 4 GB); above it the "
+        "index is compressed and re-ranked from a float16 file on disk",
     )
     index.add_argument("--json", action="store_true", help="print a JSON summary")
     index.set_defaults(func=cmd_index)
@@ -212,6 +219,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise BadInputError(f"not a folder: {folder}")
     with open_library(args.library) as library:
+        if args.index_memory is not None:
+            from app.settings import index_memory_bytes
+
+            library.index_memory_budget = index_memory_bytes(args.index_memory)
         spec = resolve_model_spec(args.model, library)
         encoder = load_encoder_for(spec, args.device)
         batch_size = args.batch_size or user_settings().batch_size

@@ -47,12 +47,15 @@ def open_library(path: Path | None):  # -> Library
 
     Its catalog: the one the folder records, else --database-url, else the settings' database
     URL (which applies to `--library` folders too), else a SQLite file in the folder."""
+    from app.settings import index_memory_bytes
     from engine.library import Library
 
     settings = user_settings()
     database_url = _database_url if _database_url is not None else settings.database_url
     folder = path if path is not None else settings.library_path()
-    return Library.open(folder, database_url=database_url or None)
+    library = Library.open(folder, database_url=database_url or None)
+    library.index_memory_budget = index_memory_bytes(settings.index_memory_gb)
+    return library
 
 
 def resolve_model_spec(requested: str | None, library: Any) -> str:

@@ -28,6 +28,8 @@ HISTORY_FILE = "query-history.json"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
+MIN_INDEX_MEMORY_GB = 0.25
+MAX_INDEX_MEMORY_GB = 4096.0
 # The models offered in the window come from engine.models.model_offers() (the model chooser
 # and the settings dialog share them); any other valid spec may be typed in.
 DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
@@ -57,6 +59,9 @@ class Settings:
     # environment (QUADRAT_LLM_API_KEY), never written to this file.
     llm_url: str = ""
     llm_model: str = ""
+    # Memory the vector index may take, in GB: above it (or above 2 million photos) the index
+    # is compressed (IVF-PQ, re-ranked from a float16 file on disk). 4 GB suits a 32 GB machine.
+    index_memory_gb: float = 4.0
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -86,6 +91,14 @@ class Settings:
             out.append("Results per search: must be a whole number from 1 to 100000")
         if not isinstance(self.metrics_k, int) or not 1 <= self.metrics_k <= 1000:
             out.append("Metrics k: must be a whole number from 1 to 1000")
+        if (
+            not isinstance(self.index_memory_gb, float)
+            or not MIN_INDEX_MEMORY_GB <= self.index_memory_gb <= MAX_INDEX_MEMORY_GB
+        ):
+            out.append(
+                f"Index memory: must be a number of GB from {MIN_INDEX_MEMORY_GB:g} to "
+                f"{MAX_INDEX_MEMORY_GB:g}"
+            )
         if self.database_url and "://" not in self.database_url:
             out.append(
                 f"Database URL: '{self.database_url}' is not a URL "
@@ -98,6 +111,11 @@ class Settings:
             elif not folder.is_absolute():
                 out.append(f"Library folder: give a full path, not '{self.library_dir}'")
         return out
+
+
+def index_memory_bytes(gigabytes: float) -> int:
+    """The vector index's memory budget in bytes for a setting of `gigabytes` (GiB)."""
+    return int(gigabytes * 1024**3)
 
 
 def validate_model_spec(spec: str) -> str:
@@ -170,6 +188,8 @@ def load_settings(path: Path | None = None) -> LoadedSettings:
             log.info("ignoring unknown setting %r", name)
             continue
         expected = type(getattr(defaults, name))
+        if expected is float and type(value) is int:
+            value = float(value)  # "index_memory_gb": 8 means 8.0
         if type(value) is not expected:  # bool is not an int here
             problems.append(
                 f"{name}: expected {expected.__name__}, found {value!r}; using the default"

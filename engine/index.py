@@ -4,13 +4,18 @@ One index per (library, model) lives in one file. The catalog's `embeddings` tab
 of truth; this file is a cache the library repairs at open, which is why the index reports its
 ids cheaply and adds/removes in batches.
 
-Two kinds, chosen by size:
+Three kinds, chosen by size and by the memory the user lets the index take (`choose_kind`):
 
 - ``"flat"``: exact search, ``IndexIDMap2`` over ``IndexFlatIP``. Used up to `EXACT_LIMIT`.
 - ``"ivf"``: approximate search, ``IndexIVFFlat`` (inner product) with a hashtable direct map,
   so ids are stored natively in the inverted lists and can be removed and reconstructed.
   ``IndexIDMap2`` is not used here: its removal compacts ids the way a flat index does, which
-  would scramble the mapping of an IVF index.
+  would scramble the mapping of an IVF index. Used up to `COMPRESSED_LIMIT` while it fits the
+  memory budget (4 bytes per dimension per vector: 10 GB at 5M x 512).
+- ``"compressed"``: ``IndexIVFPQ`` (`PQ_SUBQUANTIZERS` bytes per vector) finds a shortlist of
+  `rerank_factor` x k, which is re-ranked exactly with the vectors of a memory-mapped float16
+  file beside the index (engine.vectorfile; attached by the library with `attach_vectors`).
+  Above `COMPRESSED_LIMIT`, or whenever IVF-Flat would exceed the memory budget.
 
 Vectors are L2-normalised on the way in (a no-op for vectors that already are), so scores are
 cosine similarities. Results are a strict order: score descending, ties broken by smaller id.
@@ -55,11 +60,40 @@ import numpy as np
 
 from engine.errors import CorruptIndexError, QuadratError
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
+from engine.vectorfile import VectorFile
 
 log = logging.getLogger(__name__)
 
 EXACT_LIMIT: int = 200_000
 """At or below this many vectors, `VectorIndex.build(kind="auto")` chooses exact search."""
+
+COMPRESSED_LIMIT: int = 2_000_000
+"""Above this many vectors `choose_kind` takes the compressed kind whatever the budget."""
+
+DEFAULT_MEMORY_BUDGET: int = 4 * 1024**3
+"""Memory the index may take by default: 4 GiB, an eighth of a 32 GB workstation, which leaves
+room for the model, the window and the page cache of the vector file (5 GB at 5M photos)."""
+
+# Below this many vectors a compressed index has too little to train on: flat, whatever the
+# budget (200k x 512 flat takes 0.4 GB).
+_MIN_COMPRESSED: int = 10_000
+
+PQ_SUBQUANTIZERS: int = 64
+"""Bytes per vector of the compressed kind's codes (8 bits per sub-quantizer). Chosen by
+tests/bench/bench_5m.py: see docs/BENCHMARKS.md, "Five million photos"."""
+
+RERANK_FACTOR: int = 4
+"""The compressed kind re-ranks a shortlist of this many times k exactly."""
+
+# The shortest shortlist re-ranked: a few hundred rows of the vector file cost well under a
+# millisecond, and a small k (10) would otherwise re-rank too few to recover PQ's errors.
+_MIN_SHORTLIST: int = 200
+# The compressed kind's lists: 4 * sqrt(N) as for IVF-Flat, at most this many. Assigning 5M
+# vectors to 8,192 lists costs twice as long as to 4,096 (the build is dominated by it on two
+# cores); a query scans the same share of the vectors either way (`default_nprobe`).
+_COMPRESSED_MAX_LISTS: int = 4096
+# Vectors the product quantizer trains on (FAISS asks for 39 per centroid, 256 centroids).
+_COMPRESSED_TRAIN_SAMPLE: int = 65_536
 
 MIN_NPROBE: int = 16
 NPROBE_FRACTION: float = 1 / 32
@@ -116,7 +150,7 @@ _SCORE_CHUNK: int = 65_536
 # more queries go through BLAS and keep the default thread count.
 _FEW_QUERIES: int = 20
 
-_KINDS = ("flat", "ivf")
+_KINDS = ("flat", "ivf", "compressed")
 
 CHECKSUM_SUFFIX: str = ".check.json"
 """The checksum file of ``X.faiss`` is ``X.faiss.check.json`` (see `checksum_path`)."""
@@ -131,7 +165,7 @@ _CHECKSUM_ALGORITHM = "sha256"
 _HASH_CHUNK: int = 1 << 20
 # The first four bytes FAISS writes for the two layouts this module saves (IVF-Flat had "IvFl"
 # in older FAISS versions).
-_OUR_FOURCCS = (b"IxM2", b"IwFl", b"IvFl")
+_OUR_FOURCCS = (b"IxM2", b"IwFl", b"IvFl", b"IwPQ", b"IwSq")
 # Digests a checksum file may name (a later version may choose another); SHAKE needs a length.
 _KNOWN_ALGORITHMS = frozenset(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
 
@@ -155,6 +189,49 @@ def choose_nlist(n_vectors: int) -> int:
     return max(1, min(by_size, n_vectors // _TRAIN_POINTS_PER_LIST))
 
 
+def choose_compressed_nlist(n_vectors: int) -> int:
+    """The number of IVF lists of a compressed index of `n_vectors` (see `choose_nlist`)."""
+    return min(choose_nlist(n_vectors), _COMPRESSED_MAX_LISTS)
+
+
+def _pq_shape(dim: int, training_points: int) -> tuple[int, int]:
+    """(sub-quantizers, bits each) of the compressed kind for `dim`: `PQ_SUBQUANTIZERS` of 8
+    bits, fewer where they must divide `dim` or would get under 8 dimensions each (FAISS trains
+    those many times slower: 44 s for 64 sub-quantizers of 128-d vectors, 1.3 s for 16), fewer
+    bits where few vectors train them (a tiny library forced into this kind by its budget)."""
+    most = max(1, min(PQ_SUBQUANTIZERS, dim // 8))
+    subquantizers = max(m for m in range(1, most + 1) if dim % m == 0)
+    bits = max(1, min(8, int(math.log2(max(training_points, 2)))))
+    return subquantizers, bits
+
+
+def estimated_memory(kind: str, n_vectors: int, dim: int) -> int:
+    """Bytes an index of `kind` over `n_vectors` takes in memory, roughly: the vectors or codes,
+    8 bytes per id and, for IVF kinds, the hashtable of ids (~24 bytes each) and centroids."""
+    if kind == "flat":
+        return n_vectors * (4 * dim + 8)
+    if kind == "ivf":
+        return n_vectors * (4 * dim + 8 + 24) + choose_nlist(n_vectors) * dim * 4
+    if kind == "compressed":
+        lists = choose_compressed_nlist(n_vectors)
+        return n_vectors * (PQ_SUBQUANTIZERS + 8 + 24) + lists * dim * 4
+    raise ValueError(f"unknown index kind {kind!r}")
+
+
+def choose_kind(n_vectors: int, dim: int, memory_budget: int | None = None) -> str:
+    """The index kind for `n_vectors` of `dim` dimensions under `memory_budget` bytes (None:
+    `DEFAULT_MEMORY_BUDGET`): flat up to `EXACT_LIMIT`, IVF-Flat up to `COMPRESSED_LIMIT`,
+    compressed above it, and compressed sooner where the budget cannot hold the others."""
+    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+    if n_vectors <= EXACT_LIMIT and estimated_memory("flat", n_vectors, dim) <= budget:
+        return "flat"
+    if n_vectors <= COMPRESSED_LIMIT and estimated_memory("ivf", n_vectors, dim) <= budget:
+        return "ivf"  # (IVF takes more than flat: a flat index that did not fit is not here)
+    if n_vectors < _MIN_COMPRESSED:  # too few to train codes on: over budget, but tiny
+        return "flat" if n_vectors <= EXACT_LIMIT else "ivf"
+    return "compressed"
+
+
 class VectorIndex:
     """A FAISS index of L2-normalised vectors keyed by int64 image ids (see the module doc)."""
 
@@ -170,8 +247,16 @@ class VectorIndex:
     def _setup(self, index: faiss.IndexIDMap2 | faiss.IndexIVF) -> None:
         self._index: faiss.IndexIDMap2 | faiss.IndexIVF = index
         self.dim = int(index.d)
-        self.kind = "ivf" if isinstance(index, faiss.IndexIVF) else "flat"
+        if isinstance(index, faiss.IndexIVFPQ | faiss.IndexIVFScalarQuantizer):
+            self.kind = "compressed"
+        else:
+            self.kind = "ivf" if isinstance(index, faiss.IndexIVF) else "flat"
         self._lock = threading.RLock()
+        # The compressed kind's exact vectors (attach_vectors); None for the others.
+        self._vectors: VectorFile | None = None
+        self.rerank_factor: int = RERANK_FACTOR
+        # The budget `needs_rebuild` judges the kind by; the library sets the user's.
+        self.memory_budget: int | None = None
         self._sorted_ids = self._read_ids_from_faiss()
         # Built by the first filtered search and dropped by every change (add, remove), so it
         # never serves a removed vector or misses an added one.
@@ -186,64 +271,154 @@ class VectorIndex:
         vectors: np.ndarray,
         kind: str = "auto",
         *,
+        vectors_path: Path | None = None,
+        memory_budget: int | None = None,
         progress: ProgressCallback = no_progress,
         cancel: CancelToken | None = None,
     ) -> VectorIndex:
-        """An index holding `vectors` under `ids`. `kind` is "flat", "ivf" or "auto" (flat up
-        to `EXACT_LIMIT` vectors, IVF above). An IVF build trains k-means on a sample (it can
-        take a minute at a million vectors); `progress` and `cancel` follow engine.progress."""
+        """An index holding `vectors` under `ids`. `kind` is "flat", "ivf", "compressed" or
+        "auto" (`choose_kind` under `memory_budget`). An IVF build trains k-means on a sample (it
+        can take a minute at a million vectors); `progress` and `cancel` follow engine.progress.
+        A compressed index writes its vector file beside `vectors_path` (the index file's path),
+        which it then needs."""
         if kind not in (*_KINDS, "auto"):
-            raise ValueError(f"unknown index kind {kind!r}; expected 'flat', 'ivf' or 'auto'")
+            raise ValueError(
+                f"unknown index kind {kind!r}; expected 'flat', 'ivf', 'compressed' or 'auto'"
+            )
         vectors = np.asarray(vectors)
         if vectors.ndim != 2:
             raise ValueError(f"vectors must be a 2-D array, got shape {vectors.shape}")
         ids, vectors = _dedupe_keep_last(_as_ids(ids), vectors)
-        dim = vectors.shape[1]
         n = len(ids)
+
+        def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            for start in range(0, n, _ADD_CHUNK):
+                yield ids[start : start + _ADD_CHUNK], vectors[start : start + _ADD_CHUNK]
+
+        def sample(size: int) -> np.ndarray:
+            # A fixed seed: the same collection gives the same index.
+            rows = np.sort(np.random.default_rng(0).choice(n, size=min(n, size), replace=False))
+            return np.asarray(vectors[rows])
+
+        return cls.build_streamed(
+            vectors.shape[1],
+            n,
+            chunks,
+            sample,
+            kind,
+            vectors_path=vectors_path,
+            memory_budget=memory_budget,
+            progress=progress,
+            cancel=cancel,
+        )
+
+    @classmethod
+    def build_streamed(
+        cls,
+        dim: int,
+        count: int,
+        chunks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]],
+        sample: Callable[[int], np.ndarray],
+        kind: str = "auto",
+        *,
+        vectors_path: Path | None = None,
+        memory_budget: int | None = None,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> VectorIndex:
+        """`build` from a stream, so memory holds one chunk of the input at a time: `chunks()`
+        yields (ids, vectors) chunks of `count` vectors with unique ids in all (called once,
+        twice for the compressed kind: index, then vector file), `sample(size)` returns up to
+        `size` vectors drawn at random to train on."""
+        if kind not in (*_KINDS, "auto"):
+            raise ValueError(
+                f"unknown index kind {kind!r}; expected 'flat', 'ivf', 'compressed' or 'auto'"
+            )
+        if dim <= 0:
+            raise ValueError(f"vector dimension must be positive, got {dim}")
         if kind == "auto":
-            kind = "flat" if n <= EXACT_LIMIT else "ivf"
+            kind = choose_kind(count, dim, memory_budget)
         if kind == "flat":
             self = cls(dim)
-            self._add_chunks(ids, vectors, progress, cancel)
+            self._add_stream(chunks(), count, progress, cancel)
+            self.memory_budget = memory_budget
             return self
-        if n == 0:
+        if count == 0:
             raise ValueError("an IVF index needs vectors to train on; build a flat index instead")
-        nlist = choose_nlist(n)
+        if kind == "compressed" and vectors_path is None:
+            raise ValueError("a compressed index needs a path for its vector file")
         quantizer = faiss.IndexFlatIP(dim)
-        ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf: faiss.IndexIVF
+        if kind == "ivf":
+            nlist = choose_nlist(count)
+            ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        else:
+            nlist = choose_compressed_nlist(count)
+            subquantizers, bits = _pq_shape(dim, min(count, _COMPRESSED_TRAIN_SAMPLE))
+            ivf = faiss.IndexIVFPQ(
+                quantizer, dim, nlist, subquantizers, bits, faiss.METRIC_INNER_PRODUCT
+            )
         ivf.cp.niter = _KMEANS_ITERATIONS
         ivf.cp.spherical = True  # centroids on the unit sphere, like the data
-        # A fixed seed: the same collection gives the same index.
-        sample_size = min(n, _TRAIN_POINTS_PER_LIST * nlist)
-        sample = np.sort(np.random.default_rng(0).choice(n, size=sample_size, replace=False))
-        log.info("Training IVF index: %d lists on %d of %d vectors", nlist, sample_size, n)
-        progress(Progress(0, n, message="training"))
-        ivf.train(_normalised(vectors[sample], dim))
+        sample_size = _TRAIN_POINTS_PER_LIST * nlist
+        if kind == "compressed":
+            sample_size = max(sample_size, _COMPRESSED_TRAIN_SAMPLE)
+        log.info(
+            "Training %s index: %d lists on up to %d of %d vectors", kind, nlist, sample_size, count
+        )
+        progress(Progress(0, count, message="training"))
+        training = _normalised(sample(sample_size), dim)
+        ivf.train(training)
+        del training
         if cancel is not None:
             cancel.check()
         ivf.set_direct_map_type(_HASHTABLE_DIRECT_MAP)
         ivf.nprobe = default_nprobe(nlist)
         self = cls.__new__(cls)
         self._setup(ivf)
-        self._add_chunks(ids, vectors, progress, cancel)
+        self.memory_budget = memory_budget
+        self._add_stream(chunks(), count, progress, cancel)
+        if kind == "compressed":
+            assert vectors_path is not None
+            self._vectors = VectorFile.create(
+                vectors_path,
+                dim,
+                ((ids, _normalised(v, dim)) for ids, v in chunks()),
+                total=count,
+                progress=progress,
+                cancel=cancel,
+            )
         return self
 
-    def _add_chunks(
+    @classmethod
+    def _wrap(cls, index: faiss.IndexIDMap2 | faiss.IndexIVF) -> VectorIndex:
+        """A VectorIndex over a FAISS index built elsewhere (benchmarks)."""
+        self = cls.__new__(cls)
+        self._setup(index)
+        return self
+
+    def _add_stream(
         self,
-        ids: np.ndarray,
-        vectors: np.ndarray,
+        chunks: Iterator[tuple[np.ndarray, np.ndarray]],
+        total: int,
         progress: ProgressCallback,
         cancel: CancelToken | None,
     ) -> None:
-        """Fill a freshly made index with unique `ids`; no replacement check is needed."""
-        # Chunks bound the memory of the normalised copy and give progress/cancel points.
-        for start in range(0, len(ids), _ADD_CHUNK):
+        """Fill a freshly made index with unique ids from `chunks`; no replacement check."""
+        id_parts: list[np.ndarray] = []
+        done = 0
+        for ids, vectors in chunks:
             if cancel is not None:
                 cancel.check()
-            stop = min(start + _ADD_CHUNK, len(ids))
-            self._index.add_with_ids(_normalised(vectors[start:stop], self.dim), ids[start:stop])
-            progress(Progress(stop, len(ids), message="adding"))
-        self._sorted_ids = np.sort(ids)
+            ids = _as_ids(ids)
+            for start in range(0, len(ids), _ADD_CHUNK):
+                part = slice(start, start + _ADD_CHUNK)
+                self._index.add_with_ids(_normalised(vectors[part], self.dim), ids[part])
+            id_parts.append(ids)
+            done += len(ids)
+            progress(Progress(done, max(total, done), message="adding"))
+        all_ids = np.concatenate(id_parts) if id_parts else np.empty(0, dtype=np.int64)
+        self._sorted_ids = np.sort(all_ids)
         self._lookup = None
 
     @classmethod
@@ -270,7 +445,9 @@ class VectorIndex:
             inner = faiss.downcast_index(index.index)
             if not isinstance(inner, faiss.IndexFlatIP) or index.id_map.size() != index.ntotal:
                 raise QuadratError(f"Vector index file {path} holds an unexpected index layout")
-        elif isinstance(index, faiss.IndexIVFFlat):
+        elif isinstance(
+            index, faiss.IndexIVFFlat | faiss.IndexIVFPQ | faiss.IndexIVFScalarQuantizer
+        ):
             if index.metric_type != faiss.METRIC_INNER_PRODUCT:
                 raise QuadratError(f"Vector index file {path} does not use inner-product scores")
             if index.direct_map.type != _HASHTABLE_DIRECT_MAP:
@@ -312,6 +489,8 @@ class VectorIndex:
             os.close(fd)
             temporaries.append(tmp_index)
             with self._lock:
+                if self._vectors is not None:
+                    self._vectors.flush()  # its rows are on disk already; this saves its map
                 faiss.write_index(self._index, tmp_index)
                 vectors, dim, kind = len(self), self.dim, self.kind
             with open(tmp_index, "rb+") as written:
@@ -364,6 +543,9 @@ class VectorIndex:
         if len(ids) == 0:
             return
         with self._lock:
+            if self.kind == "compressed":
+                # The vector file first: an index must never hold an id it cannot re-rank.
+                self._require_vectors().add(ids, vectors)
             existing = ids[_isin_sorted(ids, self._sorted_ids)]
             if len(existing):
                 self._remove_present(existing)
@@ -380,13 +562,15 @@ class VectorIndex:
             if len(present) == 0:
                 return 0
             removed = self._remove_present(present)
+            if self._vectors is not None:
+                self._vectors.remove(present)
             self._sorted_ids = self._sorted_ids[~_isin_sorted(self._sorted_ids, present)]
             self._lookup = None
             return removed
 
     def _remove_present(self, ids: np.ndarray) -> int:
         # The IVF hashtable direct map accepts only an IDSelectorArray for removal.
-        array_selector = self.kind == "ivf"
+        array_selector = self.kind != "flat"
         selector = faiss.IDSelectorArray(ids) if array_selector else faiss.IDSelectorBatch(ids)
         removed = int(self._index.remove_ids(selector))
         if removed != len(ids):
@@ -442,19 +626,56 @@ class VectorIndex:
         return int(self._index.nlist) if isinstance(self._index, faiss.IndexIVF) else 0
 
     def needs_rebuild(self) -> bool:
-        """True when `build(kind="auto")` on the current contents would give a different kind
-        (or, for IVF, many more lists): the library should rebuild from the catalog.
+        """True when `build(kind="auto")` on the current contents, under `memory_budget`, would
+        give a different kind (or many more lists): the library should rebuild from the catalog.
 
-        Flat turns IVF as soon as it passes `EXACT_LIMIT`. IVF turns flat only below 3/4 of it,
-        so a collection hovering at the limit is not retrained again and again; it is also
-        rebuilt once it has grown about fourfold since training.
+        A kind is left for a bigger one as soon as `choose_kind` says so (past a size limit or
+        over the budget). It is left for a smaller one only once a quarter below the limit
+        (the collection, or the memory the smaller kind would take against the budget), so a
+        collection hovering at a limit is not retrained again and again. IVF kinds are also
+        rebuilt once grown about fourfold since training.
         """
         n = len(self)
+        wanted = choose_kind(n, self.dim, self.memory_budget)
         if self.kind == "flat":
-            return n > EXACT_LIMIT
-        if n < _IVF_SHRINK_FRACTION * EXACT_LIMIT:
-            return True
-        return choose_nlist(n) >= _IVF_GROWTH_FACTOR * self.nlist
+            return wanted != "flat"
+        budget = DEFAULT_MEMORY_BUDGET if self.memory_budget is None else self.memory_budget
+        if self.kind == "ivf":
+            if wanted == "compressed":
+                return True
+            if n < _IVF_SHRINK_FRACTION * EXACT_LIMIT:
+                return True
+            return choose_nlist(n) >= _IVF_GROWTH_FACTOR * self.nlist
+        if wanted != "compressed":
+            smaller = estimated_memory(wanted, n, self.dim)
+            limit = EXACT_LIMIT if wanted == "flat" else COMPRESSED_LIMIT
+            if n < _IVF_SHRINK_FRACTION * limit and smaller < _IVF_SHRINK_FRACTION * budget:
+                return True
+        return choose_compressed_nlist(n) >= _IVF_GROWTH_FACTOR * self.nlist
+
+    # ------------------------------------------------------------------ stored vectors
+
+    @property
+    def needs_vectors(self) -> bool:
+        """Whether this kind re-ranks from a vector file (`attach_vectors`)."""
+        return self.kind == "compressed"
+
+    @property
+    def vectors(self) -> VectorFile | None:
+        """The attached vector file of a compressed index (None otherwise)."""
+        return self._vectors
+
+    def attach_vectors(self, vectors: VectorFile) -> None:
+        """Re-rank with `vectors` from now on (a compressed index opened by `load`)."""
+        if vectors.dim != self.dim:
+            raise ValueError(f"vectors of {vectors.dim} dimensions for an index of {self.dim}")
+        with self._lock:
+            self._vectors = vectors
+
+    def _require_vectors(self) -> VectorFile:
+        if self._vectors is None:
+            raise QuadratError("the compressed vector index has no vector file attached")
+        return self._vectors
 
     # ------------------------------------------------------------------ search
 
@@ -485,7 +706,10 @@ class VectorIndex:
                     ivf_params = faiss.SearchParametersIVF()
                     ivf_params.nprobe = self._index.nprobe
                     params = ivf_params
-                return self._search_faiss(queries, k, _plain_search(self._index, params), len(self))
+                plain = _plain_search(self._index, params)
+                if self.kind == "compressed":
+                    return self._search_shortlist(queries, k, plain, len(self))
+                return self._search_faiss(queries, k, plain, len(self))
             allowed, allowed_lists = self._present(allowed_ids)
             if len(allowed) == 0:
                 return empty
@@ -498,8 +722,14 @@ class VectorIndex:
                 search = _plain_search(self._index, flat_params)
                 return self._search_faiss(queries, k, search, len(allowed))
             lists = self._choose_lists(queries, k, allowed_lists)
-            search = _preassigned_search(self._index, lists, selector)
-            results = self._search_faiss(queries, k, search, len(allowed))
+            if self.kind == "compressed":
+                # IVF-PQ codes are residuals: a list's scores add the query's centroid score.
+                centroids = self._filter_lookup().centroids
+                search = _preassigned_search(self._index, lists, selector, centroids)
+                results = self._search_shortlist(queries, k, search, len(allowed))
+            else:
+                search = _preassigned_search(self._index, lists, selector)
+                results = self._search_faiss(queries, k, search, len(allowed))
             # The chosen lists hold at least k allowed vectors, so a short list means scores
             # FAISS could not order (NaN): scoring those queries directly finds the damage.
             wanted = min(k, len(allowed))
@@ -609,6 +839,23 @@ class VectorIndex:
             results.append(_strict_top_k(row_ids, row_scores, k))
         return results
 
+    def _search_shortlist(
+        self, queries: np.ndarray, k: int, search: _RowSearch, available: int
+    ) -> list[list[tuple[int, float]]]:
+        """Run `search` for a shortlist of `rerank_factor` x k per query (compressed scores)
+        and re-rank it with the exact vectors of the vector file: the strict order."""
+        vectors = self._require_vectors()
+        fetch = min(max(k * self.rerank_factor, _MIN_SHORTLIST, k + 1), available)
+        _, ids = search(queries, slice(0, len(queries)), fetch)
+        results = []
+        for row in range(len(queries)):
+            row_ids = ids[row][ids[row] >= 0]  # FAISS pads with -1 when fewer results exist
+            exact = vectors.get(row_ids)
+            scores = _inner_products(queries[row : row + 1], exact)[0]
+            _check_scores(scores)
+            results.append(_strict_top_k(row_ids, scores, k))
+        return results
+
     def _score_subset(
         self, queries: np.ndarray, k: int, allowed: np.ndarray
     ) -> list[list[tuple[int, float]]]:
@@ -616,7 +863,10 @@ class VectorIndex:
         candidates: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(len(queries))]
         for start in range(0, len(allowed), _SCORE_CHUNK):
             chunk_ids = allowed[start : start + _SCORE_CHUNK]
-            vectors = self._index.reconstruct_batch(chunk_ids)
+            if self._vectors is not None:
+                vectors = self._vectors.get(chunk_ids)
+            else:
+                vectors = self._index.reconstruct_batch(chunk_ids)
             chunk_scores = _inner_products(queries, vectors)
             _check_scores(chunk_scores)
             for row in range(len(queries)):
@@ -783,10 +1033,14 @@ def _plain_search(
 
 
 def _preassigned_search(
-    index: faiss.IndexIVF, lists: np.ndarray, selector: faiss.IDSelector
+    index: faiss.IndexIVF,
+    lists: np.ndarray,
+    selector: faiss.IDSelector,
+    centroids: np.ndarray | None = None,
 ) -> _RowSearch:
     """An IVF search that scans the given lists per query (rows padded with -1, which FAISS
-    skips) and only the vectors `selector` allows."""
+    skips) and only the vectors `selector` allows. `centroids` (all of them, by list number)
+    give the query-centroid scores an index of residual codes adds; IVF-Flat ignores them."""
 
     def search(queries: np.ndarray, rows: slice, fetch: int) -> tuple[np.ndarray, np.ndarray]:
         chosen = np.ascontiguousarray(lists[rows], dtype=np.int64)
@@ -796,7 +1050,10 @@ def _preassigned_search(
         params = faiss.SearchParametersIVF()
         params.nprobe = chosen.shape[1]  # FAISS reads the list numbers with this stride
         params.sel = selector
-        coarse = np.zeros(chosen.shape, dtype=np.float32)  # unused by IVF-Flat
+        coarse = np.zeros(chosen.shape, dtype=np.float32)
+        if centroids is not None:
+            gathered = centroids[np.maximum(chosen, 0)]  # (queries, lists, dim)
+            coarse = np.ascontiguousarray(np.einsum("qld,qd->ql", gathered, batch), np.float32)
         scores = np.empty((len(batch), fetch), dtype=np.float32)
         ids = np.empty((len(batch), fetch), dtype=np.int64)
         # The Python wrapper of search_preassigned takes no parameters; the SWIG call does.

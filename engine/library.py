@@ -1,8 +1,9 @@
 """A library folder: the catalog, one vector index per model, and caches.
 
 The `embeddings` table is the source of truth for vectors; each FAISS file under `indexes/` is
-a cache of it. Opening a model's index compares the two and repairs the file (adds vectors the
-file lacks, removes ids the table no longer has, or rebuilds a missing or unreadable file).
+a cache of it, and so is the float16 vector file a compressed index re-ranks with. Opening a
+model's index compares them and repairs the files (adds vectors the file lacks, removes ids the
+table no longer has, or rebuilds a missing or unreadable file, streaming the table in chunks).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ CATALOG_FILE = "catalog.sqlite3"
 META_MODEL_KEY = "model_key"
 META_MODEL_SPEC = "model_spec"
 META_MODEL_DIM = "model_dim"
+# Vectors read from the catalog at a time when a whole index is built (100 MB at 512-d).
+_STREAM_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class Library:
         self.catalog = catalog
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.RLock()
+        # Bytes the vector index may take in memory (None: engine.index.DEFAULT_MEMORY_BUDGET);
+        # the application sets the user's setting. Decides the index kind at the next build.
+        self.index_memory_budget: int | None = None
         # Judgments as the session found them: a session that changed them ends with a backup.
         self._judgments_at_open: Fingerprint | None = None
         if catalog.path is not None:  # a server catalog is backed up by its server
@@ -236,8 +242,12 @@ class Library:
             for key in list(self._indexes):
                 if key != model_key:
                     del self._indexes[key]
+        keep = self.index_path(model_key).with_suffix("").name
         for path in (self.root / "indexes").glob("*.faiss"):
             if path.name != self.index_path(model_key).name:
+                path.unlink(missing_ok=True)
+        for path in (self.root / "indexes").glob("*.vectors.*"):
+            if not path.name.startswith(keep + ".vectors."):
                 path.unlink(missing_ok=True)
         return removed
 
@@ -284,6 +294,32 @@ class Library:
                         blobs.append(blob)
         return np.asarray(out_ids, dtype=np.int64), vectors_from_blobs(blobs, dim)
 
+    def iter_vectors(
+        self, model_key: str, chunk_size: int = _STREAM_CHUNK
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The vectors `load_vectors` returns, as (ids, vectors) chunks in id order, so a
+        million photos never sit in memory at once."""
+        dim = self._dim(model_key)
+        last = -1
+        while True:
+            with self.catalog.session() as s:
+                rows = s.execute(
+                    select(Embedding.image_id, Embedding.vector)
+                    .join(Image, Image.id == Embedding.image_id)
+                    .where(
+                        Embedding.model_key == model_key,
+                        Image.status == STATUS_OK,
+                        Embedding.image_id > last,
+                    )
+                    .order_by(Embedding.image_id)
+                    .limit(chunk_size)
+                ).all()
+            if not rows:
+                return
+            ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+            yield ids, vectors_from_blobs([row[1] for row in rows], dim)
+            last = int(ids[-1])
+
     def _dim(self, model_key: str) -> int:
         if model_key == self.model_key and (dim := self.meta(META_MODEL_DIM)):
             return int(dim)
@@ -309,6 +345,7 @@ class Library:
                 if report.changed:
                     log.info("repaired vector index for %s: %s", model_key, report)
                 self._indexes[model_key] = index
+            index.memory_budget = self.index_memory_budget
             return index
 
     def _load_and_repair(
@@ -345,11 +382,15 @@ class Library:
                 index = None
         elif len(table_ids):
             log.warning("vector index file missing, rebuilding from the catalog: %s", path)
+        if index is not None:
+            index.memory_budget = self.index_memory_budget
         if index is None or index.needs_rebuild():
             if dim is None:
                 raise QuadratError("the library has no indexed photos yet: index a folder first")
             index = self._build_from_catalog(model_key, progress, None)
             return index, RepairReport(added=len(index), rebuilt=True)
+        if index.needs_vectors:
+            self._attach_vector_file(model_key, index, len(table_ids), progress)
         file_ids = index.ids()
         missing = np.setdiff1d(table_ids, file_ids, assume_unique=True)
         extra = np.setdiff1d(file_ids, table_ids, assume_unique=True)
@@ -361,6 +402,26 @@ class Library:
         if report.changed:
             index.save(path)
         return index, report
+
+    def _attach_vector_file(
+        self, model_key: str, index: VectorIndex, count: int, progress: ProgressCallback
+    ) -> None:
+        """Give a compressed index its vector file, rebuilt from the catalog when it is
+        missing, fails its checks or does not hold the index's ids."""
+        from engine.errors import CorruptIndexError
+        from engine.vectorfile import VectorFile
+
+        path = self.index_path(model_key)
+        try:
+            vectors = VectorFile.open(path, index.dim)
+            if not np.array_equal(vectors.ids(), index.ids()):
+                raise CorruptIndexError("the vector file does not hold the index's photos")
+        except QuadratError as exc:  # CorruptIndexError included
+            log.warning("rebuilding the vector file from the catalog: %s", exc)
+            vectors = VectorFile.create(
+                path, index.dim, self.iter_vectors(model_key), total=count, progress=progress
+            )
+        index.attach_vectors(vectors)
 
     def check_consistency(self, model_key: str | None = None) -> RepairReport:
         """Compare the model's index file with the catalog and repair it; reload it afterwards."""
@@ -393,10 +454,27 @@ class Library:
     ) -> VectorIndex:
         from engine.index import VectorIndex
 
-        ids, vectors = self.load_vectors(model_key)
-        log.info("building the vector index of %s for %d photos", model_key, len(ids))
-        index = VectorIndex.build(ids, vectors, progress=progress, cancel=cancel)
-        index.save(self.index_path(model_key))
+        table_ids = self.embedding_ids(model_key)
+        path = self.index_path(model_key)
+        log.info("building the vector index of %s for %d photos", model_key, len(table_ids))
+
+        def sample(size: int) -> np.ndarray:
+            # A fixed seed: the same catalog gives the same index.
+            rng = np.random.default_rng(0)
+            chosen = rng.choice(table_ids, size=min(size, len(table_ids)), replace=False)
+            return self.load_vectors(model_key, np.sort(chosen))[1]
+
+        index = VectorIndex.build_streamed(
+            self._dim(model_key),
+            len(table_ids),
+            lambda: self.iter_vectors(model_key),
+            sample,
+            vectors_path=path,
+            memory_budget=self.index_memory_budget,
+            progress=progress,
+            cancel=cancel,
+        )
+        index.save(path)
         return index
 
     def save_index(self, model_key: str) -> None:

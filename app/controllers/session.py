@@ -116,6 +116,7 @@ class LibrarySession(QObject):
         # The demo library (fixed model) always keeps its own SQLite file.
         database_url = None if self.fixed_model else (self.settings.database_url or None)
         library = Library.open(self.library_dir, database_url=database_url)
+        library.index_memory_budget = int(self.settings.index_memory_gb * 1024**3)
         try:
             detected = choose_device("auto")
             model_key, model_spec = library.model_key, library.model_spec

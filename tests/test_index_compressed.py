@@ -1,0 +1,317 @@
+"""The compressed index kind (IVF-PQ shortlist re-ranked from a float16 vector file): when it is
+chosen, its rankings against exact search, filters, updates, files on disk and their repair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import engine.index as index_module
+from engine.errors import CorruptIndexError, QuadratError
+from engine.index import VectorIndex, checksum_path, choose_kind
+from engine.indexer import Indexer
+from engine.library import Library
+from engine.progress import CancelToken, Progress
+from engine.search import Searcher
+from engine.vectorfile import VectorFile, vector_file_paths
+
+DIM = 128
+N = 20_000
+GB = 1024**3
+
+
+def normalised(array: np.ndarray) -> np.ndarray:
+    array = np.asarray(array, dtype=np.float32)
+    return array / np.linalg.norm(array, axis=-1, keepdims=True)
+
+
+def clustered_vectors(n: int, clusters: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(vectors, cluster labels): points around `clusters` centres, within-cluster cosine ~0.6."""
+    rng = np.random.default_rng(seed)
+    centres = normalised(rng.standard_normal((clusters, DIM)))
+    labels = rng.integers(0, clusters, size=n)
+    noise = rng.standard_normal((n, DIM)) * (0.9 / np.sqrt(DIM))
+    return normalised(centres[labels] + noise), labels
+
+
+def exact_top(
+    ids: np.ndarray, vectors: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray | None
+) -> list[int]:
+    scores = vectors @ normalised(query)
+    if allowed is not None:
+        scores = np.where(np.isin(ids, allowed), scores, -np.inf)
+    order = np.lexsort((ids, -scores))[:k]
+    return [int(ids[i]) for i in order if np.isfinite(scores[i])]
+
+
+def recall(found: list[tuple[int, float]], expected: list[int]) -> float:
+    return len({i for i, _ in found} & set(expected)) / len(expected)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, vectors, labels, queries): scattered ids, as a catalog has after deletions."""
+    vectors, labels = clustered_vectors(N, clusters=200)
+    ids = np.random.default_rng(1).choice(5 * N, size=N, replace=False).astype(np.int64) + 1
+    queries, _ = clustered_vectors(30, clusters=200, seed=0)  # same centres (seed), new points
+    queries = normalised(queries + np.random.default_rng(2).standard_normal(queries.shape) * 0.02)
+    return ids, vectors, labels, queries
+
+
+@pytest.fixture(scope="module")
+def compressed(data, tmp_path_factory) -> tuple[VectorIndex, Path]:
+    ids, vectors, _, _ = data
+    path = tmp_path_factory.mktemp("compressed") / "model.faiss"
+    index = VectorIndex.build(ids, vectors, kind="auto", memory_budget=1, vectors_path=path)
+    index.save(path)
+    return index, path
+
+
+# ---------------------------------------------------------------------- choosing the kind
+
+
+def test_the_budget_and_the_size_choose_the_compressed_kind() -> None:
+    # 5M x 512 as IVF-Flat takes ~10 GB: over the default 4 GiB budget.
+    assert choose_kind(5_000_000, 512) == "compressed"
+    assert choose_kind(1_000_000, 512) == "ivf"
+    assert choose_kind(1_000_000, 512, memory_budget=1 * GB) == "compressed"
+    assert choose_kind(1_000_000, 512, memory_budget=64 * GB) == "ivf"
+    assert choose_kind(3_000_000, 512, memory_budget=64 * GB) == "compressed"  # the size limit
+    assert choose_kind(150_000, 512) == "flat"
+    assert choose_kind(150_000, 512, memory_budget=GB // 8) == "compressed"
+
+
+def test_a_small_budget_builds_compressed_and_needs_no_rebuild(data, compressed) -> None:
+    ids, vectors, _, _ = data
+    index, _ = compressed
+    assert index.kind == "compressed" and index.vectors is not None
+    assert index.memory_budget == 1 and not index.needs_rebuild()
+    flat = VectorIndex.build(ids, vectors, kind="auto")
+    assert flat.kind == "flat" and not flat.needs_rebuild()
+    flat.memory_budget = 1  # the user lowered the budget: the next open rebuilds
+    assert flat.needs_rebuild()
+    index.memory_budget = None  # the default budget holds 20k vectors flat easily
+    assert index.needs_rebuild()
+    index.memory_budget = 1
+
+
+def test_a_compressed_build_needs_a_path_for_its_vectors(data) -> None:
+    ids, vectors, _, _ = data
+    with pytest.raises(ValueError, match="path for its vector file"):
+        VectorIndex.build(ids, vectors, kind="compressed")
+
+
+# ---------------------------------------------------------------------- rankings
+
+
+def test_top_10_matches_exact_search(data, compressed) -> None:
+    ids, vectors, _, queries = data
+    index, _ = compressed
+    recalls = []
+    for query in queries:
+        found = index.search(query, 10)
+        expected = exact_top(ids, vectors, query, 10, None)
+        recalls.append(recall(found, expected))
+        # Re-ranked scores are exact cosines (float16 storage: within 1e-3).
+        exact_scores = {int(i): float(s) for i, s in zip(ids, vectors @ query, strict=True)}
+        for image_id, score in found:
+            assert score == pytest.approx(exact_scores[image_id], abs=2e-3)
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert np.mean(recalls) >= 0.95, recalls
+
+
+def test_a_stored_vector_finds_itself_first(data, compressed) -> None:
+    ids, vectors, _, _ = data
+    index, _ = compressed
+    for row in (0, 17, 9_999):
+        assert index.search(vectors[row], 1)[0][0] == int(ids[row])
+
+
+@pytest.fixture(scope="module")
+def ivf_flat(data) -> VectorIndex:
+    ids, vectors, _, _ = data
+    return VectorIndex.build(ids, vectors, kind="ivf")
+
+
+def filtered_recall(index: VectorIndex, data, allowed: np.ndarray) -> float:
+    ids, vectors, _, queries = data
+    recalls = []
+    for query in queries[:10]:
+        found = index.search(query, 20, allowed_ids=allowed)
+        assert found and set(i for i, _ in found) <= set(allowed.tolist())
+        recalls.append(recall(found, exact_top(ids, vectors, query, 20, allowed)))
+    return float(np.mean(recalls))
+
+
+@pytest.mark.parametrize("size", [500, 2_000, 6_000])
+def test_filtered_search_returns_only_allowed_ids_with_recall(
+    data, compressed, ivf_flat, size
+) -> None:
+    ids, _, labels, _ = data
+    index, _ = compressed
+    rng = np.random.default_rng(size)
+    allowed = np.sort(rng.choice(ids, size=size, replace=False))
+    assert filtered_recall(index, data, allowed) >= 0.95
+    # A taxon-like filter: whole clusters, mostly far from the queries. The lists a filtered
+    # IVF search picks (the same for both kinds) bound the recall: the compressed kind keeps
+    # what IVF-Flat finds.
+    taxon = np.sort(ids[np.isin(labels, rng.choice(200, size=size // 100, replace=False))])
+    assert filtered_recall(index, data, taxon) >= filtered_recall(ivf_flat, data, taxon) - 0.02
+    assert filtered_recall(index, data, taxon) >= 0.85
+
+
+# ---------------------------------------------------------------------- updates
+
+
+def test_add_replace_and_remove(data, tmp_path: Path) -> None:
+    ids, vectors, _, _ = data
+    path = tmp_path / "m.faiss"
+    index = VectorIndex.build(ids[:5000], vectors[:5000], kind="compressed", vectors_path=path)
+    new_ids = np.array([10**7, 10**7 + 1], dtype=np.int64)
+    new_vectors = normalised(np.random.default_rng(7).standard_normal((2, DIM)))
+    index.add(new_ids, new_vectors)
+    assert len(index) == 5002 and index.search(new_vectors[1], 1)[0][0] == 10**7 + 1
+    # Replacing a vector: the id now answers to its new vector, once.
+    index.add(ids[:1], new_vectors[:1] * -1)
+    top = index.search(new_vectors[0] * -1, 3)
+    assert top[0][0] == int(ids[0]) and [i for i, _ in top].count(int(ids[0])) == 1
+    assert index.remove(np.concatenate([new_ids, [123_456_789]])) == 2
+    assert 10**7 + 1 not in index and len(index) == 5000
+    assert all(i not in (10**7, 10**7 + 1) for i, _ in index.search(new_vectors[1], 50))
+    # Saved and reloaded, the vector file holds exactly the index's ids.
+    index.save(path)
+    loaded = VectorIndex.load(path)
+    loaded.attach_vectors(VectorFile.open(path, DIM))
+    assert np.array_equal(loaded.vectors.ids(), loaded.ids())  # type: ignore[union-attr]
+    query = vectors[42]
+    assert loaded.search(query, 10) == index.search(query, 10)
+
+
+def test_build_reports_progress_and_can_be_cancelled(data, tmp_path: Path) -> None:
+    ids, vectors, _, _ = data
+    seen: list[Progress] = []
+    VectorIndex.build(
+        ids, vectors, kind="compressed", vectors_path=tmp_path / "a.faiss", progress=seen.append
+    )
+    adding = [p for p in seen if p.message == "adding"]
+    assert adding[-1].done == adding[-1].total == N
+    token = CancelToken()
+    token.cancel()
+    from engine.errors import Cancelled
+
+    with pytest.raises(Cancelled):
+        VectorIndex.build(
+            ids, vectors, kind="compressed", vectors_path=tmp_path / "b.faiss", cancel=token
+        )
+    assert not any(p.exists() for p in vector_file_paths(tmp_path / "b.faiss"))
+
+
+# ---------------------------------------------------------------------- files
+
+
+def test_save_load_and_checksum(data, compressed) -> None:
+    _, vectors, _, queries = data
+    index, path = compressed
+    assert checksum_path(path).is_file()
+    assert all(p.is_file() for p in vector_file_paths(path))
+    loaded = VectorIndex.load(path)
+    assert loaded.kind == "compressed" and loaded.needs_vectors
+    with pytest.raises(QuadratError, match="no vector file attached"):
+        loaded.search(queries[0], 10)
+    loaded.attach_vectors(VectorFile.open(path, DIM))
+    assert loaded.search(queries[0], 10) == index.search(queries[0], 10)
+    damaged = path.with_name("damaged.faiss")
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(raw))
+    checksum_path(damaged).write_bytes(checksum_path(path).read_bytes())
+    with pytest.raises(CorruptIndexError):
+        VectorIndex.load(damaged)
+
+
+def test_a_damaged_vector_file_is_refused(data, tmp_path: Path) -> None:
+    ids, vectors, _, _ = data
+    path = tmp_path / "v.faiss"
+    index = VectorIndex.build(ids[:3000], vectors[:3000], kind="compressed", vectors_path=path)
+    index.save(path)
+    data_path, map_path = vector_file_paths(path)
+    # Vectors overwritten with garbage: served, they fail the norm check.
+    with open(data_path, "r+b") as handle:
+        handle.seek(64)
+        handle.write(b"\x7f" * (DIM * 2 * 3000))
+    damaged = VectorFile.open(path, DIM)
+    index.attach_vectors(damaged)
+    with pytest.raises(CorruptIndexError):
+        index.search(vectors[0], 10)
+    # Truncated: refused at open.
+    with open(data_path, "r+b") as handle:
+        handle.truncate(1000)
+    with pytest.raises(CorruptIndexError, match="truncated"):
+        VectorFile.open(path, DIM)
+    map_path.write_bytes(b"not a zip")
+    with pytest.raises(CorruptIndexError):
+        VectorFile.open(path, DIM)
+
+
+# ---------------------------------------------------------------------- in a library
+
+
+@pytest.fixture
+def compressed_library(tmp_path: Path, demo_collection, demo_encoder, monkeypatch):
+    """The demo library indexed under a budget too small for anything but the compressed kind
+    (and a minimum size lowered to the demo's few hundred photos): (library, exact top 10s)."""
+    monkeypatch.setattr(index_module, "_MIN_COMPRESSED", 0)
+    lib = Library.open(tmp_path / "lib")
+    Indexer(lib, demo_encoder).run(demo_collection.root)
+    searcher = Searcher(lib, demo_encoder)
+    queries = ["red circle", "blue triangle", "green square", "yellow star"]
+    exact = {q: [h.image_id for h in searcher.text(q, top_k=10).hits] for q in queries}
+    assert searcher.index.kind == "flat"
+    lib.index_memory_budget = 1
+    lib.close()
+    lib = Library.open(tmp_path / "lib")
+    lib.index_memory_budget = 1
+    yield lib, exact
+    lib.close()
+
+
+def test_library_with_the_compressed_kind_ranks_the_demo_as_exact(
+    compressed_library, demo_encoder
+) -> None:
+    lib, exact = compressed_library
+    searcher = Searcher(lib, demo_encoder)
+    assert searcher.index.kind == "compressed"  # rebuilt at open: the budget says so
+    for query, top in exact.items():
+        assert [h.image_id for h in searcher.text(query, top_k=10).hits] == top, query
+
+
+def test_library_rebuilds_a_deleted_vector_file_and_a_damaged_index(
+    compressed_library, demo_encoder, caplog
+) -> None:
+    lib, exact = compressed_library
+    model = demo_encoder.model_key
+    lib.vector_index(model)  # the rebuild to the compressed kind
+    path = lib.index_path(model)
+    data_path, map_path = vector_file_paths(path)
+    assert data_path.is_file() and map_path.is_file()
+    lib.close()
+    data_path.unlink()
+    reopened = Library.open(lib.root)
+    reopened.index_memory_budget = 1
+    searcher = Searcher(reopened, demo_encoder)
+    assert searcher.index.kind == "compressed" and data_path.is_file()
+    assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
+    assert "rebuilding the vector file" in caplog.text
+    reopened.close()
+    # A damaged index file fails its checksum: rebuilt from the catalog, same results.
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    again = Library.open(lib.root)
+    again.index_memory_budget = 1
+    searcher = Searcher(again, demo_encoder)
+    assert searcher.index.kind == "compressed"
+    assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
+    again.close()
