@@ -12,10 +12,12 @@ Three kinds, chosen by size and by the memory the user lets the index take (`cho
   ``IndexIDMap2`` is not used here: its removal compacts ids the way a flat index does, which
   would scramble the mapping of an IVF index. Used up to `COMPRESSED_LIMIT` while it fits the
   memory budget (4 bytes per dimension per vector: 10 GB at 5M x 512).
-- ``"compressed"``: ``IndexIVFPQ`` (`PQ_SUBQUANTIZERS` bytes per vector) finds a shortlist of
-  `rerank_factor` x k, which is re-ranked exactly with the vectors of a memory-mapped float16
-  file beside the index (engine.vectorfile; attached by the library with `attach_vectors`).
-  Above `COMPRESSED_LIMIT`, or whenever IVF-Flat would exceed the memory budget.
+- ``"compressed"``: IVF over 8-bit scalar-quantized vectors (``IndexIVFScalarQuantizer``, one
+  byte per dimension) or, where even that exceeds the budget, product-quantized ones
+  (``IndexIVFPQ``, `PQ_BYTES_PER_DIMENSION`) finds a shortlist of `rerank_factor` x k, which
+  is re-ranked exactly with the vectors of a memory-mapped float16 file beside the index
+  (engine.vectorfile; attached by the library with `attach_vectors`). Used above
+  `COMPRESSED_LIMIT`, or whenever IVF-Flat would exceed the memory budget.
 
 Vectors are L2-normalised on the way in (a no-op for vectors that already are), so scores are
 cosine similarities. Results are a strict order: score descending, ties broken by smaller id.
@@ -78,9 +80,11 @@ room for the model, the window and the page cache of the vector file (5 GB at 5M
 # budget (200k x 512 flat takes 0.4 GB).
 _MIN_COMPRESSED: int = 10_000
 
-PQ_SUBQUANTIZERS: int = 64
-"""Bytes per vector of the compressed kind's codes (8 bits per sub-quantizer). Chosen by
-tests/bench/bench_5m.py: see docs/BENCHMARKS.md, "Five million photos"."""
+PQ_BYTES_PER_DIMENSION: float = 0.25
+"""Code bytes per dimension of the product-quantized codec (8 bits per sub-quantizer of 4
+dimensions: 128 bytes at 512-d). Chosen by tests/bench/bench_5m.py at 500k clustered vectors
+(docs/BENCHMARKS.md, "Five million photos"): 64 bytes re-ranked from a 400 shortlist reached
+recall@100 0.83 (0.93 from 1,000), 128 bytes 0.96 (0.99), 8-bit scalar codes 0.997."""
 
 RERANK_FACTOR: int = 4
 """The compressed kind re-ranks a shortlist of this many times k exactly."""
@@ -194,27 +198,40 @@ def choose_compressed_nlist(n_vectors: int) -> int:
     return min(choose_nlist(n_vectors), _COMPRESSED_MAX_LISTS)
 
 
+def choose_codec(n_vectors: int, dim: int, memory_budget: int | None = None) -> str:
+    """The codes of a compressed index: "sq8" (a byte per dimension) where they fit the budget,
+    else "pq" (`PQ_BYTES_PER_DIMENSION`)."""
+    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+    return "sq8" if _compressed_memory("sq8", n_vectors, dim) <= budget else "pq"
+
+
+def _compressed_memory(codec: str, n_vectors: int, dim: int) -> int:
+    code_bytes = dim if codec == "sq8" else _pq_shape(dim, 1 << 16)[0]
+    lists = choose_compressed_nlist(n_vectors)
+    return n_vectors * (code_bytes + 8 + 24) + lists * dim * 4
+
+
 def _pq_shape(dim: int, training_points: int) -> tuple[int, int]:
-    """(sub-quantizers, bits each) of the compressed kind for `dim`: `PQ_SUBQUANTIZERS` of 8
-    bits, fewer where they must divide `dim` or would get under 8 dimensions each (FAISS trains
-    those many times slower: 44 s for 64 sub-quantizers of 128-d vectors, 1.3 s for 16), fewer
+    """(sub-quantizers, bits each) of the product-quantized codec for `dim`: 8 bits each for
+    `PQ_BYTES_PER_DIMENSION` bytes, fewer sub-quantizers where they must divide `dim`, fewer
     bits where few vectors train them (a tiny library forced into this kind by its budget)."""
-    most = max(1, min(PQ_SUBQUANTIZERS, dim // 8))
+    most = max(1, int(dim * PQ_BYTES_PER_DIMENSION))
     subquantizers = max(m for m in range(1, most + 1) if dim % m == 0)
     bits = max(1, min(8, int(math.log2(max(training_points, 2)))))
     return subquantizers, bits
 
 
-def estimated_memory(kind: str, n_vectors: int, dim: int) -> int:
+def estimated_memory(kind: str, n_vectors: int, dim: int, memory_budget: int | None = None) -> int:
     """Bytes an index of `kind` over `n_vectors` takes in memory, roughly: the vectors or codes,
-    8 bytes per id and, for IVF kinds, the hashtable of ids (~24 bytes each) and centroids."""
+    8 bytes per id and, for IVF kinds, the hashtable of ids (~24 bytes each) and centroids. A
+    compressed index's codes are those `choose_codec` picks under `memory_budget`."""
     if kind == "flat":
         return n_vectors * (4 * dim + 8)
     if kind == "ivf":
         return n_vectors * (4 * dim + 8 + 24) + choose_nlist(n_vectors) * dim * 4
     if kind == "compressed":
-        lists = choose_compressed_nlist(n_vectors)
-        return n_vectors * (PQ_SUBQUANTIZERS + 8 + 24) + lists * dim * 4
+        codec = choose_codec(n_vectors, dim, memory_budget)
+        return _compressed_memory(codec, n_vectors, dim)
     raise ValueError(f"unknown index kind {kind!r}")
 
 
@@ -354,10 +371,19 @@ class VectorIndex:
             ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         else:
             nlist = choose_compressed_nlist(count)
-            subquantizers, bits = _pq_shape(dim, min(count, _COMPRESSED_TRAIN_SAMPLE))
-            ivf = faiss.IndexIVFPQ(
-                quantizer, dim, nlist, subquantizers, bits, faiss.METRIC_INNER_PRODUCT
-            )
+            if choose_codec(count, dim, memory_budget) == "sq8":
+                ivf = faiss.IndexIVFScalarQuantizer(
+                    quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+                )
+            else:
+                subquantizers, bits = _pq_shape(dim, min(count, _COMPRESSED_TRAIN_SAMPLE))
+                pq_index = faiss.IndexIVFPQ(
+                    quantizer, dim, nlist, subquantizers, bits, faiss.METRIC_INNER_PRODUCT
+                )
+                # As many k-means iterations as the lists' (FAISS's default is 25): the codes
+                # only pick the shortlist, which is re-ranked exactly.
+                pq_index.pq.cp.niter = _KMEANS_ITERATIONS
+                ivf = pq_index
         ivf.cp.niter = _KMEANS_ITERATIONS
         ivf.cp.spherical = True  # centroids on the unit sphere, like the data
         sample_size = _TRAIN_POINTS_PER_LIST * nlist
@@ -651,7 +677,22 @@ class VectorIndex:
             limit = EXACT_LIMIT if wanted == "flat" else COMPRESSED_LIMIT
             if n < _IVF_SHRINK_FRACTION * limit and smaller < _IVF_SHRINK_FRACTION * budget:
                 return True
+        if self.codec == "sq8" and _compressed_memory("sq8", n, self.dim) > budget:
+            return True  # the budget was lowered: product-quantized codes
+        if self.codec == "pq" and (
+            _compressed_memory("sq8", n, self.dim) < _IVF_SHRINK_FRACTION * budget
+        ):
+            return True  # the budget was raised well above what 8-bit codes need
         return choose_compressed_nlist(n) >= _IVF_GROWTH_FACTOR * self.nlist
+
+    @property
+    def codec(self) -> str | None:
+        """The codes of a compressed index ("sq8" or "pq"); None for the other kinds."""
+        if isinstance(self._index, faiss.IndexIVFPQ):
+            return "pq"
+        if isinstance(self._index, faiss.IndexIVFScalarQuantizer):
+            return "sq8"
+        return None
 
     # ------------------------------------------------------------------ stored vectors
 

@@ -10,7 +10,7 @@ import pytest
 
 import engine.index as index_module
 from engine.errors import CorruptIndexError, QuadratError
-from engine.index import VectorIndex, checksum_path, choose_kind
+from engine.index import VectorIndex, checksum_path, choose_codec, choose_kind
 from engine.indexer import Indexer
 from engine.library import Library
 from engine.progress import CancelToken, Progress
@@ -20,6 +20,8 @@ from engine.vectorfile import VectorFile, vector_file_paths
 DIM = 128
 N = 20_000
 GB = 1024**3
+# Too small for 20k x 128 flat or IVF-Flat (10.4 / 10.9 MB), enough for 8-bit codes (3.5 MB).
+SQ8_BUDGET = 5_000_000
 
 
 def normalised(array: np.ndarray) -> np.ndarray:
@@ -64,7 +66,9 @@ def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def compressed(data, tmp_path_factory) -> tuple[VectorIndex, Path]:
     ids, vectors, _, _ = data
     path = tmp_path_factory.mktemp("compressed") / "model.faiss"
-    index = VectorIndex.build(ids, vectors, kind="auto", memory_budget=1, vectors_path=path)
+    index = VectorIndex.build(
+        ids, vectors, kind="auto", memory_budget=SQ8_BUDGET, vectors_path=path
+    )
     index.save(path)
     return index, path
 
@@ -81,20 +85,41 @@ def test_the_budget_and_the_size_choose_the_compressed_kind() -> None:
     assert choose_kind(3_000_000, 512, memory_budget=64 * GB) == "compressed"  # the size limit
     assert choose_kind(150_000, 512) == "flat"
     assert choose_kind(150_000, 512, memory_budget=GB // 8) == "compressed"
+    # 8-bit codes (2.7 GB at 5M x 512) while they fit, product-quantized ones below that.
+    assert choose_codec(5_000_000, 512) == "sq8"
+    assert choose_codec(5_000_000, 512, memory_budget=2 * GB) == "pq"
+    assert choose_codec(10_000_000, 512) == "pq"
 
 
 def test_a_small_budget_builds_compressed_and_needs_no_rebuild(data, compressed) -> None:
     ids, vectors, _, _ = data
     index, _ = compressed
-    assert index.kind == "compressed" and index.vectors is not None
-    assert index.memory_budget == 1 and not index.needs_rebuild()
+    assert index.kind == "compressed" and index.codec == "sq8" and index.vectors is not None
+    assert index.memory_budget == SQ8_BUDGET and not index.needs_rebuild()
     flat = VectorIndex.build(ids, vectors, kind="auto")
     assert flat.kind == "flat" and not flat.needs_rebuild()
     flat.memory_budget = 1  # the user lowered the budget: the next open rebuilds
     assert flat.needs_rebuild()
     index.memory_budget = None  # the default budget holds 20k vectors flat easily
     assert index.needs_rebuild()
-    index.memory_budget = 1
+    index.memory_budget = 1_000_000  # too small for 8-bit codes now
+    assert index.needs_rebuild()
+    index.memory_budget = SQ8_BUDGET
+
+
+def test_a_tighter_budget_takes_product_quantized_codes(data, tmp_path: Path) -> None:
+    ids, vectors, _, queries = data
+    index = VectorIndex.build(
+        ids[:10_000], vectors[:10_000], memory_budget=1, vectors_path=tmp_path / "pq.faiss"
+    )
+    assert index.kind == "compressed" and index.codec == "pq" and not index.needs_rebuild()
+    recalls = [
+        recall(index.search(q, 10), exact_top(ids[:10_000], vectors[:10_000], q, 10, None))
+        for q in queries
+    ]
+    assert np.mean(recalls) >= 0.95, recalls
+    index.memory_budget = SQ8_BUDGET  # raised: 8-bit codes fit well now
+    assert index.needs_rebuild()
 
 
 def test_a_compressed_build_needs_a_path_for_its_vectors(data) -> None:
@@ -315,3 +340,33 @@ def test_library_rebuilds_a_deleted_vector_file_and_a_damaged_index(
     assert searcher.index.kind == "compressed"
     assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
     again.close()
+
+
+# ---------------------------------------------------------------------- the setting
+
+
+def test_the_memory_setting_and_option_are_checked(tmp_path: Path) -> None:
+    import argparse
+    import json
+
+    from app.cli_args import index_memory_gb
+    from app.settings import Settings, index_memory_bytes, load_settings
+
+    assert Settings().index_memory_gb == 4.0 and not Settings().problems()
+    assert any("Index memory" in p for p in Settings(index_memory_gb=0.1).problems())
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"version": 1, "index_memory_gb": 8}))  # a whole number is fine
+    loaded = load_settings(path)
+    assert loaded.settings.index_memory_gb == 8.0 and not loaded.problems
+    assert index_memory_bytes(loaded.settings.index_memory_gb) == 8 * GB
+    assert index_memory_gb("2.5") == 2.5
+    for bad in ("lots", "0", "-3"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            index_memory_gb(bad)
+
+
+def test_cli_index_memory_option_rejects_bad_values_with_exit_2(tmp_path: Path, capsys) -> None:
+    from app.cli import main
+
+    assert main(["index", str(tmp_path), "--index-memory", "lots"]) == 2
+    assert "expected a number of GB" in capsys.readouterr().err

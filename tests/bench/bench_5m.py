@@ -30,6 +30,7 @@ Prints Markdown tables on stdout; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import sqlite3
@@ -241,7 +242,11 @@ def make_kind(kind: str, quantizer: Any, nlist: int) -> Any:
     import faiss
 
     if kind.startswith("pq"):
-        return faiss.IndexIVFPQ(quantizer, DIM, nlist, int(kind[2:]), 8, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFPQ(
+            quantizer, DIM, nlist, int(kind[2:]), 8, faiss.METRIC_INNER_PRODUCT
+        )
+        index.pq.cp.niter = 10  # as VectorIndex.build trains it
+        return index
     if kind == "sq8":
         return faiss.IndexIVFScalarQuantizer(
             quantizer, DIM, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
@@ -368,6 +373,110 @@ def sqlite_versus_mmap(data: np.ndarray, rows: int, scratch: Path, shortlist: in
     return header + lines
 
 
+def peak_rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def library_of(data: np.ndarray, rows: int, scratch: Path) -> Path:
+    """A library whose catalog holds `rows` photos and their float32 vectors (model "bench")."""
+    from engine.library import Library
+
+    root = scratch / f"library-{rows}"
+    done = root / "complete"
+    if done.is_file():
+        return root
+    log(f"writing a library of {rows:,} photos")
+    Library.open(root).close()  # the catalog, migrated
+    con = sqlite3.connect(root / "catalog.sqlite3")
+    con.execute(
+        "INSERT INTO collections (id, root, name, added_at) VALUES (1, '/photos', 'p', "
+        "'2026-01-01')"
+    )
+    for start in range(0, rows, CHUNK):
+        chunk = as_f32(data[start : min(start + CHUNK, rows)])
+        con.executemany(
+            "INSERT INTO images (id, collection_id, rel_path, size, mtime_ns, status, added_at, "
+            "updated_at) VALUES (?, 1, ?, 1, 1, 'ok', '2026-01-01', '2026-01-01')",
+            ((start + i + 1, f"{start + i + 1}.jpg") for i in range(len(chunk))),
+        )
+        con.executemany(
+            "INSERT INTO embeddings (image_id, model_key, vector) VALUES (?, 'bench', ?)",
+            ((start + i + 1, v.astype("<f4").tobytes()) for i, v in enumerate(chunk)),
+        )
+        con.commit()
+    con.execute(
+        "INSERT INTO library_meta (key, value) VALUES ('model_key', 'bench'), "
+        f"('model_spec', 'bench'), ('model_dim', '{DIM}')"
+    )
+    con.commit()
+    con.close()
+    done.write_text("")
+    return root
+
+
+def library_child(root: Path, mode: str, budget_gb: float) -> None:
+    """Run in a fresh process: peak memory and time of a library build, or of reading every
+    vector at once as the build did before it streamed."""
+    from engine.library import Library
+
+    lib = Library.open(root)
+    lib.index_memory_budget = int(budget_gb * 1024**3)
+    before = peak_rss_bytes()
+    started = time.perf_counter()
+    reports: list[int] = []
+    if mode == "stream":
+        index = lib.rebuild_index("bench", progress=lambda p: reports.append(p.done))
+        detail = f"{index.kind} ({index.codec}), {len(reports)} progress reports"
+    else:
+        ids, _ = lib.load_vectors("bench")
+        detail = f"{len(ids):,} vectors in one array"
+    seconds = time.perf_counter() - started
+    print(
+        json.dumps(
+            {"mode": mode, "s": seconds, "peak": peak_rss_bytes(), "base": before, "detail": detail}
+        )
+    )
+
+
+def library_rows(data: np.ndarray, rows: int, scratch: Path, budget_gb: float) -> list[str]:
+    import subprocess
+
+    root = library_of(data, rows, scratch)
+    lines = [
+        f"Library build from a catalog of {rows:,} photos (fresh process each; budget "
+        f"{budget_gb:g} GB):",
+        "",
+        "| what | seconds | process peak RSS GB | result |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for mode, label in (("stream", "`rebuild_index`, streamed"), ("all", "`load_vectors()`")):
+        log(f"library: {label}")
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--library-child",
+                mode,
+                "--library-root",
+                str(root),
+                "--budget",
+                str(budget_gb),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        ).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        lines.append(
+            f"| {label} | {result['s']:.0f} | {result['peak'] / 1e9:.2f} | {result['detail']} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=5_000_000)
@@ -381,7 +490,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sqlite-rows", type=int, default=0)
     parser.add_argument("--no-filters", action="store_true")
+    parser.add_argument("--library-rows", type=int, default=0, help="also measure a library build")
+    parser.add_argument("--budget", type=float, default=0.5, help="GB, for --library-rows")
+    parser.add_argument("--library-child", help=argparse.SUPPRESS)
+    parser.add_argument("--library-root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.library_child:
+        library_child(args.library_root, args.library_child, args.budget)
+        return 0
 
     import faiss
 
@@ -406,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: list[str] = []
     rows: list[str] = []
     filter_rows: list[str] = []
-    for kind in args.kinds.split(","):
+    for kind in [k for k in args.kinds.split(",") if k]:
         before = anon_rss_bytes()
         log(f"{kind}: training and adding")
         built, own_s = build_kind(kind, data, quantizer, assign)
@@ -447,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(filter_rows[-1], file=sys.stderr, flush=True)
         del index, built
+        # Hand the freed index back to the system, so the next kind's growth is its own.
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
     load_end = os.getloadavg()
     print(
@@ -469,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sqlite_rows:
         print()
         print("\n".join(sqlite_versus_mmap(data, args.sqlite_rows, args.scratch, 4 * TOP)))
+    if args.library_rows:
+        print()
+        print("\n".join(library_rows(data, args.library_rows, args.scratch, args.budget)))
     print(json.dumps({"n": args.n, "nlist": nlist}), file=sys.stderr)
     return 0
 
