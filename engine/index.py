@@ -89,6 +89,12 @@ recall@100 0.83 (0.93 from 1,000), 128 bytes 0.96 (0.99), 8-bit scalar codes 0.9
 RERANK_FACTOR: int = 4
 """The compressed kind re-ranks a shortlist of this many times k exactly."""
 
+COMPRESSED_NPROBE_FRACTION: float = 1 / 64
+"""The compressed kind probes this share of its lists. At 5M clustered 512-d vectors and 4,096
+lists (docs/BENCHMARKS.md, "Five million photos"), 8-bit codes re-ranked from 400: recall@100
+0.985 at 64 lists (8-21 ms median in three runs) and 0.998 at 128 (13-51 ms) on a busy 2-core
+machine: each list probed is a scan of a byte per dimension of every vector in it."""
+
 # The shortest shortlist re-ranked: a few hundred rows of the vector file cost well under a
 # millisecond, and a small k (10) would otherwise re-rank too few to recover PQ's errors.
 _MIN_SHORTLIST: int = 200
@@ -191,6 +197,12 @@ def choose_nlist(n_vectors: int) -> int:
     `_TRAIN_POINTS_PER_LIST` training points per list."""
     by_size = int(round(4 * math.sqrt(max(n_vectors, 1))))
     return max(1, min(by_size, n_vectors // _TRAIN_POINTS_PER_LIST))
+
+
+def compressed_nprobe(nlist: int) -> int:
+    """The lists a compressed index of `nlist` lists probes per query by default: half the
+    share IVF-Flat probes (`COMPRESSED_NPROBE_FRACTION`), at least `MIN_NPROBE`."""
+    return min(nlist, max(MIN_NPROBE, math.ceil(nlist * COMPRESSED_NPROBE_FRACTION)))
 
 
 def choose_compressed_nlist(n_vectors: int) -> int:
@@ -399,7 +411,7 @@ class VectorIndex:
         if cancel is not None:
             cancel.check()
         ivf.set_direct_map_type(_HASHTABLE_DIRECT_MAP)
-        ivf.nprobe = default_nprobe(nlist)
+        ivf.nprobe = default_nprobe(nlist) if kind == "ivf" else compressed_nprobe(nlist)
         self = cls.__new__(cls)
         self._setup(ivf)
         self.memory_budget = memory_budget
@@ -1380,6 +1392,9 @@ __all__ = [
     "SCORE_TOLERANCE",
     "VectorIndex",
     "checksum_path",
+    "choose_codec",
+    "choose_kind",
     "choose_nlist",
+    "compressed_nprobe",
     "default_nprobe",
 ]

@@ -197,6 +197,17 @@ def generate(n: int, scratch: Path, n_queries: int) -> tuple[np.ndarray, list[Fi
     return np.load(vectors_path, mmap_mode="r"), filters
 
 
+def float32_rows(n: int) -> np.ndarray:
+    """The collection as `generate` drew it, before its float16 rounding (n x 2 KB)."""
+    mixture = Mixture(DIM)
+    out = np.empty((n, DIM), dtype=np.float32)
+    for start in range(0, n, CHUNK):
+        out[start : start + CHUNK], _ = mixture.sample(
+            min(CHUNK, n - start), seed=1000 + start // CHUNK
+        )
+    return out
+
+
 def sample_rows(n: int, size: int) -> np.ndarray:
     return np.sort(np.random.default_rng(0).choice(n, size=min(n, size), replace=False))
 
@@ -490,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sqlite-rows", type=int, default=0)
     parser.add_argument("--no-filters", action="store_true")
+    parser.add_argument(
+        "--float32", action="store_true", help="also re-rank from float32 (n x 2 KB of memory)"
+    )
     parser.add_argument("--library-rows", type=int, default=0, help="also measure a library build")
     parser.add_argument("--budget", type=float, default=0.5, help="GB, for --library-rows")
     parser.add_argument("--library-child", help=argparse.SUPPRESS)
@@ -515,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     quantizer, assign, train_s, assign_s = coarse(data, nlist, args.scratch)
     log(f"coarse: k-means {train_s:.0f} s, assignment {assign_s:.0f} s")
     ids_path = args.scratch / f"vectorfile-{args.n}"
-    vector_file = VectorFile.wrap_rows(data, np.arange(1, args.n + 1, dtype=np.int64), ids_path)
+    row_ids = np.arange(1, args.n + 1, dtype=np.int64)
+    vector_file = VectorFile.wrap_rows(data, row_ids, ids_path)
 
     nprobes = [int(p) for p in args.nprobes.split(",") if p] or [index_module.default_nprobe(nlist)]
     factors = [int(f) for f in args.factors.split(",") if f] or [index_module.RERANK_FACTOR]
@@ -548,6 +563,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"{result['p95']:.2f} | {result['recall']:.3f} |"
                 )
                 print(rows[-1], file=sys.stderr, flush=True)
+        if args.float32:
+            # The same shortlists re-ranked from float32 vectors: what float16 storage loses.
+            index.nprobe, index.rerank_factor = nprobes[0], factors[0]
+            index.attach_vectors(VectorFile.wrap_rows(float32_rows(args.n), row_ids))
+            result = measure(lambda q, index=index: index.search(q, TOP), filters[0])
+            rows.append(
+                f"| {kind}, float32 re-rank | {nprobes[0]} | {factors[0] * TOP} | "
+                f"{result['median']:.2f} | {result['p95']:.2f} | {result['recall']:.3f} |"
+            )
+            print(rows[-1], file=sys.stderr, flush=True)
+            index.attach_vectors(vector_file)
         if not args.no_filters:
             index.nprobe = nprobes[0]
             index.rerank_factor = factors[0]
