@@ -370,3 +370,26 @@ def test_cli_index_memory_option_rejects_bad_values_with_exit_2(tmp_path: Path, 
 
     assert main(["index", str(tmp_path), "--index-memory", "lots"]) == 2
     assert "expected a number of GB" in capsys.readouterr().err
+
+
+def test_a_vector_file_save_cut_short_is_refused_or_ignored(tmp_path: Path) -> None:
+    vectors, _ = clustered_vectors(300, clusters=5)
+    ids = np.arange(1, 301, dtype=np.int64)
+    first = VectorFile.create(tmp_path / "a.faiss", DIM, [(ids[:200], vectors[:200])])
+    # Rows appended, map never saved (a crash before `flush`): reopened, the old rows only,
+    # and the next append writes over the leftovers.
+    first.add(ids[200:], vectors[200:])
+    reopened = VectorFile.open(tmp_path / "a.faiss", DIM)
+    assert len(reopened) == 200 and 250 not in set(reopened.ids().tolist())
+    reopened.add(ids[250:251], vectors[250:251])
+    reopened.flush()
+    again = VectorFile.open(tmp_path / "a.faiss", DIM)
+    assert len(again) == 201
+    np.testing.assert_allclose(again.get(ids[250:251]), vectors[250:251], atol=2e-3)
+    # A map beside another data file (a rebuild cut short between its two renames): refused.
+    VectorFile.create(tmp_path / "b.faiss", DIM, [(ids, vectors)])
+    _, map_a = vector_file_paths(tmp_path / "a.faiss")
+    _, map_b = vector_file_paths(tmp_path / "b.faiss")
+    map_a.write_bytes(map_b.read_bytes())
+    with pytest.raises(CorruptIndexError, match="does not match its map"):
+        VectorFile.open(tmp_path / "a.faiss", DIM)
