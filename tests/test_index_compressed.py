@@ -393,3 +393,29 @@ def test_a_vector_file_save_cut_short_is_refused_or_ignored(tmp_path: Path) -> N
     map_a.write_bytes(map_b.read_bytes())
     with pytest.raises(CorruptIndexError, match="does not match its map"):
         VectorFile.open(tmp_path / "a.faiss", DIM)
+
+
+def test_library_keeps_index_and_vector_file_in_step_across_sessions(
+    compressed_library, demo_encoder, caplog
+) -> None:
+    lib, exact = compressed_library
+    model = demo_encoder.model_key
+    index = lib.vector_index(model)
+    assert index.kind == "compressed"
+    photos = len(index)
+    # A vector the catalog does not hold (as if its photo were forgotten meanwhile): saved
+    # with the index, then removed from both by the next open's consistency check.
+    stray = np.ones((1, index.dim), dtype=np.float32)
+    index.add(np.array([10**9]), stray)
+    lib.save_index(model)
+    lib.close()
+    caplog.clear()
+    reopened = Library.open(lib.root)
+    reopened.index_memory_budget = 1
+    index = reopened.vector_index(model)
+    assert index.kind == "compressed" and len(index) == photos and 10**9 not in index
+    assert np.array_equal(index.vectors.ids(), index.ids())  # type: ignore[union-attr]
+    assert "rebuilding" not in caplog.text  # both files were trusted and repaired in place
+    searcher = Searcher(reopened, demo_encoder)
+    assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
+    reopened.close()
