@@ -17,6 +17,7 @@ import logging
 import math
 import pickle
 import re
+import socket
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,23 @@ _OUR_ERROR = re.compile(r"^engine\.errors\.\w+: (.+)$", re.MULTILINE)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds when nothing listens at a HOST:PORT address: `ray.init` would wait for
+    minutes. Other forms ("auto", a ray:// URL without a port) are left to Ray."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise QuadratError(
+            f"cannot connect to the Ray cluster at {address}: {reason.lower()} (is the head "
+            "node started, with this address and port?)"
+        ) from None
+
+
 def _cluster_failure(error: BaseException) -> QuadratError:
     """A failure on the cluster as one line: our own error from a worker (a model that differs
     between nodes, say) by its message, anything else by its first line."""
@@ -225,6 +243,7 @@ class RayIndexer(Indexer):
         ray = import_ray()
         connected_here = not ray.is_initialized()
         if connected_here:
+            _check_reachable(self.address)
             try:
                 ray.init(
                     address=self.address,
@@ -279,6 +298,8 @@ class RayIndexer(Indexer):
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         logging.getLogger("ray.data").setLevel(logging.WARNING)
+        # "Progress bars disabled": on purpose, the indexer reports progress itself.
+        logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
 
         items = [
             {"job": i, "path": str(job.entry.abs_path), "hash": job.known_hash or ""}

@@ -31,10 +31,11 @@ except ImportError:
         allow_module_level=True,
     )
 
+from engine.errors import QuadratError
 from engine.indexer import Indexer
 from engine.indexer_ray import RayIndexer
 from engine.library import Library
-from tests.ray_cluster import REPO, LocalRayCluster, pids_named
+from tests.ray_cluster import REPO, LocalRayCluster, free_port, pids_named
 from tests.test_indexer import add_bad_files, consistency
 
 pytestmark = pytest.mark.slow
@@ -199,6 +200,16 @@ def test_without_ray_the_command_line_says_how_to_install_it(tmp_path, collectio
         "error: indexing on a Ray cluster needs Ray: pip install 'quadrat[ray]'"
     ]
     assert not (tmp_path / "lib").exists()  # refused before the library was touched
+
+
+def test_an_address_where_no_cluster_listens_fails_at_once(tmp_path, collection, demo_encoder):
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with Library.open(tmp_path / "lib") as lib, pytest.raises(QuadratError) as raised:
+        RayIndexer(lib, demo_encoder, address=address).run(collection)
+    assert time.monotonic() - started < 30  # not Ray's minutes of reconnecting
+    assert str(raised.value).startswith(f"cannot connect to the Ray cluster at {address}")
+    assert "\n" not in str(raised.value)
 
 
 def test_a_killed_encode_worker_is_replaced_and_every_photo_indexed_once(
