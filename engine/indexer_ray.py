@@ -197,7 +197,7 @@ class RayIndexer(Indexer):
 
     `encoder` is this process's copy of the model (its key, size and spec; it encodes nothing
     here). The cluster's encode actors load `encoder.spec` on `device`: "auto" takes one GPU per
-    actor when the cluster has GPUs, else one CPU actor per node."""
+    actor when the cluster has GPUs, else as many CPU actors as nodes."""
 
     def __init__(
         self,
@@ -281,7 +281,7 @@ class RayIndexer(Indexer):
         nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
         # As many CPU encoders as nodes, holding no CPU slot: an actor holding the only slot of
         # a one-CPU node would leave no slot to decode in, and the run would wait forever.
-        # Torch's threads share the cores with the decode tasks, as in the local indexer.
+        # Ray starts them with OMP_NUM_THREADS=1: one torch thread each, beside the decode tasks.
         return "cpu", max(1, nodes), {"num_cpus": 0}
 
     def _encoded_stream(
