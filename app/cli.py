@@ -29,6 +29,7 @@ from app.cli_common import (
     open_library,
     reset_settings,
     resolve_model_spec,
+    set_database_url,
     user_settings,
 )
 from app.cli_evaluate import add_evaluate_command
@@ -68,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def library_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
+        p.add_argument(
+            "--database-url",
+            metavar="URL",
+            help="the catalog of a new library folder, e.g. postgresql://USER@HOST/DATABASE "
+            "(recorded in the folder, password never; default: the settings' database URL)",
+        )
 
     def model_option(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -432,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command is None:
             return cmd_gui(argparse.Namespace(folder=None, demo=False))
+        set_database_url(getattr(args, "database_url", None))
         return int(args.func(args) or EXIT_OK)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -450,6 +458,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # the details go to the log file, the user gets one line
         log.debug("unexpected failure", exc_info=True)
+        if type(exc).__module__.startswith("sqlalchemy"):  # never SQL and its parameters
+            from engine.catalog.db import catalog_error
+
+            print(f"error: {catalog_error(exc, None)}", file=sys.stderr)
+            return EXIT_FAILURE
         where = f" (details in {log_file})" if log_file else ""
         print(f"error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
         return EXIT_FAILURE

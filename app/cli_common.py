@@ -33,14 +33,26 @@ def user_settings():  # -> Settings
     return _settings
 
 
+_database_url: str | None = None  # the command's --database-url, see main()
+
+
+def set_database_url(url: str | None) -> None:
+    """The catalog URL given on the command line (None: the settings' applies)."""
+    global _database_url
+    _database_url = url
+
+
 def open_library(path: Path | None):  # -> Library
-    """The library at `path`, else the one the settings name (as the window opens it)."""
+    """The library at `path`, else the one the settings name (as the window opens it).
+
+    Its catalog: the one the folder records, else --database-url, else the settings' database
+    URL (which applies to `--library` folders too), else a SQLite file in the folder."""
     from engine.library import Library
 
     settings = user_settings()
-    if path is not None:
-        return Library.open(path)
-    return Library.open(settings.library_path(), database_url=settings.database_url or None)
+    database_url = _database_url if _database_url is not None else settings.database_url
+    folder = path if path is not None else settings.library_path()
+    return Library.open(folder, database_url=database_url or None)
 
 
 def resolve_model_spec(requested: str | None, library: Any) -> str:
@@ -216,5 +228,6 @@ def method_from_args(args: Any) -> Any:
 
 def reset_settings() -> None:
     """Forget the settings read by the previous command (each command reads the file anew)."""
-    global _settings
+    global _settings, _database_url
     _settings = None
+    _database_url = None

@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,12 +160,18 @@ def export_results_csv(
     path: str | Path,
     ranking: Sequence[tuple[int, float]],
     judgments: dict[int, int] | None = None,
+    probabilities: Mapping[int, float] | None = None,
 ) -> int:
-    """Write a ranked result list with judgments and metadata as CSV; returns rows written."""
+    """Write a ranked result list with judgments and metadata as CSV; returns rows written.
+    With `probabilities` (image id -> calibrated probability of relevance) a `probability`
+    column follows `score`."""
     judgments = judgments or {}
     records = photo_details(library, [int(i) for i, _ in ranking])
+    columns = list(RESULT_COLUMNS)
+    if probabilities is not None:
+        columns.insert(columns.index("score") + 1, "probability")
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=RESULT_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     rows = 0
     for rank, (image_id, score) in enumerate(ranking, start=1):
@@ -179,6 +185,11 @@ def export_results_csv(
                 "rank": rank,
                 "score": f"{score:.6f}",
                 "judgment": "" if judged is None else judged,
+                **(
+                    {"probability": f"{probabilities[int(image_id)]:.4f}"}
+                    if probabilities is not None
+                    else {}
+                ),
             }
         )
         rows += 1

@@ -80,7 +80,9 @@ class Library:
 
     @classmethod
     def open(cls, root: str | Path, database_url: str | None = None) -> Library:
-        """Open or create the library at `root` (the catalog URL defaults to a file inside).
+        """Open or create the library at `root`: the catalog it records (see
+        `engine.catalog.binding`), else the one at `database_url` (recorded in the folder), else
+        a SQLite file inside it. A URL naming another catalog than the folder's is refused.
 
         Two processes creating the same library at once are safe: the catalog is created under
         a lock and the second finds it ready. A folder that cannot be created or written, or a
@@ -98,9 +100,14 @@ class Library:
                 f"cannot create the library folder {root} ({error.strerror or error}); pick a "
                 "writable library folder with --library or in Settings"
             ) from error
-        catalog = open_catalog(database_url or root / CATALOG_FILE)
+        from engine.catalog.binding import choose_catalog, record_catalog
+
+        # A folder created with a database URL records it and opens that catalog from then on.
+        url = choose_catalog(root, root / CATALOG_FILE, database_url)
+        catalog = open_catalog(url)
         try:
-            with catalog_faults(catalog.path, opening=True):
+            record_catalog(root, url, root / CATALOG_FILE)
+            with catalog_faults(catalog.location, opening=True):
                 return cls(root, catalog)
         except BaseException:
             catalog.dispose()
@@ -121,7 +128,8 @@ class Library:
                 "or cancel it, then try again"
             ) from None
         try:
-            yield
+            with self.catalog.writer_lock():  # a server catalog: across workstations too
+                yield
         finally:
             lock.release()
 
@@ -133,7 +141,7 @@ class Library:
                 from engine.backup import backup_if_changed, judgment_fingerprint
                 from engine.catalog.db import catalog_faults
 
-                with catalog_faults(self.catalog.path):  # one line, not SQLAlchemy's SQL dump
+                with catalog_faults(self.catalog.location):  # one line, not the SQL dump
                     backup_if_changed(
                         self.root,
                         self.catalog.engine.url,

@@ -2,7 +2,9 @@
 
 Judgments belong to the query, not to a run: a photo judged while looking at the text method's
 results counts as judged for every other method of the same query. Each judgment is committed
-the moment it is made (SQLite FULL sync), so a crash right after a click loses nothing.
+the moment it is made (SQLite FULL sync), so a crash right after a click loses nothing. On a
+shared (PostgreSQL) catalog several people judge at once: each judgment is kept with who made it
+and when (`judgment_events`), and the newest one of a photo counts.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from engine.catalog import Judgment, Query, Run, RunResult
+from engine.catalog import Judgment, JudgmentEvent, Query, Run, RunResult
 from engine.catalog.models import utcnow
 from engine.errors import BadInputError
 from engine.library import Library
@@ -81,6 +83,16 @@ class RunInfo:
         except Exception:  # a plug-in no longer installed, a parameter renamed since
             text = self.method
         return text if self.kind == "text" else f"{text} · {self.kind}"
+
+
+@dataclass(frozen=True)
+class JudgmentRecord:
+    """One judgment as it was made (`QueryStore.judgment_history`)."""
+
+    image_id: int
+    relevance: int | None  # None: the judgment was cleared
+    judged_by: str | None
+    judged_at: datetime
 
 
 @dataclass(frozen=True)
@@ -269,13 +281,31 @@ class QueryStore:
     def judge(self, query_id: int, image_id: int, relevance: int | None) -> JudgmentChange:
         """Mark a photo relevant (1) / not relevant (0) for a query, or clear it (None).
 
-        Committed before returning. The returned change carries the previous value for undo.
+        Committed before returning, with who and when, in `judgments` (the newest per photo)
+        and `judgment_events` (every act). Safe when several people judge the same query at
+        once: the newest judgment of a photo wins and every act is kept. The returned change
+        carries the previous value for undo.
         """
         if relevance is not None and relevance < 0:
             raise BadInputError("relevance must be 0 (not relevant) or a positive grade")
-        with self.library.catalog.session() as s:
+        catalog = self.library.catalog
+        with catalog.session() as s:
+            # Several people may judge this photo at once: one at a time, each reading the
+            # judgment the previous one left, and the time taken after the wait, so that the
+            # newest act is also the one that counts.
+            catalog.serialize(s, (query_id, image_id))
+            now = utcnow()
             row = s.get(Judgment, (query_id, image_id))
             previous = row.relevance if row is not None else None
+            s.add(
+                JudgmentEvent(
+                    query_id=query_id,
+                    image_id=image_id,
+                    relevance=relevance,
+                    judged_by=self.user,
+                    judged_at=now,
+                )
+            )
             if relevance is None:
                 if row is not None:
                     s.delete(row)
@@ -286,12 +316,28 @@ class QueryStore:
                         image_id=image_id,
                         relevance=relevance,
                         judged_by=self.user,
-                        judged_at=utcnow(),
+                        judged_at=now,
                     )
                 )
             else:
-                row.relevance, row.judged_by, row.judged_at = relevance, self.user, utcnow()
+                row.relevance, row.judged_by, row.judged_at = relevance, self.user, now
         return JudgmentChange(query_id, image_id, previous, relevance)
+
+    def judgment_history(self, query_id: int) -> list[JudgmentRecord]:
+        """Every judgment made for a query, oldest first: who judged which photo how, and
+        when (relevance None: a judgment cleared)."""
+        with self.library.catalog.session() as s:
+            rows = s.execute(
+                select(
+                    JudgmentEvent.image_id,
+                    JudgmentEvent.relevance,
+                    JudgmentEvent.judged_by,
+                    JudgmentEvent.judged_at,
+                )
+                .where(JudgmentEvent.query_id == query_id)
+                .order_by(JudgmentEvent.judged_at, JudgmentEvent.id)
+            ).all()
+        return [JudgmentRecord(*row) for row in rows]
 
     def undo(self, change: JudgmentChange) -> JudgmentChange:
         """Put back the judgment a change replaced."""

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# Catalog fixtures for SQLite and PostgreSQL: catalog_url, postgres_url, postgres_server.
+from tests.catalogs import catalog_url, postgres_server, postgres_url  # noqa: F401
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep torch from fighting the decode threads and the other test workers for 2 cores.
 os.environ.setdefault("OMP_NUM_THREADS", "2")

@@ -11,17 +11,18 @@ from engine.catalog import Base, open_catalog
 from engine.errors import QuadratError
 
 
-def test_migrations_build_exactly_the_schema_the_models_describe(tmp_path):
+def test_migrations_build_exactly_the_schema_the_models_describe(catalog_url):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
     from engine.textsearch import is_record_text_table
 
-    catalog = open_catalog(tmp_path / "c.sqlite3")
+    catalog = open_catalog(catalog_url)  # SQLite and PostgreSQL
     # The FTS5 table of the records' words (and its shadow tables) is SQLite's, not a model's.
     options = {"include_name": lambda name, _type, _parent: not is_record_text_table(name or "")}
     with catalog.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts=options), Base.metadata)
+    catalog.dispose()
     assert diff == []
 
 

@@ -9,18 +9,25 @@ import sys
 import textwrap
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import make_url, select
 
 from engine.catalog import Collection, Image
+from engine.catalog.db import PASSWORD_ENV
 from engine.errors import BadInputError
 from engine.library import Library
 from engine.queries import QueryStore
 
 
 @pytest.fixture
-def library(tmp_path):
-    """A library with ten catalog photos (no vectors needed for judging)."""
-    with Library.open(tmp_path / "lib") as lib:
+def library(tmp_path, catalog_url, monkeypatch):
+    """A library with ten catalog photos (no vectors needed for judging), on SQLite (its own
+    file) and on a PostgreSQL server (the password from the environment, as users give it)."""
+    database_url = None
+    if catalog_url.startswith("postgresql"):
+        url = make_url(catalog_url)
+        monkeypatch.setenv(PASSWORD_ENV, url.password or "")
+        database_url = url._replace(password=None).render_as_string(hide_password=False)
+    with Library.open(tmp_path / "lib", database_url=database_url) as lib:
         with lib.catalog.session() as s:
             coll = Collection(root=str(tmp_path / "photos"), name="photos")
             s.add(coll)
@@ -144,7 +151,9 @@ def test_a_judgment_survives_a_kill_right_after_it_is_made(library, tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    with Library.open(library.root) as reopened:
+    with Library.open(library.root) as reopened:  # the folder's catalog, whichever it is
         assert QueryStore(reopened).judgments(qid) == {target: 1}
-        assert reopened.catalog.integrity_check() == "ok"
-    assert os.path.exists(library.root / "catalog.sqlite3")
+        if not reopened.catalog.is_server:
+            assert reopened.catalog.integrity_check() == "ok"
+    if not library.catalog.is_server:
+        assert os.path.exists(library.root / "catalog.sqlite3")

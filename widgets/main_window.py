@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -127,6 +128,7 @@ class MainWindow(QMainWindow):
     importJudgmentsRequested = Signal()
     exportJudgmentsRequested = Signal()
     exportResultsRequested = Signal()
+    exportLikelyRequested = Signal()  # photos whose probability of relevance passes a cut-off
     copyRelevantRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -348,10 +350,24 @@ class MainWindow(QMainWindow):
         )
         self.back_to_run_action = QAction("&Back to the run", self)
         self.back_to_run_action.setEnabled(False)
+        self.export_likely_action = QAction("&Export likely relevant photos…", self)
+        self.export_likely_action.setToolTip(
+            "Write every photo whose probability of relevance, learned from the judgments, "
+            "is at least a value you choose (0.9 by default) to a CSV file"
+        )
+        self.export_likely_action.setEnabled(False)
+        self.export_likely_action.triggered.connect(
+            lambda _checked=False: self.exportLikelyRequested.emit()
+        )
         self.judge_menu.addSeparator()
         self.judge_menu.addMenu(panel.refine_menu)
         self.judge_menu.addActions(
-            [self.judge_next_action, self.sample_action, self.back_to_run_action]
+            [
+                self.judge_next_action,
+                self.sample_action,
+                self.back_to_run_action,
+                self.export_likely_action,
+            ]
         )
         panel.judge_next_button.setDefaultAction(self.judge_next_action)
         panel.sample_button.setDefaultAction(self.sample_action)
@@ -437,6 +453,11 @@ class MainWindow(QMainWindow):
         """A file to write, or None; tests replace this method."""
         path, _ = QFileDialog.getSaveFileName(self, caption, suggested, file_filter)
         return path or None
+
+    def ask_probability(self, caption: str, label: str, value: float) -> float | None:
+        """A probability between 0.5 and 0.99, or None; tests replace this method."""
+        number, accepted = QInputDialog.getDouble(self, caption, label, value, 0.5, 0.99, 2)
+        return float(number) if accepted else None
 
     def ask_folder(self, caption: str) -> str | None:
         """A folder, or None; tests replace this method."""

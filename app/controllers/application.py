@@ -189,6 +189,7 @@ class Application:
             w.judge_next_action,
             w.sample_action,
             w.back_to_run_action,
+            export_likely_action=w.export_likely_action,
             filters=lambda: (
                 self.search.filters
                 if self.search.filters is not None and self.search.filters.active
@@ -214,6 +215,7 @@ class Application:
         w.importJudgmentsRequested.connect(self.import_judgments)
         w.exportJudgmentsRequested.connect(self.export_judgments)
         w.exportResultsRequested.connect(self.export_results)
+        w.exportLikelyRequested.connect(self.export_likely)
         w.copyRelevantRequested.connect(self.copy_relevant)
         for source in (
             self.library.message,
@@ -353,6 +355,22 @@ class Application:
         )
         if path:
             self.transfers.export_results(path)
+
+    def export_likely(self) -> None:
+        """Judge › Export likely relevant photos…: a probability cut-off, then a CSV file."""
+        min_p = self.window.ask_probability(
+            "Export likely relevant photos",
+            "Every photo whose probability of relevance, learned from this query's "
+            "judgments, is at least:",
+            0.9,
+        )
+        if min_p is None:
+            return
+        path = self.window.ask_save_file(
+            f"Export the photos with p ≥ {min_p:g}", "likely-relevant.csv", "CSV (*.csv)"
+        )
+        if path:
+            self.feedback.export_likely(path, min_p)
 
     def copy_relevant(self) -> None:
         folder = self.window.ask_folder("Copy the photos judged relevant to…")

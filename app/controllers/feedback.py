@@ -11,6 +11,8 @@ estimate and a sample to judge.
   the recall estimate.
 - **The recall estimate** ("found 37 of about 45 (90 %: 40–55)") beside the stop rule, computed
   in a worker a moment after the judgments change (newest wins).
+- **Export likely relevant photos…** (Judge menu): every photo whose calibrated probability of
+  relevance (the probe) reaches a cut-off the user chooses, written to a CSV with that probability.
 
 The learning methods never appear where a method is picked for a search, a benchmark or a
 reranker's base (`learning_method_keys`): they run on a saved query's judgments only.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -29,7 +32,7 @@ from app.controllers.judging import JudgingController
 from app.controllers.results import result_items
 from app.controllers.session import LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
-from app.workers import READ, TaskContext, TaskHandle, TaskRunner
+from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError
 from widgets.metrics_panel import MetricsPanel, MetricsView
 from widgets.results import ResultItem, ResultsModel, ResultsView
@@ -98,6 +101,7 @@ class FeedbackController(QObject):
         sample_action: Any,  # QAction
         back_action: Any,  # QAction
         filters: Callable[[], Any] = lambda: None,  # the window's active SearchFilters or None
+        export_likely_action: Any = None,  # QAction: Export likely relevant photos…
     ) -> None:
         super().__init__()
         self.runner = runner
@@ -112,6 +116,7 @@ class FeedbackController(QObject):
         self.sample_action = sample_action
         self.back_action = back_action
         self.filters = filters
+        self.export_likely_action = export_likely_action
         self.mode: JudgingList | None = None  # the list shown instead of the run
         self._run_items: list[ResultItem] = []  # the run's cards, back when the mode ends
         self._run_row = 0
@@ -147,6 +152,8 @@ class FeedbackController(QObject):
         )
         for action in (self.judge_next_action, self.sample_action):
             action.setEnabled(open_query)
+        if self.export_likely_action is not None:
+            self.export_likely_action.setEnabled(open_query and judged)
         if self.mode is not None and self.mode.query_id != self.judging.query_id:
             self._end_mode()
         if query_id is None:
@@ -226,6 +233,54 @@ class FeedbackController(QObject):
                 # Said again once the run is shown ("Opened …" would hide it otherwise).
                 handle.succeeded.connect(lambda _loaded: self.message.emit(line))
         self.refined.emit(refinement.query_id, refinement.run_id)
+
+    # -- a list to export by probability --------------------------------------------------------
+
+    def export_likely(self, path: str | Path, min_p: float) -> TaskHandle | None:
+        """Write every photo whose calibrated probability of relevance (the probe fitted to the
+        open query's judgments) is at least `min_p` to a CSV at `path`, best first, with the
+        probability beside the metadata; nothing is written when no photo reaches it."""
+        judging, library = self.judging, self.session.library
+        query_id = judging.query_id
+        if query_id is None or library is None:
+            self.message.emit(NO_QUERY)
+            return None
+        if not judging.judgments:
+            self.message.emit(NO_JUDGMENTS)
+            return None
+        judgments = dict(judging.judgments)
+        filters = self.filters()
+        encoder = self.session.ensure_encoder
+        path = Path(path)
+
+        def work(ctx: TaskContext) -> int:
+            from engine.export import export_results_csv
+            from engine.methods.feedback import photos_above
+
+            hits = photos_above(
+                library, encoder, query_id, min_p, filters=filters, judgments=judgments
+            )
+            if hits:
+                export_results_csv(library, path, hits, judgments, probabilities=dict(hits))
+            return len(hits)
+
+        def written(count: int) -> None:
+            if count:
+                self.message.emit(f"Wrote {count:,} photos with p ≥ {min_p:g} to {path}")
+            else:
+                self.message.emit(
+                    f"No photo has p ≥ {min_p:g} yet, so nothing was written: judge more photos "
+                    "(p ≥ 0.9 needs at least 9 judged relevant) or choose a lower probability"
+                )
+
+        self.message.emit(f"Finding the photos with p ≥ {min_p:g}…")
+        return self.runner.submit(
+            work,
+            title="Exporting the likely relevant photos",
+            pool=WRITE,  # after every judgment queued before it, as other exports
+            on_success=written,
+            on_failure=lambda exc: self._failed(exc, "Exporting the likely relevant photos"),
+        )
 
     # -- judge next and the sample ----------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """Opening a catalog database: engine, SQLite pragmas, migrations to the current schema.
 
 Every database failure a user can meet (a read-only folder, a full disk, a removed file, a
-locked or damaged catalog) leaves this module as one `CatalogError` line that names the cause
-and the way on; the original exception, with its SQL and traceback, goes to the log file.
+locked or damaged catalog; on a PostgreSQL server also a server that cannot be reached, a
+refused login, a missing database, a value out of range, a lost connection) leaves this module
+as one `CatalogError` line that names the cause and the way on; the original exception, with
+its SQL, parameters and traceback, goes to the log file.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from engine.errors import CatalogError, QuadratError
+from engine.errors import BadInputError, CatalogError, QuadratError
 
 if TYPE_CHECKING:
     from alembic.config import Config  # imported lazily at runtime
@@ -41,6 +43,72 @@ READ_ONLY, DISK_FULL, DISK_IO, LOCKED, DAMAGED, CANNOT_OPEN, OTHER = (
     "damaged",
     "cannot open",
     "other",
+)
+# ... and those only a database server has.
+UNREACHABLE, AUTH_FAILED, NO_DATABASE, OUT_OF_RANGE, CONNECTION_LOST, NO_PERMISSION = (
+    "server unreachable",
+    "login refused",
+    "database missing",
+    "out of range",
+    "connection lost",
+    "no permission",
+)
+
+_SERVER_CAUSES = frozenset(
+    (UNREACHABLE, AUTH_FAILED, NO_DATABASE, OUT_OF_RANGE, CONNECTION_LOST, NO_PERMISSION)
+)
+
+# The environment variable that gives the password of a server catalog: the library folder
+# records the catalog's URL without it (libpq's PGPASSWORD and ~/.pgpass work as well).
+PASSWORD_ENV = "QUADRAT_DATABASE_PASSWORD"
+
+# PostgreSQL's SQLSTATE codes (and classes, by their first two characters).
+_PG_CODES = {
+    "22003": OUT_OF_RANGE,  # numeric_value_out_of_range
+    "22008": OUT_OF_RANGE,  # datetime_field_overflow
+    "28000": AUTH_FAILED,  # invalid_authorization_specification
+    "28P01": AUTH_FAILED,  # invalid_password
+    "3D000": NO_DATABASE,  # invalid_catalog_name
+    "42501": NO_PERMISSION,  # insufficient_privilege
+    "25006": READ_ONLY,  # read_only_sql_transaction
+    "53100": DISK_FULL,  # disk_full
+    "40001": LOCKED,  # serialization_failure
+    "40P01": LOCKED,  # deadlock_detected
+    "55P03": LOCKED,  # lock_not_available
+    "57P01": CONNECTION_LOST,  # admin_shutdown
+    "57P02": CONNECTION_LOST,  # crash_shutdown
+    "57P03": UNREACHABLE,  # cannot_connect_now (starting up, shutting down)
+    "53300": UNREACHABLE,  # too_many_connections
+}
+_PG_CLASSES = {"08": CONNECTION_LOST, "58": DISK_IO, "XX": DAMAGED}
+
+# libpq's messages for failures that carry no SQLSTATE (those met while connecting).
+_SERVER_TEXTS = (
+    ("password authentication failed", AUTH_FAILED),
+    ("no password supplied", AUTH_FAILED),
+    ("authentication failed", AUTH_FAILED),
+    ("no pg_hba.conf entry", AUTH_FAILED),
+    ('role "', AUTH_FAILED),  # role "x" does not exist
+    ("does not exist", NO_DATABASE),  # database "x" does not exist
+    ("connection refused", UNREACHABLE),
+    ("failed to resolve host", UNREACHABLE),
+    ("could not translate host name", UNREACHABLE),
+    ("name or service not known", UNREACHABLE),
+    ("no route to host", UNREACHABLE),
+    ("network is unreachable", UNREACHABLE),
+    ("timeout expired", UNREACHABLE),
+    ("connection timed out", UNREACHABLE),
+    ("no such file or directory", UNREACHABLE),  # a Unix socket with no server behind it
+    ("the database system is starting up", UNREACHABLE),
+    ("the database system is shutting down", UNREACHABLE),
+    ("server closed the connection unexpectedly", CONNECTION_LOST),
+    ("terminating connection", CONNECTION_LOST),
+    ("connection is lost", CONNECTION_LOST),
+    ("connection is closed", CONNECTION_LOST),
+    ("consuming input failed", CONNECTION_LOST),
+    ("ssl syscall error", CONNECTION_LOST),
+    ("out of range", OUT_OF_RANGE),
+    ("permission denied", NO_PERMISSION),
 )
 
 # SQLite's primary result codes (the low byte of an extended code).
@@ -112,10 +180,34 @@ def _first_line(error: BaseException) -> str:
     return lines[0].strip() if lines else type(error).__name__
 
 
+def _classify_server(base: BaseException) -> str:
+    """The cause of a database server's failure, from its SQLSTATE, else libpq's message."""
+    sqlstate = getattr(base, "sqlstate", None) or getattr(base, "pgcode", None)
+    if isinstance(sqlstate, str) and sqlstate:
+        # The server said what it was: no guessing from words ("relation x does not exist").
+        return _PG_CODES.get(sqlstate) or _PG_CLASSES.get(sqlstate[:2]) or OTHER
+    message = str(base).lower()
+    for needle, cause in _SERVER_TEXTS:
+        if needle in message:
+            return cause
+    return OTHER
+
+
+def _from_server(base: BaseException) -> bool:
+    """Whether a DB-API exception comes from a server's driver (psycopg), not from SQLite."""
+    return not isinstance(base, sqlite3.Error | OSError) and type(base).__module__.startswith(
+        ("psycopg", "pg8000", "asyncpg")
+    )
+
+
 def classify(error: BaseException) -> str:
     """The cause of a catalog failure: one of READ_ONLY, DISK_FULL, DISK_IO, LOCKED, DAMAGED,
-    CANNOT_OPEN or OTHER, from SQLite's result code, else its message, else the OS errno."""
+    CANNOT_OPEN or OTHER, from SQLite's result code, else its message, else the OS errno; for a
+    database server also UNREACHABLE, AUTH_FAILED, NO_DATABASE, OUT_OF_RANGE, CONNECTION_LOST or
+    NO_PERMISSION, from its SQLSTATE, else its message."""
     base = _dbapi_error(error)
+    if _from_server(base):
+        return _classify_server(base)
     code = getattr(base, "sqlite_errorcode", None)
     if isinstance(code, int):
         if code == _SQLITE_READONLY_DBMOVED:
@@ -185,18 +277,107 @@ def _message(cause: str, path: Path | None, detail: str, opening: bool) -> str:
     raise ValueError(f"no message for cause {cause!r}")
 
 
+def _server_detail(detail: str) -> str:
+    """libpq's message without the "connection to server at ... failed:" preamble."""
+    marker = " failed: "
+    if detail.startswith("connection failed:") and marker in detail:
+        detail = detail.rsplit(marker, 1)[1]
+    return " ".join(detail.replace("FATAL:", "").split())
+
+
+def server_place(url: URL) -> str:
+    """How a message names a server catalog: its database, host and port (never a password)."""
+    host = url.host or "localhost"
+    port = f":{url.port}" if url.port else ""
+    return f"database '{url.database or ''}' on {host}{port}"
+
+
+def _server_message(cause: str, url: URL, detail: str, opening: bool) -> str:
+    """The one line for a failure of `cause` (not OTHER) of the server catalog at `url`."""
+    place = server_place(url)
+    host = f"{url.host or 'localhost'}{f':{url.port}' if url.port else ''}"
+    prefix = "cannot open the catalog: " if opening else ""
+    if cause == UNREACHABLE:
+        return (
+            f"cannot reach the catalog server {host} ({detail}): check that the server is "
+            "running and that the host and port of the database URL (Settings or "
+            "--database-url) are right, then try again"
+        )
+    if cause == AUTH_FAILED:
+        return (
+            f"{prefix}the catalog server {host} refused the login of user '{url.username or ''}' "
+            f"({detail}): give the password in {PASSWORD_ENV}, PGPASSWORD or ~/.pgpass (the "
+            "library never stores it) and check the user name of the database URL"
+        )
+    if cause == NO_DATABASE:
+        return (
+            f"{prefix}the catalog {place} does not exist ({detail}): create it on the server "
+            f"(createdb -O {url.username or 'USER'} {url.database or 'NAME'}) or fix the "
+            "database URL"
+        )
+    if cause == OUT_OF_RANGE:
+        return (
+            f"a value does not fit its column in the catalog {place} ({detail}); nothing of "
+            "this change was saved: update Quadrat, and report it with the log file if it stays"
+        )
+    if cause == CONNECTION_LOST:
+        return (
+            f"lost the connection to the catalog server {host} ({detail}); work committed so "
+            "far is kept: check the server and the network, then try again"
+        )
+    if cause == NO_PERMISSION:
+        return (
+            f"{prefix}user '{url.username or ''}' may not change the catalog {place} "
+            f"({detail}): ask the database's owner to grant it the rights, or use another user"
+        )
+    if cause == LOCKED:
+        return (
+            f"another user's change to the catalog {place} got in the way ({detail}); nothing "
+            "of this change was saved: try again"
+        )
+    if cause == DISK_FULL:
+        return (
+            f"the disk of the catalog server {host} is full ({detail}); work committed so far "
+            "is kept: ask its administrator to free space, then try again"
+        )
+    if cause == READ_ONLY:
+        return (
+            f"{prefix}the catalog {place} is read-only ({detail}): connect to a server that "
+            "accepts writes (the primary, not a standby)"
+        )
+    return (
+        f"the catalog server {host} reports a fault ({detail}): ask its administrator; the "
+        "details are in the log"
+    )
+
+
 def catalog_error(
-    error: BaseException, path: str | Path | None, *, opening: bool = False
+    error: BaseException, path: str | Path | URL | None, *, opening: bool = False
 ) -> CatalogError:
     """Turn a database or file-system failure into one `CatalogError` line by its cause; the
-    original exception and its traceback go to the log. `path` is the catalog file (None for
-    a database that is not a file); `opening` prefixes the message for a failed open."""
-    path = Path(path) if path is not None else None
+    original exception and its traceback go to the log. `path` is the catalog file, or the URL
+    of a server catalog (None: a database that is neither); `opening` prefixes the message for
+    a failed open."""
     cause = classify(error)
     detail = _first_line(error)
+    if isinstance(path, URL) and path.get_backend_name() != "sqlite":
+        url = path
+        if cause != OTHER:
+            message = _server_message(cause, url, _server_detail(detail), opening)
+        else:
+            verb = "cannot open" if opening else "cannot read or write"
+            message = (
+                f"{verb} the catalog {server_place(url)}: {_server_detail(detail)} "
+                "(details in the log)"
+            )
+        log.info("catalog failure (%s) at %s", cause, server_place(url), exc_info=error)
+        return CatalogError(message)
+    if isinstance(path, URL):
+        path = sqlite_file_of(path)
+    path = Path(path) if path is not None else None
     if isinstance(error, OSError) and error.strerror:
         detail = error.strerror
-    if cause == OTHER:
+    if cause == OTHER or cause in _SERVER_CAUSES:  # a server's, without its URL to name
         where = f" at {path}" if path is not None else ""
         verb = "cannot open" if opening else "cannot read or write"
         message = f"{verb} the catalog{where}: {detail} (details in the log)"
@@ -218,10 +399,12 @@ def _is_translated(error: BaseException) -> bool:
 
 
 @contextmanager
-def catalog_faults(path: str | Path | None, *, opening: bool = False) -> Iterator[None]:
-    """Database faults raised inside (disk full, I/O error, read-only, locked, damaged file)
-    leave as one-line `CatalogError`s (see `catalog_error`); other exceptions pass unchanged.
-    For code that uses the catalog's engine directly rather than `Catalog.session()`."""
+def catalog_faults(path: str | Path | URL | None, *, opening: bool = False) -> Iterator[None]:
+    """Database faults raised inside (disk full, I/O error, read-only, locked, damaged file;
+    a server out of reach, a refused login, a lost connection, a value out of range) leave as
+    one-line `CatalogError`s (see `catalog_error`); other exceptions (a constraint a caller may
+    catch) pass unchanged. `path`: the catalog file, or a server catalog's URL. For code that
+    uses the catalog's engine directly rather than `Catalog.session()`."""
     try:
         yield
     except (exc.DBAPIError, sqlite3.Error) as error:
@@ -231,6 +414,11 @@ def catalog_faults(path: str | Path | None, *, opening: bool = False) -> Iterato
 
 
 # -- the catalog ------------------------------------------------------------------------------
+
+# Arbitrary 64-bit keys of PostgreSQL's advisory locks ("QUADRAT1", "QUADRAT2"): schema
+# upgrades, and the one indexing process of a server catalog.
+_SCHEMA_LOCK_KEY = 0x5155414452415431
+_WRITER_LOCK_KEY = 0x5155414452415432
 
 
 def sqlite_file_of(url: URL) -> Path | None:
@@ -252,14 +440,65 @@ class Catalog:
         self.path: Path | None = sqlite_file_of(engine.url)
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
+    @property
+    def location(self) -> Path | URL:
+        """Where the catalog is, for messages: its SQLite file, else its URL."""
+        return self.path if self.path is not None else self.engine.url
+
+    @property
+    def is_server(self) -> bool:
+        """Whether the catalog lives on a database server (PostgreSQL), not in a file."""
+        return self.engine.dialect.name != "sqlite"
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session that commits on success and rolls back on any exception.
 
         A database fault (disk full, I/O error, read-only, locked, damaged file) raised inside
         or at commit leaves as a one-line `CatalogError`, after the rollback."""
-        with catalog_faults(self.path), self._sessions() as session, session.begin():
+        with catalog_faults(self.location), self._sessions() as session, session.begin():
             yield session
+
+    def serialize(self, session: Session, key: tuple[int, int]) -> None:
+        """Make the session's transaction wait for, then exclude, every other one that
+        serializes on `key` (two 32-bit numbers) until it ends: a read-then-write of one row
+        then sees the latest committed data and cannot interleave with another process's.
+        Call it first in the transaction. SQLite: its write lock (BEGIN IMMEDIATE), as a
+        deferred transaction would read a snapshot another writer may change before our
+        write. PostgreSQL: an advisory lock on `key`, so unrelated rows do not wait."""
+        if self.engine.dialect.name == "sqlite":
+            session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+        elif self.engine.dialect.name == "postgresql":
+            session.execute(
+                text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": key[0], "b": key[1]}
+            )
+
+    @contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Held by the one process indexing a server catalog, whichever workstation it runs
+        on (PostgreSQL's session advisory lock, on a connection kept for the purpose; freed
+        by the server if the process dies). A second one is refused with one line. Nothing
+        for SQLite: the library folder's lock file does it."""
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        key = {"key": _WRITER_LOCK_KEY}
+        with catalog_faults(self.location), self.engine.connect() as conn:
+            if not conn.execute(text("SELECT pg_try_advisory_lock(:key)"), key).scalar():
+                raise QuadratError(
+                    f"another Quadrat is indexing the catalog {server_place(self.engine.url)} "
+                    "(on this or another workstation); wait for it to finish or cancel it, "
+                    "then try again"
+                )
+            conn.commit()  # the lock belongs to the session, not to this transaction
+            try:
+                yield
+            finally:
+                try:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), key)
+                    conn.commit()
+                except exc.DBAPIError:  # the connection is gone, and the lock with it
+                    log.info("could not unlock the catalog's writer lock", exc_info=True)
 
     def integrity_check(self) -> str:
         """SQLite's `PRAGMA integrity_check` result ("ok" when healthy)."""
@@ -282,13 +521,20 @@ def _alembic_config(connection: Connection) -> Config:
 def upgrade_schema(engine: Engine) -> None:
     """Bring the schema to the newest revision (no-op when it is already there).
 
-    Not safe against another process doing the same at once: `open_catalog` calls it under
-    the catalog's schema lock."""
+    On PostgreSQL the server's advisory lock keeps a second process out until this one is done;
+    on SQLite `open_catalog` calls it under the lock file beside the catalog."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # The server's own lock, held to the end of this transaction (PostgreSQL's DDL is
+            # transactional): two workstations opening a new shared catalog at once do not
+            # both run the migrations; the second waits, then finds the schema current.
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY}
+            )
         cfg = _alembic_config(connection)
         head = ScriptDirectory.from_config(cfg).get_current_head()
         current = MigrationContext.configure(connection).get_current_revision()
@@ -336,27 +582,72 @@ def _schema_lock(catalog_file: Path | None, timeout: float) -> Iterator[None]:
         lock.release()
 
 
+def catalog_url(url_or_path: str | Path | URL) -> URL:
+    """The SQLAlchemy URL of a catalog given as a URL or a SQLite file path: a bare
+    `postgresql://` URL gets the psycopg (3) driver, and a server URL without a password the
+    one in QUADRAT_DATABASE_PASSWORD, if set (else libpq's PGPASSWORD or ~/.pgpass apply).
+    A malformed URL raises `BadInputError`."""
+    if isinstance(url_or_path, URL):
+        url = url_or_path
+    elif "://" not in str(url_or_path):
+        return make_url(f"sqlite:///{Path(url_or_path)}")
+    else:
+        try:
+            url = make_url(str(url_or_path))
+        except Exception as error:  # sqlalchemy.exc.ArgumentError; hide a password it holds
+            raise BadInputError(
+                f"'{_without_password(str(url_or_path))}' is not a database URL "
+                "(e.g. postgresql://USER@HOST/DATABASE)"
+            ) from error
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    password = os.environ.get(PASSWORD_ENV)
+    if url.get_backend_name() != "sqlite" and url.password is None and password:
+        url = url.set(password=password)
+    return url
+
+
+def _without_password(url: str) -> str:
+    """A URL string as typed, with any password in it replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
 def open_catalog(
-    url_or_path: str | Path, *, lock_timeout: float = SCHEMA_LOCK_TIMEOUT_S
+    url_or_path: str | Path | URL, *, lock_timeout: float = SCHEMA_LOCK_TIMEOUT_S
 ) -> Catalog:
     """Open (creating if needed) the catalog at a SQLAlchemy URL or a SQLite file path.
 
-    The schema is created or upgraded under an inter-process lock beside a SQLite file (a
-    second process waits up to `lock_timeout` seconds). Failures raise a one-line
-    `QuadratError` (`CatalogError` for database and file faults)."""
-    url = str(url_or_path)
-    if "://" not in url:
-        path = Path(url)
+    The schema is created or upgraded under an inter-process lock (a lock file beside a
+    SQLite file, where a second process waits up to `lock_timeout` seconds; the server's
+    advisory lock on PostgreSQL). Failures raise a one-line `QuadratError` (`CatalogError` for
+    database and file faults), never with the password of the URL."""
+    url = catalog_url(url_or_path)
+    shown = url.render_as_string(hide_password=True)
+    path = sqlite_file_of(url)
+    if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise catalog_error(error, path, opening=True) from error
-        url = f"sqlite:///{path}"
     try:
-        engine = create_engine(make_url(url))
-    except Exception as error:  # a malformed URL, a database driver that is not installed
-        raise QuadratError(f"cannot open the catalog at {url}: {error}") from error
+        engine = create_engine(url, **_engine_options(url))
+    except ModuleNotFoundError as error:  # the driver of the URL is not installed
+        raise CatalogError(
+            f"cannot open the catalog at {shown}: its database driver ({error.name}) is not "
+            "installed; for PostgreSQL install Quadrat with the postgres extra "
+            "(pip install 'quadrat[postgres]')"
+        ) from error
+    except Exception as error:  # a malformed URL, an unknown database kind
+        raise QuadratError(f"cannot open the catalog at {shown}: {_first_line(error)}") from error
     catalog_file = sqlite_file_of(engine.url)
+    where: Path | URL | None = catalog_file if engine.dialect.name == "sqlite" else engine.url
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
@@ -367,9 +658,19 @@ def open_catalog(
         raise
     except (exc.DBAPIError, sqlite3.Error, OSError) as error:
         engine.dispose()
-        raise catalog_error(error, catalog_file, opening=True) from error
+        raise catalog_error(error, where, opening=True) from error
     except Exception as error:  # anything else: still one line, details in the log
         engine.dispose()
-        log.info("opening the catalog at %s failed", url, exc_info=True)
-        raise CatalogError(f"cannot open the catalog at {url}: {_first_line(error)}") from error
+        log.info("opening the catalog at %s failed", shown, exc_info=True)
+        raise CatalogError(f"cannot open the catalog at {shown}: {_first_line(error)}") from error
     return Catalog(engine)
+
+
+def _engine_options(url: URL) -> dict[str, Any]:
+    """Engine settings per database kind."""
+    if url.get_backend_name() == "postgresql":
+        # pool_pre_ping: a connection the server dropped while idle (a restart, a network
+        # blip, an idle timeout) is replaced before use instead of failing the next click.
+        # connect_timeout: an unreachable server fails in seconds, not after TCP's minutes.
+        return {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
+    return {}

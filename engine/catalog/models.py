@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Float,
     ForeignKey,
@@ -31,6 +32,12 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     pass
+
+
+# Values that outgrow 32 bits: file sizes, modification times in nanoseconds, source ids.
+# PostgreSQL's INTEGER is 32-bit; SQLite's INTEGER is already 64-bit, so there the column stays
+# INTEGER (no table rebuild, the schema SQLite libraries have).
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
 
 
 # Image status values. Whether an image is *indexed* is per model: an `embeddings` row exists.
@@ -96,8 +103,8 @@ class Image(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
     rel_path: Mapped[str] = mapped_column(Text)
-    size: Mapped[int] = mapped_column(Integer)
-    mtime_ns: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(BigInt)
+    mtime_ns: Mapped[int] = mapped_column(BigInt)
     content_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     width: Mapped[int | None] = mapped_column(Integer, nullable=True)
     height: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -114,7 +121,7 @@ class Image(Base):
     # "remarks"); searched with the taxon's names through the FTS5 table `record_text`.
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
     # The id the photo has in its source data set (COCO image id; INQUIRE judgments use it).
-    external_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    external_id: Mapped[int | None] = mapped_column(BigInt, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default=STATUS_OK)
     skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     missing_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -184,6 +191,22 @@ class Judgment(Base):
         ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
     )
     relevance: Mapped[int] = mapped_column(Integer)  # 0/1 now; graded later
+    judged_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    judged_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class JudgmentEvent(Base):
+    """Every judgment as it was made, by whom and when, kept after a later one replaces it
+    (`judgments` holds the newest per photo, which the metrics use): on a shared catalog two
+    people may judge the same photo, and neither act is lost. A cleared judgment has
+    relevance NULL."""
+
+    __tablename__ = "judgment_events"
+    __table_args__ = (Index("ix_judgment_events_query_image", "query_id", "image_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete="CASCADE"))
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"))
+    relevance: Mapped[int | None] = mapped_column(Integer, nullable=True)
     judged_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     judged_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 

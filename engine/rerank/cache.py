@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sqlalchemy import select
-from sqlalchemy.dialects.sqlite import insert
+from sqlalchemy.dialects import postgresql, sqlite
 
 from engine.catalog.models import Collection, Image, RerankScore
 from engine.library import Library
@@ -85,6 +85,9 @@ class ScoreCache:
         ]
         if not rows:
             return 0
+        # The upsert is each database's own construct (the same API on SQLite and PostgreSQL).
+        server = self.library.catalog.engine.dialect.name == "postgresql"
+        insert = postgresql.insert if server else sqlite.insert
         with self.library.catalog.session() as s:
             for start in range(0, len(rows), _CHUNK // 10):
                 stmt = insert(RerankScore).values(rows[start : start + _CHUNK // 10])

@@ -155,3 +155,66 @@ def test_the_recall_estimate_appears_after_judgments_and_a_sample_can_be_judged(
     assert app.feedback.estimate.complete
     assert re.fullmatch(r"Estimate: found 4 of about \d+ \(90 %: \d+–\d+\)", label.text())
     print(f"estimate before the sample: {before!r}; after: {label.text()!r}")
+
+
+def test_export_likely_relevant_writes_every_photo_above_the_chosen_probability(
+    qtbot, feedback_app, tmp_path
+) -> None:
+    import csv
+
+    from engine.methods.feedback import photos_above
+
+    app = feedback_app
+    action = app.window.export_likely_action
+    assert not action.isEnabled()  # nothing judged: nothing to learn a probability from
+    judged = judge_top(app, [1, 1, 0, 1, 0, 0, 1, 0])
+    assert action.isEnabled()
+
+    out = tmp_path / "likely.csv"
+    app.window.ask_probability = lambda *args: 0.5
+    app.window.ask_save_file = lambda *args: str(out)
+    with qtbot.waitSignal(
+        app.feedback.message, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
+    ):
+        action.trigger()
+
+    with out.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    probabilities = [float(row["probability"]) for row in rows]
+    assert rows and min(probabilities) >= 0.5
+    assert probabilities == sorted(probabilities, reverse=True)
+    # The very list the engine gives for the same judgments, in its order, however deep.
+    expected = photos_above(
+        app.session.library,
+        app.session.ensure_encoder,
+        app.judging.query_id,
+        0.5,
+        judgments=judged,
+    )
+    assert [int(row["image_id"]) for row in rows] == [image_id for image_id, _ in expected]
+    for row in rows:  # each photo's judgment, where it has one
+        image_id = int(row["image_id"])
+        assert row["judgment"] == ("" if image_id not in judged else str(judged[image_id]))
+
+    # A cut-off no photo reaches yet writes nothing and says why.
+    empty = tmp_path / "none.csv"
+    app.window.ask_probability = lambda *args: 0.99
+    app.window.ask_save_file = lambda *args: str(empty)
+    with qtbot.waitSignal(
+        app.feedback.message, check_params_cb=lambda m: m.startswith("No photo"), timeout=30_000
+    ):
+        action.trigger()
+    assert not empty.exists()
+
+
+def test_export_likely_relevant_with_judgments_of_one_kind_says_why_and_writes_nothing(
+    qtbot, feedback_app, tmp_path
+) -> None:
+    app = feedback_app
+    judge_top(app, [1, 1, 1])
+    out = tmp_path / "likely.csv"
+    with qtbot.waitSignal(
+        app.feedback.message, check_params_cb=lambda m: "no probabilities" in m, timeout=30_000
+    ):
+        app.feedback.export_likely(out, 0.9)
+    assert not out.exists()

@@ -1,0 +1,65 @@
+"""Fixtures that run a test against both catalog databases: SQLite and PostgreSQL.
+
+The PostgreSQL variant needs a server: QUADRAT_TEST_POSTGRES_URL names a role on it that may
+create databases (e.g. postgresql://quadrat:secret@127.0.0.1:5432/quadrat); each test gets a
+fresh database, dropped afterwards. Without the variable those variants are skipped, except
+under CI=true, where they fail: CI must not pass by skipping them (.ci/run starts a server).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import URL, create_engine, make_url, text
+
+POSTGRES_ENV = "QUADRAT_TEST_POSTGRES_URL"
+DATABASES = ("sqlite", "postgresql")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> URL:
+    """The test server's URL (with the psycopg driver); skips, or fails under CI, without it."""
+    raw = os.environ.get(POSTGRES_ENV, "").strip()
+    if not raw:
+        if _in_ci():
+            pytest.fail(
+                f"CI=true but {POSTGRES_ENV} is not set: the PostgreSQL variants must run in CI "
+                "(.ci/run starts a server and sets it)"
+            )
+        pytest.skip(f"{POSTGRES_ENV} is not set (a PostgreSQL role that may create databases)")
+    url = make_url(raw)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: URL) -> Iterator[str]:
+    """The URL of a fresh, empty database on the test server (dropped after the test)."""
+    name = f"quadrat_test_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield postgres_server.set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(params=DATABASES)
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A catalog URL of each database: a SQLite file in the test's folder, then a fresh
+    PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+    return str(request.getfixturevalue("postgres_url"))
