@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         "index is compressed and re-ranked from a float16 file on disk",
     )
     index.add_argument("--json", action="store_true", help="print a JSON summary")
+    index.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="decode and encode on a Ray cluster (HOST:PORT, or auto); this process writes the "
+        "library; needs pip install 'quadrat[ray]'",
+    )
     index.set_defaults(func=cmd_index)
 
     search = sub.add_parser("search", help="search a library by text and/or image")
@@ -218,15 +224,40 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise BadInputError(f"folder not found: {folder}")
     if not folder.is_dir():
         raise BadInputError(f"not a folder: {folder}")
+    if args.ray is not None:
+        from engine.indexer_ray import import_ray
+
+        if args.workers is not None:
+            raise BadInputError(
+                "--workers sets local decode threads; with --ray the cluster decodes"
+            )
+        import_ray()  # without Ray: one line now, before the model loads
     with open_library(args.library) as library:
         if args.index_memory is not None:
             from app.settings import index_memory_bytes
 
             library.index_memory_budget = index_memory_bytes(args.index_memory)
         spec = resolve_model_spec(args.model, library)
-        encoder = load_encoder_for(spec, args.device)
         batch_size = args.batch_size or user_settings().batch_size
-        indexer = Indexer(library, encoder, batch_size=batch_size, workers=args.workers)
+        indexer: Indexer
+        if args.ray is not None:
+            from app import paths
+            from engine.indexer_ray import RayIndexer
+
+            # This copy only names the model (key, size); the cluster's actors load their own.
+            encoder = load_encoder_for(spec, "cpu")
+            indexer = RayIndexer(
+                library,
+                encoder,
+                address=args.ray,
+                device=args.device or "auto",
+                cache_dir=paths.model_cache_dir(),
+                store_dir=paths.models_dir(),
+                batch_size=batch_size,
+            )
+        else:
+            encoder = load_encoder_for(spec, args.device)
+            indexer = Indexer(library, encoder, batch_size=batch_size, workers=args.workers)
         bar = TqdmProgress("indexing")
         cancel = CancelToken()
         try:

@@ -13,12 +13,12 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from sqlalchemy import delete, func, insert, or_, select, update
@@ -31,6 +31,7 @@ from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 from engine.scan import (
+    DecodedImage,
     FileEntry,
     ImageMeta,
     TaxonInfo,
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CPU_CANCEL_SLICE = 8  # photos encoded between two cancel checks on a CPU
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,41 @@ class _Failed:
     job: _Job
     reason: str
     content_hash: str | None
+
+
+# What an encoding stream yields: photos done, encoded photos with their vectors, failed ones.
+Encoded = tuple[int, list[tuple[_Prepared, np.ndarray]], list[_Failed]]
+
+
+@dataclass(frozen=True)
+class PhotoFailure:
+    """Why a photo cannot be indexed (its skip reason), and its content hash when known."""
+
+    reason: str
+    content_hash: str | None
+
+
+def read_photo(
+    path: Path, known_hash: str | None, min_side: int | None, transform: Callable[[Any], T]
+) -> tuple[str, DecodedImage, T] | PhotoFailure:
+    """Hash, decode, orient and `transform` one photo (the encoder's preprocess, for one).
+
+    Every unusable file becomes a `PhotoFailure` whose reason is the skip reason the catalog
+    records; nothing raises, so one odd file never stops a run."""
+    digest = known_hash
+    try:
+        if digest is None:
+            digest = content_hash(path)
+        # JPEGs decode at reduced scale when the model wants far fewer pixels.
+        decoded = decode_image(path, min_side=min_side)
+        return digest, decoded, transform(decoded.image)
+    except BadImageError as exc:
+        return PhotoFailure(exc.reason, digest)
+    except OSError as exc:
+        return PhotoFailure(f"cannot read file: {exc.strerror or exc}", digest)
+    except Exception as exc:  # one odd file must never stop the run
+        log.exception("unexpected error preparing %s", path)
+        return PhotoFailure(f"unexpected error: {exc}", digest)
 
 
 class Indexer:
@@ -604,21 +642,13 @@ class Indexer:
 
     def _prepare(self, job: _Job) -> _Prepared | _Failed:
         """Runs in a worker thread: hash, decode, orient and preprocess one photo."""
-        digest = job.known_hash
-        try:
-            if digest is None:
-                digest = content_hash(job.entry.abs_path)
-            # JPEGs decode at reduced scale when the model wants far fewer pixels.
-            decoded = decode_image(job.entry.abs_path, min_side=self._min_side)
-            tensor = self.encoder.preprocess(decoded.image)
-            return _Prepared(job, digest, decoded.width, decoded.height, decoded.exif, tensor)
-        except BadImageError as exc:
-            return _Failed(job, exc.reason, digest)
-        except OSError as exc:
-            return _Failed(job, f"cannot read file: {exc.strerror or exc}", digest)
-        except Exception as exc:  # one odd file must never stop the run
-            log.exception("unexpected error preparing %s", job.entry.abs_path)
-            return _Failed(job, f"unexpected error: {exc}", digest)
+        read = read_photo(
+            job.entry.abs_path, job.known_hash, self._min_side, self.encoder.preprocess
+        )
+        if isinstance(read, PhotoFailure):
+            return _Failed(job, read.reason, read.content_hash)
+        digest, decoded, tensor = read
+        return _Prepared(job, digest, decoded.width, decoded.height, decoded.exif, tensor)
 
     def _prepared_stream(
         self, jobs: list[_Job], cancel: CancelToken
@@ -643,6 +673,36 @@ class Indexer:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def _encoded_stream(
+        self, jobs: list[_Job], cancel: CancelToken
+    ) -> Generator[Encoded, None, None]:
+        """Decode in threads and encode in batches, in job order. Yields (photos done, newly
+        encoded photos with their vectors, newly failed photos); `Cancelled` may end it."""
+        batch: list[_Prepared] = []
+        # On a CPU a batch of a real CLIP model takes seconds; encoding it in slices with a
+        # cancel check between them keeps Cancel responsive within about a second.
+        on_cpu = self.encoder.device.startswith("cpu")
+        slice_size = min(self.batch_size, CPU_CANCEL_SLICE) if on_cpu else self.batch_size
+
+        def encode_batch() -> Iterator[Encoded]:
+            while batch:
+                part = batch[:slice_size]
+                vectors = self.encoder.encode_preprocessed([p.tensor for p in part])
+                del batch[: len(part)]
+                yield 0, list(zip(part, vectors, strict=True)), []
+                if batch:
+                    cancel.check()
+
+        for item in self._prepared_stream(jobs, cancel):
+            if isinstance(item, _Failed):
+                yield 1, [], [item]
+                continue
+            batch.append(item)
+            if len(batch) >= self.batch_size:
+                yield from encode_batch()
+            yield 1, [], []
+        yield from encode_batch()
+
     def _encode_all(
         self,
         collection_id: int,
@@ -653,27 +713,13 @@ class Indexer:
         progress: ProgressCallback,
         cancel: CancelToken,
     ) -> None:
+        """Commit what `_encoded_stream` yields, a checkpoint at a time, reporting progress."""
         meter = RateMeter(len(jobs))
-        batch: list[_Prepared] = []
         ready: list[tuple[_Prepared, np.ndarray]] = []
         failed: list[_Failed] = []
         done = 0
         last_save = time.monotonic()
         progress(meter.update(0, "indexing"))
-
-        # On a CPU a batch of a real CLIP model takes seconds; encoding it in slices with a
-        # cancel check between them keeps Cancel responsive within about a second.
-        on_cpu = self.encoder.device.startswith("cpu")
-        slice_size = min(self.batch_size, CPU_CANCEL_SLICE) if on_cpu else self.batch_size
-
-        def encode_batch() -> None:
-            while batch:
-                part = batch[:slice_size]
-                vectors = self.encoder.encode_preprocessed([p.tensor for p in part])
-                ready.extend(zip(part, vectors, strict=True))
-                del batch[: len(part)]
-                if batch:
-                    cancel.check()
 
         committing = False  # a failed commit is not retried: its error is the one to report
 
@@ -692,20 +738,17 @@ class Indexer:
                 self.library.save_index(self.model_key)
                 last_save = time.monotonic()
 
+        stream = self._encoded_stream(jobs, cancel)
         try:
-            for item in self._prepared_stream(jobs, cancel):
-                if isinstance(item, _Failed):
-                    failed.append(item)
-                else:
-                    batch.append(item)
-                    if len(batch) >= self.batch_size:
-                        encode_batch()
-                done += 1
+            for advanced, encoded, failed_now in stream:
+                ready.extend(encoded)
+                failed.extend(failed_now)
                 if len(ready) + len(failed) >= self.checkpoint_every:
                     checkpoint()
-                if done % 8 == 0 or done == len(jobs):
-                    progress(meter.update(done, "indexing"))
-            encode_batch()
+                if advanced:
+                    before, done = done, done + advanced
+                    if before // 8 != done // 8 or done == len(jobs):
+                        progress(meter.update(done, "indexing"))
         except Cancelled:
             checkpoint()  # keep every photo that was already encoded
             raise
@@ -716,6 +759,8 @@ class Indexer:
                 except Exception:
                     log.info("could not keep the last photos of a failed run", exc_info=True)
             raise
+        finally:
+            stream.close()  # stops the decode threads (or a cluster's pipeline) at once
         checkpoint()
         progress(meter.update(done, "done"))
 
