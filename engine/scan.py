@@ -19,13 +19,17 @@ import json
 import logging
 import math
 import os
+import pickle
 import re
+import sqlite3
 import stat
 import sys
+import tempfile
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from functools import lru_cache, partial
@@ -36,6 +40,7 @@ import ijson
 from PIL import ExifTags, Image, UnidentifiedImageError
 
 from engine.errors import BadImageError, BadInputError
+from engine.progress import ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +74,53 @@ _HASH_CHUNK = 1 << 20
 # Walking a folder
 
 
-@dataclass(frozen=True)
 class FileEntry:
-    """One image file found under a collection root."""
+    """One image file found under a collection root: its POSIX path relative to the root, its
+    absolute path, size and mtime.
 
-    rel_path: str  # POSIX path relative to the collection root
-    abs_path: Path
+    The absolute path is kept as the text `os.scandir` gave and made a `Path` when asked for:
+    building a `Path` per file was a third of the time of walking 5 million files, and a
+    re-scan that finds a file unchanged never needs it. Immutable and compared by value."""
+
+    __slots__ = ("rel_path", "_path", "size", "mtime_ns")
+
+    rel_path: str
+    _path: str
     size: int
     mtime_ns: int
+
+    def __init__(
+        self, rel_path: str, abs_path: str | os.PathLike[str], size: int, mtime_ns: int
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "rel_path", rel_path)
+        set_(self, "_path", os.fspath(abs_path))
+        set_(self, "size", size)
+        set_(self, "mtime_ns", mtime_ns)
+
+    @property
+    def abs_path(self) -> Path:
+        return Path(self._path)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"FileEntry is immutable: cannot set {name}")
+
+    def _key(self) -> tuple[str, str, int, int]:
+        return (self.rel_path, self._path, self.size, self.mtime_ns)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileEntry):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"FileEntry(rel_path={self.rel_path!r}, abs_path={self._path!r}, size={self.size}, "
+            f"mtime_ns={self.mtime_ns})"
+        )
 
 
 def _is_hidden(entry: os.DirEntry[str]) -> bool:
@@ -99,7 +143,14 @@ def _is_storable_name(name: str) -> bool:
     return True
 
 
-def _sorted_entries(folder: Path) -> list[os.DirEntry[str]]:
+def _extension(name: str) -> str:
+    """The lower-case extension with its dot, as `os.path.splitext` gives it for a name that
+    does not start with a dot (hidden names never get here); "" when there is none."""
+    stem, dot, extension = name.rpartition(".")
+    return f".{extension.lower()}" if dot and stem else ""
+
+
+def _sorted_entries(folder: str | Path) -> list[os.DirEntry[str]]:
     with os.scandir(folder) as it:
         return sorted(it, key=lambda e: e.name)
 
@@ -136,11 +187,11 @@ def walk_images(root: Path, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> It
         if entry is None:
             stack.pop()
             continue
-        rel_path = prefix + entry.name
+        name = entry.name
         try:
             if _is_hidden(entry):
                 continue
-            if not _is_storable_name(entry.name):
+            if not name.isascii() and not _is_storable_name(name):
                 log.warning("skipping a name that is not valid Unicode: %r", entry.path)
                 continue
             entry_stat = entry.stat()  # follows symlinks
@@ -156,21 +207,13 @@ def walk_images(root: Path, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> It
                 continue
             visited.add(key)
             try:
-                children = _sorted_entries(Path(entry.path))
+                children = _sorted_entries(entry.path)
             except OSError as exc:
                 log.warning("skipping folder %s: %s", entry.path, exc.strerror or exc)
                 continue
-            stack.append((iter(children), rel_path + "/"))
-        elif (
-            stat.S_ISREG(entry_stat.st_mode)
-            and os.path.splitext(entry.name)[1].lower() in extensions
-        ):
-            yield FileEntry(
-                rel_path=rel_path,
-                abs_path=Path(entry.path),
-                size=entry_stat.st_size,
-                mtime_ns=entry_stat.st_mtime_ns,
-            )
+            stack.append((iter(children), prefix + name + "/"))
+        elif stat.S_ISREG(entry_stat.st_mode) and _extension(name) in extensions:
+            yield FileEntry(prefix + name, entry.path, entry_stat.st_size, entry_stat.st_mtime_ns)
 
 
 # --------------------------------------------------------------------------------------------
@@ -568,10 +611,9 @@ class _CocoReader:
             self.result._note(where, ["no usable file_name; ignored"], whole=True)
             return
         key = metadata_key(file_name.strip())
+        twice = [f"{_short(key)} is listed twice; the first is kept"]
         if key in self.result:
-            self.result._note(
-                where, [f"{_short(key)} is listed twice; the first is kept"], whole=True
-            )
+            self.result._note(where, twice, whole=True)
             return
         meta = ImageMeta(
             observed_at=fields.get("date", parse_date),
@@ -585,14 +627,29 @@ class _CocoReader:
             notes=_notes(fields),
         )
         licence = record.get("license")
+        licence_id: int | None = None
         if isinstance(licence, int) and not isinstance(licence, bool):
             licence_id = fields.get("license", _licence_id)
-            if licence_id is not None:
-                self._by_licence.setdefault(licence_id, []).append(meta)
         else:
             meta.license = fields.get("license", _as_text)
-        self.result[key] = meta
+        if not self._keep(key, meta, licence_id):
+            self.result._note(where, twice, whole=True)
+            return
         self._done(where, fields)
+
+    def _keep(self, key: str, meta: ImageMeta, licence_id: int | None) -> bool:
+        """Keep one image's record; False when `key` was already kept (the first one wins)."""
+        if licence_id is not None:
+            self._by_licence.setdefault(licence_id, []).append(meta)
+        self.result[key] = meta
+        return True
+
+    def _keep_annotation(self, image_id: int, category_id: int) -> None:
+        category_id = self._category_ids.setdefault(category_id, category_id)
+        if image_id in self._category_by_image:
+            self._later_categories.setdefault(image_id, []).append(category_id)
+        else:
+            self._category_by_image[image_id] = category_id
 
     def category(self, index: int, record: dict[str, object] | None) -> None:
         where = f"categories[{index}]"
@@ -613,11 +670,7 @@ class _CocoReader:
         image_id = fields.get("image_id", _as_int)
         category_id = fields.get("category_id", _as_int)
         if image_id is not None and category_id is not None:
-            category_id = self._category_ids.setdefault(category_id, category_id)
-            if image_id in self._category_by_image:
-                self._later_categories.setdefault(image_id, []).append(category_id)
-            else:
-                self._category_by_image[image_id] = category_id
+            self._keep_annotation(image_id, category_id)
         self._done(where, fields)
 
     def licence(self, index: int, record: dict[str, object] | None) -> None:
@@ -667,6 +720,7 @@ _DIGIT_MASK = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))  # 
 _TOO_MANY_DIGITS = b"0" * (_MAX_DIGITS + 1)
 _LONG_DIGIT_RUN = re.compile(rb"(?<![0-9])[0-9]{%d,}" % (_MAX_DIGITS + 1))
 _READ_SIZE = 1 << 16
+_PROGRESS_BYTES = 1 << 20  # a progress report per MiB read: a thousand for a GB
 
 
 class _JsonStream:
@@ -679,13 +733,15 @@ class _JsonStream:
     care either way.
     """
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, on_read: Callable[[int], None] | None = None) -> None:
         self._raw = raw
         self._decoder: codecs.IncrementalDecoder | None = None
         self._started = False
         self._held = b""  # the end of the last piece read, after its last "," "}" or "]"
         self._run = 0  # digits at the end of what was handed out so far
-        self.position = 0  # bytes of the file read so far, for error messages
+        self.position = 0  # bytes of the file read so far, for error messages and progress
+        self._on_read = on_read
+        self._reported = 0
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:
@@ -693,6 +749,9 @@ class _JsonStream:
         while True:
             chunk = self._raw.read(size if size > 0 else _READ_SIZE)
             self.position += len(chunk)
+            if self._on_read is not None and self.position - self._reported >= _PROGRESS_BYTES:
+                self._reported = self.position
+                self._on_read(self.position)
             data = chunk if self._started else self._start(chunk)
             if self._decoder is not None:
                 data = self._decoder.decode(data, final=not chunk).encode("utf-8")
@@ -829,22 +888,37 @@ def _syntax_error(path: Path, error: Exception, position: int) -> BadInputError:
     return BadInputError(f"{path}: malformed JSON (within its first {position:,} bytes): {detail}")
 
 
-def load_coco_metadata(path: Path) -> CocoMetadata:
+def load_coco_metadata(path: Path, progress: ProgressCallback = no_progress) -> CocoMetadata:
     """Read a COCO-style metadata file (SPEC.md §3), keyed by `metadata_key(file_name)`.
 
     One streaming pass, record by record, so a multi-GB iNat train.json never sits in memory
-    whole. Missing or null fields become None; images without annotations get no taxon. A
-    value that cannot be used (an id beyond 64 bits, a list where text belongs, a number of
-    thousands of digits) is ignored, a record that is not an object or has no file_name is
-    skipped, and both count in the result's `problems`: one bad record never costs the rest.
-    Raises `BadInputError` naming the file (and the line, for JSON syntax errors, where it can
-    be had) when the file cannot be read, is not JSON, or is not shaped like COCO metadata.
+    whole (its records do: `MetadataStore.load` keeps them on disk instead). Missing or null
+    fields become None; images without annotations get no taxon. A value that cannot be used
+    (an id beyond 64 bits, a list where text belongs, a number of thousands of digits) is
+    ignored, a record that is not an object or has no file_name is skipped, and both count in
+    the result's `problems`: one bad record never costs the rest. `progress` hears the bytes
+    read of the file's size. Raises `BadInputError` naming the file (and the line, for JSON
+    syntax errors, where it can be had) when the file cannot be read, is not JSON, or is not
+    shaped like COCO metadata.
     """
     path = Path(path)
     reader = _CocoReader()
+    _read_coco(path, reader, progress)
+    metadata = reader.finish()
+    _log_problems(path, metadata)
+    return metadata
+
+
+def _read_coco(path: Path, reader: _CocoReader, progress: ProgressCallback) -> None:
+    """Stream the records of the file at `path` into `reader`, reporting bytes read."""
     try:
         with path.open("rb") as handle:
-            stream = _JsonStream(handle)
+            size = os.fstat(handle.fileno()).st_size
+            meter = RateMeter(size)
+            progress(meter.update(0, READING_METADATA))
+            stream = _JsonStream(
+                handle, lambda done: progress(meter.update(done, READING_METADATA))
+            )
             # basic_parse, not parse or items: their path prefixes grow with nesting depth, so
             # 100,000 nested lists cost O(depth²) memory (tens of GB); basic_parse is linear.
             # use_float=False: ints stay exact and decimals cannot overflow, where yajl's own
@@ -856,20 +930,186 @@ def load_coco_metadata(path: Path) -> CocoMetadata:
                 raise
             except (ijson.JSONError, ValueError) as exc:
                 raise _syntax_error(path, exc, stream.position) from None
+            progress(meter.update(stream.position, READING_METADATA))
     except UnicodeError:
         raise BadInputError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
         raise BadInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    metadata = reader.finish()
-    if metadata.problems:
+
+
+def _log_problems(path: Path, tally: CocoMetadata) -> None:
+    if tally.problems:
         log.warning(
             "%s: %s, in %d metadata records; the first: %s",
             path,
-            metadata.problem_line(),
-            metadata.problems,
-            " | ".join(metadata.examples),
+            tally.problem_line(),
+            tally.problems,
+            " | ".join(tally.examples),
         )
-    return metadata
+
+
+READING_METADATA = "reading metadata"
+
+# ImageMeta's fields in order, as MetadataStore keeps them (the taxon is joined when read).
+_META_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclass_fields(ImageMeta))
+
+
+class _SpillingReader(_CocoReader):
+    """A `_CocoReader` that writes each image record and annotation to a temporary SQLite
+    file as it reads them, instead of keeping them in memory (categories and licences, a few
+    thousand at most, stay in memory)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        super().__init__()
+        self._db = connection
+        self._annotations: list[tuple[int, int]] = []
+        self._images = 0
+
+    def _keep(self, key: str, meta: ImageMeta, licence_id: int | None) -> bool:
+        values = tuple(getattr(meta, name) for name in _META_FIELDS)
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO images (key, external_id, licence_id, data) VALUES (?, ?, ?, ?)",
+            (key, meta.external_id, licence_id, pickle.dumps(values, protocol=5)),
+        )
+        if cursor.rowcount == 0:
+            return False
+        self._images += 1
+        return True
+
+    def _keep_annotation(self, image_id: int, category_id: int) -> None:
+        self._annotations.append((image_id, category_id))
+        if len(self._annotations) >= 50_000:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._db.executemany(
+            "INSERT INTO annotations (image_id, category_id) VALUES (?, ?)", self._annotations
+        )
+        self._annotations.clear()
+
+    def finish_store(self, path: Path, file: Path) -> MetadataStore:
+        self._flush()
+        self._db.execute("CREATE INDEX annotations_image ON annotations (image_id)")
+        self._db.commit()
+        return MetadataStore(
+            self._db, file, path, self._images, self.result, self._taxa, self._licence_names
+        )
+
+
+class MetadataStore(Mapping[str, ImageMeta]):
+    """What a metadata file says about each photo, as `load_coco_metadata` gives it, but kept
+    in a temporary SQLite file rather than in memory: iNat24's train.json lists 5 million
+    photos, and a dict of their records took about 800 bytes each. A read-only mapping from
+    `metadata_key(file_name)` to ImageMeta with the same tally of what was ignored (`problems`,
+    `values_ignored`, `records_ignored`, `examples`). Close it (or use `with`) to delete the
+    file; one thread at a time."""
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        file: Path,
+        source: Path,
+        count: int,
+        tally: CocoMetadata,
+        taxa: dict[int, TaxonInfo],
+        licence_names: dict[int, str],
+    ) -> None:
+        self._db: sqlite3.Connection | None = connection
+        self._file = file
+        self.source = source
+        self._count = count
+        self._taxa = taxa
+        self._licence_names = licence_names
+        self.problems = tally.problems
+        self.values_ignored = tally.values_ignored
+        self.records_ignored = tally.records_ignored
+        self.examples = list(tally.examples)
+
+    @classmethod
+    def load(
+        cls, path: Path, progress: ProgressCallback = no_progress, folder: Path | None = None
+    ) -> MetadataStore:
+        """Read the COCO file at `path` in one streaming pass (as `load_coco_metadata`, with the
+        same errors and progress) into a new temporary file in `folder` (the system's
+        temporary folder by default)."""
+        path = Path(path)
+        handle, name = tempfile.mkstemp(prefix="quadrat-metadata-", suffix=".sqlite3", dir=folder)
+        os.close(handle)
+        file = Path(name)
+        connection = sqlite3.connect(file, check_same_thread=False)
+        try:
+            # A scratch file: nothing to recover after a crash, so no journal and no syncs.
+            connection.execute("PRAGMA journal_mode=OFF")
+            connection.execute("PRAGMA synchronous=OFF")
+            connection.execute(
+                "CREATE TABLE images (key TEXT PRIMARY KEY, external_id INTEGER, "
+                "licence_id INTEGER, data BLOB)"
+            )
+            connection.execute("CREATE TABLE annotations (image_id INTEGER, category_id INTEGER)")
+            reader = _SpillingReader(connection)
+            _read_coco(path, reader, progress)
+            store = reader.finish_store(path, file)
+        except BaseException:
+            connection.close()
+            file.unlink(missing_ok=True)
+            raise
+        _log_problems(path, reader.result)
+        return store
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise ValueError("the metadata store is closed")
+        return self._db
+
+    def __getitem__(self, key: str) -> ImageMeta:
+        row = (
+            self._connection()
+            .execute("SELECT external_id, licence_id, data FROM images WHERE key = ?", (key,))
+            .fetchone()
+        )
+        if row is None:
+            raise KeyError(key)
+        external_id, licence_id, data = row
+        meta = ImageMeta(*pickle.loads(data))
+        if licence_id is not None:
+            meta.license = self._licence_names.get(licence_id)  # an unknown id: no licence
+        if external_id is not None and self._taxa:
+            meta.taxon = self._taxon(external_id)
+        return meta
+
+    def _taxon(self, image_id: int) -> TaxonInfo | None:
+        """The taxon of the image's first annotation whose category is known."""
+        for (category_id,) in self._connection().execute(
+            "SELECT category_id FROM annotations WHERE image_id = ? ORDER BY rowid", (image_id,)
+        ):
+            taxon = self._taxa.get(category_id)
+            if taxon is not None:
+                return taxon
+        return None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        for (key,) in self._connection().execute("SELECT key FROM images ORDER BY rowid"):
+            yield key
+
+    def problem_line(self) -> str:
+        """What was ignored, in words ("" when nothing was)."""
+        return ignored_metadata_line(self.values_ignored, self.records_ignored)
+
+    def close(self) -> None:
+        """Delete the temporary file (closing twice is harmless)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._file.unlink(missing_ok=True)
+
+    def __enter__(self) -> MetadataStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1156,11 +1396,13 @@ __all__ = [
     "HEIF_AVAILABLE",
     "IMAGE_EXTENSIONS",
     "METADATA_FILE_NAMES",
+    "READING_METADATA",
     "CocoMetadata",
     "DecodedImage",
     "ExifInfo",
     "FileEntry",
     "ImageMeta",
+    "MetadataStore",
     "TaxonInfo",
     "content_hash",
     "decode_image",
