@@ -115,12 +115,17 @@ def collection_stats(
                         Embedding.model_key == model_key,
                     )
                 )
+            # Sorted here, not in SQL: ORDER BY made SQLite walk the collection's paths (every
+            # row) instead of reading the few skipped ones from the (collection, status) index.
             skipped = tuple(
                 SkippedPhoto(rel, reason or "skipped")
-                for rel, reason in s.execute(
-                    select(Image.rel_path, Image.skip_reason)
-                    .where(Image.collection_id == coll.id, Image.status == STATUS_SKIPPED)
-                    .order_by(Image.rel_path)
+                for rel, reason in sorted(
+                    (str(rel), reason)
+                    for rel, reason in s.execute(
+                        select(Image.rel_path, Image.skip_reason).where(
+                            Image.collection_id == coll.id, Image.status == STATUS_SKIPPED
+                        )
+                    )
                 )
             )
             pending = (ok or 0) - (indexed or 0)

@@ -28,11 +28,11 @@ from sqlalchemy.orm import Session
 from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
 from engine.catalog.db import catalog_faults
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
-from engine.collections import CatalogRow, FolderRows
+from engine.collections import FolderRows
 from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
-from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
+from engine.progress import CancelToken, Progress, ProgressCallback, RateMeter, no_progress
 from engine.scan import (
     FileEntry,
     ImageMeta,
@@ -180,31 +180,22 @@ class _IdMask:
 
 class _CatalogRows:
     """`FolderRows` of a collection over a connection of its own, held while the folder is
-    walked (a context manager)."""
+    walked: `with rows as folder_rows: ...`."""
 
     def __init__(self, library: Library, collection_id: int) -> None:
         self._catalog = library.catalog
         self._collection_id = collection_id
         self._stack = ExitStack()
-        self._rows: FolderRows | None = None
 
-    def __enter__(self) -> _CatalogRows:
-        self._stack.enter_context(catalog_faults(self._catalog.path))
-        connection = self._stack.enter_context(self._catalog.engine.connect())
-        self._rows = FolderRows(connection, self._collection_id)
-        return self
+    def __enter__(self) -> FolderRows:
+        with ExitStack() as stack:  # a failed connect leaves nothing open
+            stack.enter_context(catalog_faults(self._catalog.path))
+            connection = stack.enter_context(self._catalog.engine.connect())
+            self._stack = stack.pop_all()
+        return FolderRows(connection, self._collection_id)
 
-    def __exit__(self, *exc: object) -> None:
-        self._rows = None
-        self._stack.__exit__(*exc)  # type: ignore[arg-type]
-
-    def take(self, rel_path: str) -> CatalogRow | None:
-        assert self._rows is not None, "used outside its with block"
-        return self._rows.take(rel_path)
-
-    def untaken(self) -> dict[str, CatalogRow]:
-        assert self._rows is not None, "used outside its with block"
-        return self._rows.untaken()
+    def __exit__(self, *exc: object) -> bool | None:
+        return self._stack.__exit__(*exc)  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -337,7 +328,7 @@ class Indexer:
         # The walk is streamed into the plan: a list of 5 million entries alone took gigabytes.
         walk = walk_images(root)
         first = next(walk, None)
-        coco = self._load_metadata(root, metadata, progress)
+        coco = self._load_metadata(root, metadata, progress, cancel)
         if coco:
             progress(RateMeter(0).update(0, "scanning folder"))  # after the file's progress
         report.metadata_problems = int(getattr(coco, "problems", 0))
@@ -383,7 +374,10 @@ class Indexer:
             except Exception:
                 log.info("could not save the vector index after a failed run", exc_info=True)
             raise
-        self.library.save_index(self.model_key)
+        if report.indexed or report.missing or report.returned:
+            # Only a run that changed the index writes it: the file of 5 million 512-d vectors
+            # is 10 GB, written, hashed and synced again by every re-scan that found nothing.
+            self.library.save_index(self.model_key)
         with self.library.catalog.session() as s:
             coll = s.get(Collection, collection_id)
             if coll is not None and not report.cancelled:
@@ -485,10 +479,15 @@ class Indexer:
         return str(spec.spec)
 
     def _load_metadata(
-        self, root: Path, metadata: str | Path | None, progress: ProgressCallback = no_progress
+        self,
+        root: Path,
+        metadata: str | Path | None,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
     ) -> Mapping[str, ImageMeta]:
         """The collection's metadata records, read into a temporary file rather than memory
-        (iNat24's train.json lists 5 million photos); `run` deletes the file at the end."""
+        (iNat24's train.json lists 5 million photos); `run` deletes the file at the end.
+        Reading a file of gigabytes takes minutes: a cancel stops it at the next report."""
         if metadata is not None:
             path = Path(metadata).expanduser()
             if not path.is_file():
@@ -498,7 +497,13 @@ class Indexer:
             if found is None:
                 return {}
             path = found
-        self._metadata = MetadataStore.load(path, progress)
+
+        def report(p: Progress) -> None:
+            progress(p)
+            if cancel is not None:
+                cancel.check()
+
+        self._metadata = MetadataStore.load(path, report)
         return self._metadata
 
     def _catalog_state(self, root: Path) -> tuple[int, _CatalogRows, _IdMask]:
@@ -578,7 +583,7 @@ class Indexer:
         root: Path,
         entries: Iterable[FileEntry],
         rows: _CatalogRows,
-        embedded: _IdMask,
+        embedded: Container[int],
         report: IndexReport,
         collection_id: int,
         index: Any,
@@ -591,12 +596,13 @@ class Indexer:
         new: list[FileEntry] = []
         changed: list[tuple[FileEntry, _Row]] = []
         total = 0
-        with rows:
+        with rows as folder_rows:
+            take = folder_rows.take
             for entry in entries:
                 total += 1
                 if total % 4096 == 0:
                     cancel.check()  # walking millions of files takes a while
-                found = rows.take(entry.rel_path)
+                found = take(entry.rel_path)
                 if found is None:
                     new.append(entry)
                     continue
@@ -607,7 +613,7 @@ class Indexer:
                     changed.append((entry, row))
             report.total_files = total
             cancel.check()
-            vanished = {path: _Row(*found) for path, found in rows.untaken().items()}
+            vanished = {path: _Row(*found) for path, found in folder_rows.untaken().items()}
 
         # Size or mtime differ: the content hash decides (a touched file is not re-encoded).
         touched: list[tuple[int, FileEntry]] = []

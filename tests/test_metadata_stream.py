@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Image, Taxon
-from engine.errors import BadInputError
+from engine.errors import BadInputError, Cancelled
 from engine.indexer import Indexer
 from engine.library import Library
 from engine.progress import Progress
@@ -89,7 +89,7 @@ def test_the_store_holds_what_the_dict_holds_and_progress_reaches_the_file_size(
     assert size > 3 << 19  # at least one progress report along the way (one per MiB)
     in_memory = load_coco_metadata(path)
     reports: list[Progress] = []
-    with MetadataStore.load(path, reports.append, folder=tmp_path) as store:
+    with MetadataStore.load(path, reports.append) as store:
         assert len(store) == len(in_memory) == 5000
         assert list(store) == list(in_memory)  # the same keys, in file order
         for key, meta in in_memory.items():
@@ -109,22 +109,39 @@ def test_the_store_holds_what_the_dict_holds_and_progress_reaches_the_file_size(
         assert store[metadata_key("train/017/00017.jpg")].taxon is not None  # 999 skipped
         assert store[metadata_key("train/013/00013.jpg")].taxon is None
         assert {m.license for m in in_memory.values()} >= {"CC BY-NC 4.0", "http://cc0", None}
-    assert not list(tmp_path.glob("quadrat-metadata-*"))  # closing deleted the file
+    with pytest.raises(ValueError, match="closed"):
+        store.get("train/001/00001.jpg")
     done = [p.done for p in reports]
     assert done == sorted(done) and done[-1] == size
     assert all(p.total == size and p.message == READING_METADATA for p in reports)
     assert [d for d in done if 0 < d < size]
 
 
-def test_a_bad_file_leaves_no_temporary_file_behind(tmp_path: Path) -> None:
+def test_a_bad_file_is_refused_in_one_line_as_before(tmp_path: Path) -> None:
     path = tmp_path / "metadata.json"
     path.write_text('{"images": [{"file_name": "a.jpg"}, ', encoding="utf-8")
     with pytest.raises(BadInputError, match="malformed JSON"):
-        MetadataStore.load(path, folder=tmp_path)
+        MetadataStore.load(path)
     path.write_text('{"categories": []}', encoding="utf-8")
     with pytest.raises(BadInputError, match="not COCO metadata"):
-        MetadataStore.load(path, folder=tmp_path)
-    assert not list(tmp_path.glob("quadrat-metadata-*"))
+        MetadataStore.load(path)
+
+
+def test_a_cancel_while_reading_stops_at_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "train.json"
+    write_varied_coco(path)
+    reports: list[Progress] = []
+
+    def cancel_after_the_first_mib(p: Progress) -> None:
+        reports.append(p)
+        if p.done > 0:
+            raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        MetadataStore.load(path, cancel_after_the_first_mib)
+    assert reports[-1].done < path.stat().st_size  # stopped before the end
 
 
 def test_indexing_reads_metadata_with_progress_into_the_same_catalog_values(

@@ -346,6 +346,38 @@ def run_child(
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+INDEXED_COUNT_SQL = (
+    "SELECT count(*) FROM embeddings JOIN images ON images.id = embeddings.image_id "
+    "WHERE images.collection_id = 1 AND images.status = 'ok' AND embeddings.model_key = ?"
+)
+
+
+def counts_without_index(library_dir: Path, tree: Path) -> None:
+    """The first counts again without migration 0007's index, and the index made again (what
+    the migration costs at this size); with SQLite's plan for the indexed count both ways."""
+    path = library_dir / "catalog.sqlite3"
+    con = sqlite3.connect(path)
+    plan_with = " / ".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + INDEXED_COUNT_SQL,
+                                                      (MODEL_KEY,)))  # fmt: skip
+    con.execute("DROP INDEX ix_images_collection_status")
+    con.commit()
+    plan_without = " / ".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + INDEXED_COUNT_SQL,
+                                                         (MODEL_KEY,)))  # fmt: skip
+    con.close()
+    log("first counts without the (collection, status) index")
+    without = run_child("open", library_dir, tree)
+    print(f"| first counts without index 0007 | {without['counts_s']:.2f} | "
+          f"{without['peak_rss_mb']:,.0f} MB | {without['indexed']:,} indexed |")  # fmt: skip
+    con = sqlite3.connect(path)
+    started = time.perf_counter()
+    con.execute("CREATE INDEX ix_images_collection_status ON images (collection_id, status)")
+    con.commit()
+    con.close()
+    print(f"| migration 0007 (the index made) | {time.perf_counter() - started:.2f} | | |")
+    print(f"| plan of the indexed count, with / without the index | | | {plan_with} ‖ "
+          f"{plan_without} |")  # fmt: skip
+
+
 # -- COCO metadata --------------------------------------------------------------------------
 
 
@@ -441,6 +473,7 @@ def main() -> None:
         print(f"| `Library.open` | {opened['open_s']:.2f} | | |")
         print(f"| first counts (`collection_stats`) | {opened['counts_s']:.2f} | "
               f"{opened['peak_rss_mb']:,.0f} MB | {opened['indexed']:,} indexed |")  # fmt: skip
+        counts_without_index(library_dir, tree)
         log("library panel counts (walks the folder)")
         panel = run_child("panel", library_dir, tree)
         print(f"| library panel counts (`scan_disk=True`) | {panel['seconds']:.2f} | "
