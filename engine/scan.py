@@ -592,9 +592,8 @@ class _CocoReader:
             self.result._note(where, ["no usable file_name; ignored"], whole=True)
             return
         key = metadata_key(file_name.strip())
-        twice = [f"{_short(key)} is listed twice; the first is kept"]
         if key in self.result:
-            self.result._note(where, twice, whole=True)
+            self._listed_twice(where, key)
             return
         meta = ImageMeta(
             observed_at=fields.get("date", parse_date),
@@ -614,9 +613,12 @@ class _CocoReader:
         else:
             meta.license = fields.get("license", _as_text)
         if not self._keep(key, meta, licence_id):
-            self.result._note(where, twice, whole=True)
+            self._listed_twice(where, key)
             return
         self._done(where, fields)
+
+    def _listed_twice(self, where: str, key: str) -> None:
+        self.result._note(where, [f"{_short(key)} is listed twice; the first is kept"], whole=True)
 
     def _keep(self, key: str, meta: ImageMeta, licence_id: int | None) -> bool:
         """Keep one image's record; False when `key` was already kept (the first one wins)."""
