@@ -174,3 +174,12 @@ def test_indexing_reads_metadata_with_progress_into_the_same_catalog_values(
             assert checked == report.indexed
     reading = [p for p in reports if p.message == READING_METADATA]
     assert reading and reading[-1].done == reading[-1].total == metadata_file.stat().st_size
+
+
+def test_the_window_shows_reading_metadata_in_megabytes_not_photos() -> None:
+    pytest.importorskip("PySide6")
+    from app.controllers.library import _progress_text
+
+    reading = Progress(250_000_000, 1_000_000_000, message=READING_METADATA)
+    assert _progress_text(reading) == "reading metadata: 250 of 1,000 MB (25 %)"
+    assert _progress_text(Progress(3, 12, message="indexing")) == "3 of 12 photos (25 %)"

@@ -361,7 +361,10 @@ def counts_without_index(library_dir: Path, tree: Path) -> None:
                                                       (MODEL_KEY,)))  # fmt: skip
     con.execute("DROP INDEX ix_images_collection_status")
     con.commit()
-    plan_without = " / ".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + INDEXED_COUNT_SQL,
+    con.close()
+    con = sqlite3.connect(path)
+    # Other text than above: sqlite3's statement cache would hand back the first plan.
+    plan_without = " / ".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN  " + INDEXED_COUNT_SQL,
                                                          (MODEL_KEY,)))  # fmt: skip
     con.close()
     log("first counts without the (collection, status) index")
