@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from engine.catalog import Collection, Embedding, Image, Judgment, RunResult, Taxon
@@ -112,12 +115,17 @@ def collection_stats(
                         Embedding.model_key == model_key,
                     )
                 )
+            # Sorted here, not in SQL: ORDER BY made SQLite walk the collection's paths (every
+            # row) instead of reading the few skipped ones from the (collection, status) index.
             skipped = tuple(
                 SkippedPhoto(rel, reason or "skipped")
-                for rel, reason in s.execute(
-                    select(Image.rel_path, Image.skip_reason)
-                    .where(Image.collection_id == coll.id, Image.status == STATUS_SKIPPED)
-                    .order_by(Image.rel_path)
+                for rel, reason in sorted(
+                    (str(rel), reason)
+                    for rel, reason in s.execute(
+                        select(Image.rel_path, Image.skip_reason).where(
+                            Image.collection_id == coll.id, Image.status == STATUS_SKIPPED
+                        )
+                    )
                 )
             )
             pending = (ok or 0) - (indexed or 0)
@@ -153,23 +161,141 @@ def _unseen_files(s: Session, coll: Collection) -> tuple[int, bool]:
     root = Path(coll.root)
     if not root.is_dir():
         return 0, True
-    known = {
-        rel: (size, mtime)
-        for rel, size, mtime in s.execute(
-            select(Image.rel_path, Image.size, Image.mtime_ns).where(Image.collection_id == coll.id)
-        )
-    }
+    rows = FolderRows(s.connection(), coll.id)
+    unseen = 0
     try:
-        return (
-            sum(
-                1
-                for entry in walk_images(root)
-                if known.get(entry.rel_path) != (entry.size, entry.mtime_ns)
-            ),
-            False,
-        )
+        for entry in walk_images(root):
+            row = rows.take(entry.rel_path)
+            if row is None or (row[1], row[2]) != (entry.size, entry.mtime_ns):
+                unseen += 1
     except BadInputError:
         return 0, True
+    return unseen, False
+
+
+# What a re-scan compares with a file: (id, size, mtime_ns, content_hash, status, skip_reason).
+CatalogRow = tuple[int, int, int, str | None, str, str | None]
+
+
+_ROWS_SQL = (
+    "SELECT id, rel_path, size, mtime_ns, content_hash, status, skip_reason FROM images "
+    "WHERE collection_id = ? "
+)
+_FOLDER_SQL = (
+    _ROWS_SQL + "AND rel_path >= ? AND rel_path < ? AND instr(substr(rel_path, ?), '/') = 0"
+)
+_ROOT_SQL = _ROWS_SQL + "AND instr(rel_path, '/') = 0"
+
+
+class FolderRows:
+    """A collection's catalog rows, read one folder at a time as a folder walk reaches them.
+
+    `take(rel_path)` gives the row at that path (once; None when the catalog has none) and
+    remembers its id; after the walk, `untaken()` gives the rows no file claimed: files gone
+    from folders the walk saw, and whole folders it never saw. Why per folder: a dict of every
+    row by path held all 5 million paths of an iNat24-sized collection at once (gigabytes); this
+    holds the rows of the folders the walk is in, and 8 bytes per id taken.
+    """
+
+    _COLUMNS = (
+        Image.id,
+        Image.rel_path,
+        Image.size,
+        Image.mtime_ns,
+        Image.content_hash,
+        Image.status,
+        Image.skip_reason,
+    )
+
+    def __init__(self, connection: Connection, collection_id: int) -> None:
+        self._connection = connection
+        self._collection_id = collection_id
+        self._sqlite = connection.dialect.name == "sqlite"
+        self._folders: dict[str, dict[str, CatalogRow]] = {}  # folder -> file name -> row
+        self._loaded: set[str] = set()
+        self._taken = array("q")
+
+    def take(self, rel_path: str) -> CatalogRow | None:
+        """The catalog's row for the file at `rel_path` (a POSIX path under the root)."""
+        folder, _, name = rel_path.rpartition("/")
+        rows = self._folders.get(folder)
+        if rows is None:
+            if folder in self._loaded:
+                return None
+            rows = self._folders[folder] = self._load(folder)
+            self._loaded.add(folder)
+        row = rows.pop(name, None)
+        if row is not None:
+            self._taken.append(row[0])
+        if not rows:
+            del self._folders[folder]  # a folder done with costs nothing more
+        return row
+
+    def _load(self, folder: str) -> dict[str, CatalogRow]:
+        """The rows of the files directly in `folder` ("" for the root)."""
+        prefix = f"{folder}/" if folder else ""
+        found: Iterable[Any]
+        if self._sqlite:
+            # Plain SQL on the driver's connection: building a statement per folder through
+            # SQLAlchemy cost more than reading the folder's rows. The rows of "folder/..."
+            # are a range of the (collection, path) index ("/" + 1 is "0"; SQLite compares
+            # text byte by byte); sub-folders' files are left out in SQL, and checked below.
+            driver = self._connection.connection.driver_connection
+            assert driver is not None
+            if prefix:
+                found = driver.execute(
+                    _FOLDER_SQL, (self._collection_id, prefix, f"{folder}0", len(prefix) + 1)
+                )
+            else:
+                found = driver.execute(_ROOT_SQL, (self._collection_id,))
+        else:
+            stmt = select(*self._COLUMNS).where(Image.collection_id == self._collection_id)
+            if prefix:
+                stmt = stmt.where(Image.rel_path.startswith(prefix, autoescape=True))
+            found = self._connection.execute(stmt)
+        rows: dict[str, CatalogRow] = {}
+        for image_id, rel_path, size, mtime_ns, digest, status, reason in found:
+            name = rel_path[len(prefix) :]
+            if rel_path.startswith(prefix) and "/" not in name:
+                rows[name] = (image_id, size, mtime_ns, digest, status, reason)
+        return rows
+
+    def untaken(self) -> dict[str, CatalogRow]:
+        """The rows no `take` claimed, by path, in path order."""
+        ids = _collection_ids(self._connection, self._collection_id)
+        taken = np.frombuffer(self._taken, dtype=np.int64) if len(self._taken) else None
+        left = ids if taken is None else np.setdiff1d(ids, taken, assume_unique=True)
+        rows: list[tuple[str, CatalogRow]] = []
+        id_list = [int(i) for i in left]
+        for start in range(0, len(id_list), _SQLITE_VARIABLES):
+            stmt = select(*self._COLUMNS).where(
+                Image.id.in_(id_list[start : start + _SQLITE_VARIABLES])
+            )
+            for (
+                image_id,
+                rel_path,
+                size,
+                mtime_ns,
+                digest,
+                status,
+                reason,
+            ) in self._connection.execute(stmt):
+                rows.append((rel_path, (image_id, size, mtime_ns, digest, status, reason)))
+        rows.sort(key=lambda item: item[0])
+        return dict(rows)
+
+
+def _collection_ids(connection: Connection, collection_id: int) -> np.ndarray:
+    """The ids of a collection's photos, sorted."""
+    where = Image.collection_id == collection_id
+    if connection.dialect.name == "sqlite":
+        # One comma-separated text parsed by numpy: 5 million ids as rows cost seconds.
+        text = connection.execute(select(func.group_concat(Image.id)).where(where)).scalar()
+        ids = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
+    else:
+        ids = np.fromiter(connection.execute(select(Image.id).where(where)).scalars(), np.int64)
+    ids.sort()
+    return ids
 
 
 def find_collection(library: Library, folder: str | Path) -> int | None:

@@ -9,13 +9,14 @@ the catalog at open if the process died in between.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Container, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,21 +26,23 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
+from engine.catalog.db import catalog_faults
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
+from engine.collections import FolderRows
 from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
-from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
+from engine.progress import CancelToken, Progress, ProgressCallback, RateMeter, no_progress
 from engine.scan import (
     DecodedImage,
     FileEntry,
     ImageMeta,
+    MetadataStore,
     TaxonInfo,
     content_hash,
     decode_image,
     find_metadata_file,
     ignored_metadata_line,
-    load_coco_metadata,
     metadata_key,
     taxon_for_path,
     walk_images,
@@ -161,7 +164,44 @@ def missing_photos_line(missing: int, judgments: int) -> str:
     )
 
 
-@dataclass
+class _IdMask:
+    """A set of image ids as one byte per id up to the largest: a Python set of 5 million ids
+    took about 300 MB, this 5 MB."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        self._mask = bytearray(int(ids.max()) + 1 if len(ids) else 0)
+        np.frombuffer(self._mask, dtype=np.uint8)[ids] = 1
+
+    def __contains__(self, image_id: object) -> bool:
+        return (
+            isinstance(image_id, int)
+            and 0 <= image_id < len(self._mask)
+            and (self._mask[image_id] == 1)
+        )
+
+
+class _CatalogRows:
+    """`FolderRows` of a collection over a connection of its own, held while the folder is
+    walked: `with rows as folder_rows: ...`."""
+
+    def __init__(self, library: Library, collection_id: int) -> None:
+        self._catalog = library.catalog
+        self._collection_id = collection_id
+        self._stack = ExitStack()
+
+    def __enter__(self) -> FolderRows:
+        with ExitStack() as stack:  # a failed connect leaves nothing open
+            stack.enter_context(catalog_faults(self._catalog.path))
+            connection = stack.enter_context(self._catalog.engine.connect())
+            self._stack = stack.pop_all()
+        return FolderRows(connection, self._collection_id)
+
+    def __exit__(self, *exc: object) -> bool | None:
+        return self._stack.__exit__(*exc)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
 class _Row:
     id: int
     size: int
@@ -259,6 +299,7 @@ class Indexer:
         self._min_side: int | None = getattr(encoder, "image_size", None)
         self._claimed: set[int] = set()  # rows taken back by content in the current run
         self._returned_elsewhere = 0  # of them, rows that came from another path
+        self._metadata: MetadataStore | None = None  # the current run's metadata records
 
     # -- public ------------------------------------------------------------------------------
 
@@ -289,9 +330,14 @@ class Indexer:
             raise BadInputError(f"not a folder: {root}")
         root = root.resolve()
         with self.library.writer_lock():
-            return self._run_locked(
-                root, metadata, reindex, relocate, prune, progress, cancel, started
-            )
+            try:
+                return self._run_locked(
+                    root, metadata, reindex, relocate, prune, progress, cancel, started
+                )
+            finally:
+                if self._metadata is not None:
+                    self._metadata.close()
+                    self._metadata = None
 
     def _run_locked(
         self,
@@ -317,30 +363,36 @@ class Indexer:
             self.library.check_model(self.model_key, self._spec())
 
         progress(RateMeter(0).update(0, "scanning folder"))
-        entries = list(walk_images(root))
-        report.total_files = len(entries)
-        coco = self._load_metadata(root, metadata)
+        # The walk is streamed into the plan: a list of 5 million entries alone took gigabytes.
+        walk = walk_images(root)
+        first = next(walk, None)
+        coco = self._load_metadata(root, metadata, progress, cancel)
+        if coco:
+            progress(RateMeter(0).update(0, "scanning folder"))  # after the file's progress
         report.metadata_problems = int(getattr(coco, "problems", 0))
         report.metadata_values_ignored = int(getattr(coco, "values_ignored", 0))
         report.metadata_records_ignored = int(getattr(coco, "records_ignored", 0))
         report.metadata_examples = list(getattr(coco, "examples", []))
 
-        if relocate and entries:
+        if relocate and first is not None:
             from engine.collections import find_moved_collection, relocate_collection
 
-            moved_from = find_moved_collection(self.library, root, entries)
+            # It walks the folder itself, only when the folder may be a moved collection.
+            moved_from = find_moved_collection(self.library, root)
             if moved_from is not None:
                 relocate_collection(self.library, moved_from.collection_id, root)
                 report.relocated_from = moved_from.old_root
 
         collection_id, rows, embedded = self._catalog_state(root)
-        if not entries:
-            if any(row.status != STATUS_MISSING for row in rows.values()):
+        if first is None:
+            known, present = self._row_counts(collection_id)
+            if present:
                 raise BadInputError(
-                    f"no photos found in {root}, but {len(rows)} were indexed from it before; "
+                    f"no photos found in {root}, but {known} were indexed from it before; "
                     "is the drive connected? Nothing was removed"
                 )
             raise BadInputError(f"no photos found in {root}")
+        entries = itertools.chain((first,), walk)
 
         self.library.record_model(self.model_key, self._spec(), self.encoder.dim)
         index = self.library.vector_index(self.model_key, dim=self.encoder.dim)
@@ -360,7 +412,10 @@ class Indexer:
             except Exception:
                 log.info("could not save the vector index after a failed run", exc_info=True)
             raise
-        self.library.save_index(self.model_key)
+        if report.indexed or report.missing or report.returned:
+            # Only a run that changed the index writes it: the file of 5 million 512-d vectors
+            # is 10 GB, written, hashed and synced again by every re-scan that found nothing.
+            self.library.save_index(self.model_key)
         with self.library.catalog.session() as s:
             coll = s.get(Collection, collection_id)
             if coll is not None and not report.cancelled:
@@ -461,44 +516,68 @@ class Indexer:
             return f"local-dir:{Path(path).expanduser().resolve()}"
         return str(spec.spec)
 
-    def _load_metadata(self, root: Path, metadata: str | Path | None) -> dict[str, ImageMeta]:
+    def _load_metadata(
+        self,
+        root: Path,
+        metadata: str | Path | None,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> Mapping[str, ImageMeta]:
+        """The collection's metadata records, read into a temporary file rather than memory
+        (iNat24's train.json lists 5 million photos); `run` deletes the file at the end.
+        Reading a file of gigabytes takes minutes: a cancel stops it at the next report."""
         if metadata is not None:
             path = Path(metadata).expanduser()
             if not path.is_file():
                 raise BadInputError(f"metadata file not found: {path}")
-            return load_coco_metadata(path)
-        found = find_metadata_file(root)
-        return load_coco_metadata(found) if found else {}
+        else:
+            found = find_metadata_file(root)
+            if found is None:
+                return {}
+            path = found
 
-    def _catalog_state(self, root: Path) -> tuple[int, dict[str, _Row], set[int]]:
+        def report(p: Progress) -> None:
+            progress(p)
+            if cancel is not None:
+                cancel.check()
+
+        self._metadata = MetadataStore.load(path, report)
+        return self._metadata
+
+    def _catalog_state(self, root: Path) -> tuple[int, _CatalogRows, _IdMask]:
+        """The collection's id (made when new), its rows as the walk will ask for them, and the
+        ids of its photos that have a vector of this model."""
         with self.library.catalog.session() as s:
             coll = s.scalar(select(Collection).where(Collection.root == str(root)))
             if coll is None:
                 coll = Collection(root=str(root), name=root.name or str(root))
                 s.add(coll)
                 s.flush()
-            rows = {
-                r.rel_path: _Row(r.id, r.size, r.mtime_ns, r.content_hash, r.status, r.skip_reason)
-                for r in s.execute(
-                    select(
-                        Image.id,
-                        Image.rel_path,
-                        Image.size,
-                        Image.mtime_ns,
-                        Image.content_hash,
-                        Image.status,
-                        Image.skip_reason,
-                    ).where(Image.collection_id == coll.id)
-                )
-            }
-            embedded = set(
-                s.scalars(
-                    select(Embedding.image_id)
-                    .join(Image, Image.id == Embedding.image_id)
-                    .where(Image.collection_id == coll.id, Embedding.model_key == self.model_key)
-                )
+            stmt = (
+                select(Embedding.image_id)
+                .join(Image, Image.id == Embedding.image_id)
+                .where(Image.collection_id == coll.id, Embedding.model_key == self.model_key)
             )
-            return coll.id, rows, embedded
+            if s.get_bind().dialect.name == "sqlite":
+                # One text parsed by numpy: 5 million ids as ORM rows took seconds.
+                text = s.execute(select(func.group_concat(stmt.subquery().c.image_id))).scalar()
+                ids = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0)
+            else:
+                ids = np.fromiter(s.scalars(stmt), dtype=np.int64)
+            return coll.id, _CatalogRows(self.library, coll.id), _IdMask(ids)
+
+    def _row_counts(self, collection_id: int) -> tuple[int, int]:
+        """The collection's photos in the catalog: all of them, and those not missing."""
+        with self.library.catalog.session() as s:
+            counts = dict(
+                s.execute(
+                    select(Image.status, func.count())
+                    .where(Image.collection_id == collection_id)
+                    .group_by(Image.status)
+                ).all()
+            )
+        total = int(sum(counts.values()))
+        return total, total - int(counts.get(STATUS_MISSING, 0))
 
     def _hash_many(self, entries: list[FileEntry]) -> dict[str, str | None]:
         def safe_hash(entry: FileEntry) -> str | None:
@@ -516,7 +595,7 @@ class Indexer:
     def _known_content(
         entry: FileEntry,
         row: _Row,
-        embedded: set[int],
+        embedded: Container[int],
         report: IndexReport,
         jobs: list[_Job],
         returned: list[int],
@@ -540,29 +619,39 @@ class Indexer:
     def _plan(
         self,
         root: Path,
-        entries: list[FileEntry],
-        rows: dict[str, _Row],
-        embedded: set[int],
+        entries: Iterable[FileEntry],
+        rows: _CatalogRows,
+        embedded: Container[int],
         report: IndexReport,
         collection_id: int,
         index: Any,
         cancel: CancelToken,
     ) -> list[_Job]:
-        """Sort files into unchanged, to encode, moved, returned and missing; apply them."""
+        """Sort files into unchanged, to encode, moved, returned and missing; apply them.
+        Counts the files into `report.total_files`."""
         jobs: list[_Job] = []
         returned: list[int] = []  # missing photos back on disk with their vectors
         new: list[FileEntry] = []
         changed: list[tuple[FileEntry, _Row]] = []
-        on_disk = {e.rel_path for e in entries}
-        for entry in entries:
-            row = rows.get(entry.rel_path)
-            if row is None:
-                new.append(entry)
-            elif row.size == entry.size and row.mtime_ns == entry.mtime_ns:
-                self._known_content(entry, row, embedded, report, jobs, returned)
-            else:
-                changed.append((entry, row))
-        cancel.check()
+        total = 0
+        with rows as folder_rows:
+            take = folder_rows.take
+            for entry in entries:
+                total += 1
+                if total % 4096 == 0:
+                    cancel.check()  # walking millions of files takes a while
+                found = take(entry.rel_path)
+                if found is None:
+                    new.append(entry)
+                    continue
+                row = _Row(*found)
+                if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
+                    self._known_content(entry, row, embedded, report, jobs, returned)
+                else:
+                    changed.append((entry, row))
+            report.total_files = total
+            cancel.check()
+            vanished = {path: _Row(*found) for path, found in folder_rows.untaken().items()}
 
         # Size or mtime differ: the content hash decides (a touched file is not re-encoded).
         touched: list[tuple[int, FileEntry]] = []
@@ -582,7 +671,6 @@ class Indexer:
                     jobs.append(_Job(entry, row.id, digest))
 
         # Vanished rows may be moved files: match new files by content.
-        vanished = {path: row for path, row in rows.items() if path not in on_disk}
         moves: list[tuple[int, FileEntry]] = []
         new_hashes: dict[str, str | None] = {}
         if vanished and new:
@@ -607,6 +695,7 @@ class Indexer:
         # Gone from disk: kept as missing, with their vectors and judgments, out of search.
         gone = [row.id for row in vanished.values() if row.status != STATUS_MISSING]
         with self.library.catalog.session() as s:
+            self._load_rows(s, [image_id for image_id, _ in touched + moves])
             for image_id, entry in touched + moves:
                 img = s.get(Image, image_id)
                 if img is not None:
@@ -707,7 +796,7 @@ class Indexer:
         self,
         collection_id: int,
         jobs: list[_Job],
-        coco: dict[str, ImageMeta],
+        coco: Mapping[str, ImageMeta],
         index: Any,
         report: IndexReport,
         progress: ProgressCallback,
@@ -769,7 +858,7 @@ class Indexer:
         collection_id: int,
         ready: list[tuple[_Prepared, np.ndarray]],
         failed: list[_Failed],
-        coco: dict[str, ImageMeta],
+        coco: Mapping[str, ImageMeta],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Write rows and vectors of one checkpoint in a single transaction.
 

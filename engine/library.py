@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from engine.catalog import Catalog, Embedding, Image, LibraryMeta, open_catalog
 from engine.catalog.models import STATUS_OK
@@ -259,13 +259,19 @@ class Library:
     def embedding_ids(self, model_key: str) -> np.ndarray:
         """Ids of the photos the model's index should hold: vectors of photos on disk (a photo
         gone missing keeps its vector in the catalog but leaves the index)."""
+        stmt = (
+            select(Embedding.image_id)
+            .join(Image, Image.id == Embedding.image_id)
+            .where(Embedding.model_key == model_key, Image.status == STATUS_OK)
+        )
         with self.catalog.session() as s:
-            ids = s.scalars(
-                select(Embedding.image_id)
-                .join(Image, Image.id == Embedding.image_id)
-                .where(Embedding.model_key == model_key, Image.status == STATUS_OK)
-            )
-            return np.fromiter(ids, dtype=np.int64)
+            if s.get_bind().dialect.name == "sqlite":
+                # One text parsed by numpy: 5 million ids as ORM rows took about 15 s.
+                text = s.execute(select(func.group_concat(stmt.subquery().c.image_id))).scalar()
+                return (
+                    np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, np.int64)
+                )
+            return np.fromiter(s.scalars(stmt), dtype=np.int64)
 
     def load_vectors(
         self, model_key: str, ids: np.ndarray | None = None

@@ -19,23 +19,27 @@ import json
 import logging
 import math
 import os
+import pickle
 import re
+import sqlite3
 import stat
 import sys
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from functools import lru_cache, partial
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
 
 import ijson
 from PIL import ExifTags, Image, UnidentifiedImageError
 
 from engine.errors import BadImageError, BadInputError
+from engine.progress import ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +73,37 @@ _HASH_CHUNK = 1 << 20
 # Walking a folder
 
 
-@dataclass(frozen=True)
-class FileEntry:
-    """One image file found under a collection root."""
-
+class _FileFields(NamedTuple):
     rel_path: str  # POSIX path relative to the collection root
-    abs_path: Path
+    path: str  # the absolute path as text
     size: int
     mtime_ns: int
+
+
+class FileEntry(_FileFields):
+    """One image file found under a collection root.
+
+    A named tuple that keeps the absolute path as the text `os.scandir` gave and makes it a
+    `Path` (`abs_path`) when asked for: building a `Path` per file was a third of the time of
+    walking 5 million files, and a re-scan that finds a file unchanged never needs it."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls, rel_path: str, abs_path: str | os.PathLike[str], size: int, mtime_ns: int
+    ) -> FileEntry:
+        return super().__new__(cls, rel_path, os.fspath(abs_path), size, mtime_ns)
+
+    @property
+    def abs_path(self) -> Path:
+        return Path(self.path)
+
+
+# The walk makes entries from text it already has, without the check `__new__` makes.
+_new_entry = partial(tuple.__new__, FileEntry)
+
+
+_WINDOWS = sys.platform == "win32"
 
 
 def _is_hidden(entry: os.DirEntry[str]) -> bool:
@@ -99,7 +126,7 @@ def _is_storable_name(name: str) -> bool:
     return True
 
 
-def _sorted_entries(folder: Path) -> list[os.DirEntry[str]]:
+def _sorted_entries(folder: str | Path) -> list[os.DirEntry[str]]:
     with os.scandir(folder) as it:
         return sorted(it, key=lambda e: e.name)
 
@@ -132,45 +159,42 @@ def walk_images(root: Path, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> It
     stack: list[tuple[Iterator[os.DirEntry[str]], str]] = [(iter(root_entries), "")]
     while stack:
         entries, prefix = stack[-1]
-        entry = next(entries, None)
-        if entry is None:
-            stack.pop()
-            continue
-        rel_path = prefix + entry.name
-        try:
-            if _is_hidden(entry):
-                continue
-            if not _is_storable_name(entry.name):
-                log.warning("skipping a name that is not valid Unicode: %r", entry.path)
-                continue
-            entry_stat = entry.stat()  # follows symlinks
-        except OSError as exc:
-            # Broken symlinks land here, as do files removed while we walk.
-            log.debug("skipping %s: %s", entry.path, exc)
-            continue
-
-        if stat.S_ISDIR(entry_stat.st_mode):
-            key = (entry_stat.st_dev, entry_stat.st_ino)
-            if key in visited:
-                log.debug("skipping %s: folder already visited (symlink loop?)", entry.path)
-                continue
-            visited.add(key)
+        for entry in entries:
+            name = entry.name
             try:
-                children = _sorted_entries(Path(entry.path))
+                if name.startswith(".") or (_WINDOWS and _is_hidden(entry)):
+                    continue
+                if not name.isascii() and not _is_storable_name(name):
+                    log.warning("skipping a name that is not valid Unicode: %r", entry.path)
+                    continue
+                entry_stat = entry.stat()  # follows symlinks
             except OSError as exc:
-                log.warning("skipping folder %s: %s", entry.path, exc.strerror or exc)
+                # Broken symlinks land here, as do files removed while we walk.
+                log.debug("skipping %s: %s", entry.path, exc)
                 continue
-            stack.append((iter(children), rel_path + "/"))
-        elif (
-            stat.S_ISREG(entry_stat.st_mode)
-            and os.path.splitext(entry.name)[1].lower() in extensions
-        ):
-            yield FileEntry(
-                rel_path=rel_path,
-                abs_path=Path(entry.path),
-                size=entry_stat.st_size,
-                mtime_ns=entry_stat.st_mtime_ns,
-            )
+            mode = entry_stat.st_mode
+            if stat.S_ISREG(mode):
+                dot = name.rfind(".")
+                if dot > 0 and name[dot:].lower() in extensions:
+                    yield _new_entry(
+                        (prefix + name, entry.path, entry_stat.st_size, entry_stat.st_mtime_ns)
+                    )
+            elif stat.S_ISDIR(mode):
+                key = (entry_stat.st_dev, entry_stat.st_ino)
+                if key in visited:
+                    log.debug("skipping %s: folder already visited (symlink loop?)", entry.path)
+                    continue
+                visited.add(key)
+                try:
+                    children = _sorted_entries(entry.path)
+                except OSError as exc:
+                    log.warning("skipping folder %s: %s", entry.path, exc.strerror or exc)
+                    continue
+                # Into the sub-folder; this folder's iterator resumes after it, keeping order.
+                stack.append((iter(children), prefix + name + "/"))
+                break
+        else:
+            stack.pop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -569,9 +593,7 @@ class _CocoReader:
             return
         key = metadata_key(file_name.strip())
         if key in self.result:
-            self.result._note(
-                where, [f"{_short(key)} is listed twice; the first is kept"], whole=True
-            )
+            self._listed_twice(where, key)
             return
         meta = ImageMeta(
             observed_at=fields.get("date", parse_date),
@@ -585,14 +607,32 @@ class _CocoReader:
             notes=_notes(fields),
         )
         licence = record.get("license")
+        licence_id: int | None = None
         if isinstance(licence, int) and not isinstance(licence, bool):
             licence_id = fields.get("license", _licence_id)
-            if licence_id is not None:
-                self._by_licence.setdefault(licence_id, []).append(meta)
         else:
             meta.license = fields.get("license", _as_text)
-        self.result[key] = meta
+        if not self._keep(key, meta, licence_id):
+            self._listed_twice(where, key)
+            return
         self._done(where, fields)
+
+    def _listed_twice(self, where: str, key: str) -> None:
+        self.result._note(where, [f"{_short(key)} is listed twice; the first is kept"], whole=True)
+
+    def _keep(self, key: str, meta: ImageMeta, licence_id: int | None) -> bool:
+        """Keep one image's record; False when `key` was already kept (the first one wins)."""
+        if licence_id is not None:
+            self._by_licence.setdefault(licence_id, []).append(meta)
+        self.result[key] = meta
+        return True
+
+    def _keep_annotation(self, image_id: int, category_id: int) -> None:
+        category_id = self._category_ids.setdefault(category_id, category_id)
+        if image_id in self._category_by_image:
+            self._later_categories.setdefault(image_id, []).append(category_id)
+        else:
+            self._category_by_image[image_id] = category_id
 
     def category(self, index: int, record: dict[str, object] | None) -> None:
         where = f"categories[{index}]"
@@ -613,11 +653,7 @@ class _CocoReader:
         image_id = fields.get("image_id", _as_int)
         category_id = fields.get("category_id", _as_int)
         if image_id is not None and category_id is not None:
-            category_id = self._category_ids.setdefault(category_id, category_id)
-            if image_id in self._category_by_image:
-                self._later_categories.setdefault(image_id, []).append(category_id)
-            else:
-                self._category_by_image[image_id] = category_id
+            self._keep_annotation(image_id, category_id)
         self._done(where, fields)
 
     def licence(self, index: int, record: dict[str, object] | None) -> None:
@@ -667,6 +703,7 @@ _DIGIT_MASK = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))  # 
 _TOO_MANY_DIGITS = b"0" * (_MAX_DIGITS + 1)
 _LONG_DIGIT_RUN = re.compile(rb"(?<![0-9])[0-9]{%d,}" % (_MAX_DIGITS + 1))
 _READ_SIZE = 1 << 16
+_PROGRESS_BYTES = 1 << 20  # a progress report per MiB read: a thousand for a GB
 
 
 class _JsonStream:
@@ -679,13 +716,15 @@ class _JsonStream:
     care either way.
     """
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, on_read: Callable[[int], None] | None = None) -> None:
         self._raw = raw
         self._decoder: codecs.IncrementalDecoder | None = None
         self._started = False
         self._held = b""  # the end of the last piece read, after its last "," "}" or "]"
         self._run = 0  # digits at the end of what was handed out so far
-        self.position = 0  # bytes of the file read so far, for error messages
+        self.position = 0  # bytes of the file read so far, for error messages and progress
+        self._on_read = on_read
+        self._reported = 0
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:
@@ -693,6 +732,9 @@ class _JsonStream:
         while True:
             chunk = self._raw.read(size if size > 0 else _READ_SIZE)
             self.position += len(chunk)
+            if self._on_read is not None and self.position - self._reported >= _PROGRESS_BYTES:
+                self._reported = self.position
+                self._on_read(self.position)
             data = chunk if self._started else self._start(chunk)
             if self._decoder is not None:
                 data = self._decoder.decode(data, final=not chunk).encode("utf-8")
@@ -829,22 +871,37 @@ def _syntax_error(path: Path, error: Exception, position: int) -> BadInputError:
     return BadInputError(f"{path}: malformed JSON (within its first {position:,} bytes): {detail}")
 
 
-def load_coco_metadata(path: Path) -> CocoMetadata:
+def load_coco_metadata(path: Path, progress: ProgressCallback = no_progress) -> CocoMetadata:
     """Read a COCO-style metadata file (SPEC.md §3), keyed by `metadata_key(file_name)`.
 
     One streaming pass, record by record, so a multi-GB iNat train.json never sits in memory
-    whole. Missing or null fields become None; images without annotations get no taxon. A
-    value that cannot be used (an id beyond 64 bits, a list where text belongs, a number of
-    thousands of digits) is ignored, a record that is not an object or has no file_name is
-    skipped, and both count in the result's `problems`: one bad record never costs the rest.
-    Raises `BadInputError` naming the file (and the line, for JSON syntax errors, where it can
-    be had) when the file cannot be read, is not JSON, or is not shaped like COCO metadata.
+    whole (its records do: `MetadataStore.load` keeps them on disk instead). Missing or null
+    fields become None; images without annotations get no taxon. A value that cannot be used
+    (an id beyond 64 bits, a list where text belongs, a number of thousands of digits) is
+    ignored, a record that is not an object or has no file_name is skipped, and both count in
+    the result's `problems`: one bad record never costs the rest. `progress` hears the bytes
+    read of the file's size. Raises `BadInputError` naming the file (and the line, for JSON
+    syntax errors, where it can be had) when the file cannot be read, is not JSON, or is not
+    shaped like COCO metadata.
     """
     path = Path(path)
     reader = _CocoReader()
+    _read_coco(path, reader, progress)
+    metadata = reader.finish()
+    _log_problems(path, metadata)
+    return metadata
+
+
+def _read_coco(path: Path, reader: _CocoReader, progress: ProgressCallback) -> None:
+    """Stream the records of the file at `path` into `reader`, reporting bytes read."""
     try:
+        size = path.stat().st_size
         with path.open("rb") as handle:
-            stream = _JsonStream(handle)
+            meter = RateMeter(size)
+            progress(meter.update(0, READING_METADATA))
+            stream = _JsonStream(
+                handle, lambda done: progress(meter.update(done, READING_METADATA))
+            )
             # basic_parse, not parse or items: their path prefixes grow with nesting depth, so
             # 100,000 nested lists cost O(depth²) memory (tens of GB); basic_parse is linear.
             # use_float=False: ints stay exact and decimals cannot overflow, where yajl's own
@@ -856,20 +913,179 @@ def load_coco_metadata(path: Path) -> CocoMetadata:
                 raise
             except (ijson.JSONError, ValueError) as exc:
                 raise _syntax_error(path, exc, stream.position) from None
+            progress(meter.update(stream.position, READING_METADATA))
     except UnicodeError:
         raise BadInputError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
         raise BadInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    metadata = reader.finish()
-    if metadata.problems:
+
+
+def _log_problems(path: Path, tally: CocoMetadata) -> None:
+    if tally.problems:
         log.warning(
             "%s: %s, in %d metadata records; the first: %s",
             path,
-            metadata.problem_line(),
-            metadata.problems,
-            " | ".join(metadata.examples),
+            tally.problem_line(),
+            tally.problems,
+            " | ".join(tally.examples),
         )
-    return metadata
+
+
+READING_METADATA = "reading metadata"
+
+# ImageMeta's fields in order, as MetadataStore keeps them (the taxon is joined when read).
+_META_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclass_fields(ImageMeta))
+
+
+class _SpillingReader(_CocoReader):
+    """A `_CocoReader` that writes each image record and annotation to a temporary SQLite
+    file as it reads them, instead of keeping them in memory (categories and licences, a few
+    thousand at most, stay in memory)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        super().__init__()
+        self._db = connection
+        self._annotations: list[tuple[int, int]] = []
+        self._images = 0
+
+    def _keep(self, key: str, meta: ImageMeta, licence_id: int | None) -> bool:
+        values = tuple(getattr(meta, name) for name in _META_FIELDS)
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO images (key, external_id, licence_id, data) VALUES (?, ?, ?, ?)",
+            (key, meta.external_id, licence_id, pickle.dumps(values, protocol=5)),
+        )
+        if cursor.rowcount == 0:
+            return False
+        self._images += 1
+        return True
+
+    def _keep_annotation(self, image_id: int, category_id: int) -> None:
+        self._annotations.append((image_id, category_id))
+        if len(self._annotations) >= 50_000:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._db.executemany(
+            "INSERT INTO annotations (image_id, category_id) VALUES (?, ?)", self._annotations
+        )
+        self._annotations.clear()
+
+    def finish_store(self, path: Path) -> MetadataStore:
+        self._flush()
+        self._db.execute("CREATE INDEX annotations_image ON annotations (image_id)")
+        self._db.commit()
+        return MetadataStore(
+            self._db, path, self._images, self.result, self._taxa, self._licence_names
+        )
+
+
+class MetadataStore(Mapping[str, ImageMeta]):
+    """What a metadata file says about each photo, as `load_coco_metadata` gives it, but kept
+    in a temporary SQLite file rather than in memory: iNat24's train.json lists 5 million
+    photos, and a dict of their records took about 800 bytes each. A read-only mapping from
+    `metadata_key(file_name)` to ImageMeta with the same tally of what was ignored (`problems`,
+    `values_ignored`, `records_ignored`, `examples`). Close it (or use `with`) to delete the
+    temporary database; one thread at a time."""
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        source: Path,
+        count: int,
+        tally: CocoMetadata,
+        taxa: dict[int, TaxonInfo],
+        licence_names: dict[int, str],
+    ) -> None:
+        self._db: sqlite3.Connection | None = connection
+        self.source = source
+        self._count = count
+        self._taxa = taxa
+        self._licence_names = licence_names
+        self.problems = tally.problems
+        self.values_ignored = tally.values_ignored
+        self.records_ignored = tally.records_ignored
+        self.examples = list(tally.examples)
+
+    @classmethod
+    def load(cls, path: Path, progress: ProgressCallback = no_progress) -> MetadataStore:
+        """Read the COCO file at `path` in one streaming pass (as `load_coco_metadata`, with the
+        same errors and progress) into a new temporary database."""
+        path = Path(path)
+        # SQLite's private temporary database (the empty name): a file in the system's
+        # temporary folder that SQLite deletes itself, even when the process is killed.
+        connection = sqlite3.connect("", check_same_thread=False)
+        try:
+            # A scratch file: nothing to recover after a crash, so no journal and no syncs.
+            connection.execute("PRAGMA journal_mode=OFF")
+            connection.execute("PRAGMA synchronous=OFF")
+            connection.execute("PRAGMA cache_size=-32768")  # 32 MB of pages
+            connection.execute(
+                "CREATE TABLE images (key TEXT PRIMARY KEY, external_id INTEGER, "
+                "licence_id INTEGER, data BLOB)"
+            )
+            connection.execute("CREATE TABLE annotations (image_id INTEGER, category_id INTEGER)")
+            reader = _SpillingReader(connection)
+            _read_coco(path, reader, progress)
+            store = reader.finish_store(path)
+        except BaseException:
+            connection.close()
+            raise
+        _log_problems(path, reader.result)
+        return store
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise ValueError("the metadata store is closed")
+        return self._db
+
+    def __getitem__(self, key: str) -> ImageMeta:
+        row = (
+            self._connection()
+            .execute("SELECT external_id, licence_id, data FROM images WHERE key = ?", (key,))
+            .fetchone()
+        )
+        if row is None:
+            raise KeyError(key)
+        external_id, licence_id, data = row
+        meta = ImageMeta(*pickle.loads(data))
+        if licence_id is not None:
+            meta.license = self._licence_names.get(licence_id)  # an unknown id: no licence
+        if external_id is not None and self._taxa:
+            meta.taxon = self._taxon(external_id)
+        return meta
+
+    def _taxon(self, image_id: int) -> TaxonInfo | None:
+        """The taxon of the image's first annotation whose category is known."""
+        for (category_id,) in self._connection().execute(
+            "SELECT category_id FROM annotations WHERE image_id = ? ORDER BY rowid", (image_id,)
+        ):
+            taxon = self._taxa.get(category_id)
+            if taxon is not None:
+                return taxon
+        return None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        for (key,) in self._connection().execute("SELECT key FROM images ORDER BY rowid"):
+            yield key
+
+    def problem_line(self) -> str:
+        """What was ignored, in words ("" when nothing was)."""
+        return ignored_metadata_line(self.values_ignored, self.records_ignored)
+
+    def close(self) -> None:
+        """Close it, which deletes its temporary database (closing twice is harmless)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> MetadataStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1156,11 +1372,13 @@ __all__ = [
     "HEIF_AVAILABLE",
     "IMAGE_EXTENSIONS",
     "METADATA_FILE_NAMES",
+    "READING_METADATA",
     "CocoMetadata",
     "DecodedImage",
     "ExifInfo",
     "FileEntry",
     "ImageMeta",
+    "MetadataStore",
     "TaxonInfo",
     "content_hash",
     "decode_image",

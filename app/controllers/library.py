@@ -18,6 +18,7 @@ from app import paths
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.progress import Progress
+from engine.scan import READING_METADATA
 from widgets.library_panel import (
     DONE,
     FAILED,
@@ -228,7 +229,11 @@ class LibraryController(QObject):
         return handle
 
     def _index_progress(self, p: Progress, folder: Path | None = None) -> None:
-        self.panel.progress.update_progress(p.done, p.total, p.rate, p.eta_seconds, p.message)
+        if p.message == READING_METADATA:  # bytes of the metadata file: shown in MB
+            megabytes = p.done // 1_000_000, p.total // 1_000_000
+            self.panel.progress.update_progress(*megabytes, 0.0, None, "reading metadata (MB)")
+        else:
+            self.panel.progress.update_progress(p.done, p.total, p.rate, p.eta_seconds, p.message)
         if folder is not None:
             self._set_run(folder, RUNNING, _progress_text(p))
 
@@ -431,6 +436,11 @@ def _progress_text(p: Progress) -> str:
         return "looking for photos…"
     if p.message == "building the search index":
         return "building the search index…"
+    if p.message == READING_METADATA and p.total > 0:
+        return (
+            f"reading metadata: {p.done / 1e6:,.0f} of {p.total / 1e6:,.0f} MB "
+            f"({100 * p.done // p.total} %)"
+        )
     if p.total > 0:
         return f"{p.done:,} of {p.total:,} photos ({100 * p.done // p.total} %)"
     return "checking for changes…"

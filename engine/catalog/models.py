@@ -99,6 +99,8 @@ class Image(Base):
         Index("ix_images_content_hash", "content_hash"),
         Index("ix_images_taxon", "taxon_id"),
         Index("ix_images_external_id", "external_id"),
+        # The library panel's counts at millions of photos (migration 0008).
+        Index("ix_images_collection_status", "collection_id", "status"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
