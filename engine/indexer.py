@@ -270,6 +270,16 @@ def read_photo(
         return PhotoFailure(f"unexpected error: {exc}", digest)
 
 
+def _status_counts(session: Session, collection_id: int) -> dict[str, int]:
+    """The collection's photos in the catalog, counted per status."""
+    rows = session.execute(
+        select(Image.status, func.count())
+        .where(Image.collection_id == collection_id)
+        .group_by(Image.status)
+    ).all()
+    return {str(status): int(count) for status, count in rows}
+
+
 class Indexer:
     """Indexes folders into a library with one encoder."""
 
@@ -449,13 +459,7 @@ class Indexer:
         """
         self.library.catalog.engine.dispose()  # pooled connections may see a deleted WAL
         with self.library.catalog.session() as s:
-            counts = dict(
-                s.execute(
-                    select(Image.status, func.count())
-                    .where(Image.collection_id == collection_id)
-                    .group_by(Image.status)
-                ).all()
-            )
+            counts = _status_counts(s, collection_id)
             report.catalog_indexed = int(
                 s.scalar(
                     select(func.count())
@@ -569,13 +573,7 @@ class Indexer:
     def _row_counts(self, collection_id: int) -> tuple[int, int]:
         """The collection's photos in the catalog: all of them, and those not missing."""
         with self.library.catalog.session() as s:
-            counts = dict(
-                s.execute(
-                    select(Image.status, func.count())
-                    .where(Image.collection_id == collection_id)
-                    .group_by(Image.status)
-                ).all()
-            )
+            counts = _status_counts(s, collection_id)
         total = int(sum(counts.values()))
         return total, total - int(counts.get(STATUS_MISSING, 0))
 

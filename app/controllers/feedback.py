@@ -171,6 +171,16 @@ class FeedbackController(QObject):
         for handle in self.runner.active(group):
             handle.cancel()
 
+    def _can_learn(self) -> bool:
+        """A query is open with judgments to learn from; else say what is missing."""
+        if self.judging.query_id is None or self.session.library is None:
+            self.message.emit(NO_QUERY)
+            return False
+        if not self.judging.judgments:
+            self.message.emit(NO_JUDGMENTS)
+            return False
+        return True
+
     # -- refine -----------------------------------------------------------------------------------
 
     def refine(self, method: str) -> TaskHandle | None:
@@ -178,11 +188,7 @@ class FeedbackController(QObject):
         the ranking is saved as a new run and the query opened on it."""
         judging, library = self.judging, self.session.library
         query_id = judging.query_id
-        if query_id is None or library is None:
-            self.message.emit(NO_QUERY)
-            return None
-        if not judging.judgments:
-            self.message.emit(NO_JUDGMENTS)
+        if not self._can_learn():
             return None
         judgments = dict(judging.judgments)
         from_run = judging.run_id if judging.current_run() is not None else None
@@ -242,11 +248,7 @@ class FeedbackController(QObject):
         probability beside the metadata; nothing is written when no photo reaches it."""
         judging, library = self.judging, self.session.library
         query_id = judging.query_id
-        if query_id is None or library is None:
-            self.message.emit(NO_QUERY)
-            return None
-        if not judging.judgments:
-            self.message.emit(NO_JUDGMENTS)
+        if not self._can_learn():
             return None
         judgments = dict(judging.judgments)
         filters = self.filters()
