@@ -391,6 +391,7 @@ class Application:
                 generator=current.generator,
                 llm_url=current.llm_url,
                 llm_model=current.llm_model,
+                index_memory_gb=current.index_memory_gb,
             ),
             SettingsChoices(
                 models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE

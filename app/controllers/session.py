@@ -18,7 +18,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app import paths
-from app.settings import Settings
+from app.settings import Settings, index_memory_bytes
 from app.workers import READ, TaskContext, TaskRunner
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class LibrarySession(QObject):
         # The demo library (fixed model) always keeps its own SQLite file.
         database_url = None if self.fixed_model else (self.settings.database_url or None)
         library = Library.open(self.library_dir, database_url=database_url)
-        library.index_memory_budget = int(self.settings.index_memory_gb * 1024**3)
+        library.index_memory_budget = index_memory_bytes(self.settings.index_memory_gb)
         try:
             detected = choose_device("auto")
             model_key, model_spec = library.model_key, library.model_spec
@@ -217,6 +217,8 @@ class LibrarySession(QObject):
 
     def apply_settings(self, settings: Settings) -> None:
         self.settings = settings
+        if self.library is not None:  # the next indexing run builds within the new budget
+            self.library.index_memory_budget = index_memory_bytes(settings.index_memory_gb)
         self.modelChanged.emit(self.search_model())
 
     def thumbnail_cache(self) -> Any | None:

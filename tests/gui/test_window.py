@@ -201,6 +201,8 @@ def test_settings_dialog_round_trip_and_bad_values(qtbot, make_app, tmp_path) ->
     wait_ready(qtbot, app)
     dialog = app.open_settings()
     dialog.batch_size.setValue(8)
+    assert dialog.index_memory.value() == 4.0
+    dialog.index_memory.setValue(8.0)
     dialog.model.setEditText("ViT-B-32:/nowhere/model.safetensors")
     dialog.accept()
     assert dialog.isVisible()
@@ -211,7 +213,10 @@ def test_settings_dialog_round_trip_and_bad_values(qtbot, make_app, tmp_path) ->
     saved = load_settings()
     assert saved.problems == []
     assert saved.settings.batch_size == 8
+    assert saved.settings.index_memory_gb == 8.0
     assert saved.settings == app.settings
+    # The open library builds its next index within the new budget.
+    assert app.session.library.index_memory_budget == 8 * 1024**3
 
 
 def test_settings_dialog_names_the_model_the_library_was_indexed_with(
