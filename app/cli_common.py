@@ -81,6 +81,7 @@ class TqdmProgress:
     def __init__(self, desc: str, unit: str = "img") -> None:
         from tqdm import tqdm
 
+        self._unit = unit
         self._bar = tqdm(
             total=0,
             desc=desc,
@@ -92,6 +93,14 @@ class TqdmProgress:
         )
 
     def __call__(self, p: Any) -> None:
+        if self._bar.disable:  # no terminal: tqdm keeps no state to update
+            return
+        from engine.scan import READING_METADATA
+
+        # Reading a metadata file reports bytes through the same callback as the photos.
+        unit = "B" if p.message == READING_METADATA else self._unit
+        if self._bar.unit != unit:
+            self._bar.unit, self._bar.unit_scale = unit, unit == "B"
         if self._bar.total != p.total:
             self._bar.total = p.total
         self._bar.n = p.done

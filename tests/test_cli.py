@@ -276,3 +276,29 @@ def test_the_command_line_uses_the_settings_the_window_saves(
     assert (library / "indexes").is_dir() and not (library / "catalog.sqlite3").exists()
     code, out, _ = run(capsys, "search", "red circle", "--top", 3, "--json")
     assert code == 0 and len(out.strip().splitlines()) == 3
+
+
+def test_the_progress_bar_counts_a_metadata_file_in_bytes_and_photos_as_photos(
+    monkeypatch,
+) -> None:
+    """Reading a metadata file reports bytes through the indexing callback: the bar says MB
+    then, not "img", and goes back to photos for the photos."""
+    import io
+
+    from app.cli_common import TqdmProgress
+    from engine.progress import Progress
+    from engine.scan import READING_METADATA
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    bar = TqdmProgress("indexing")
+    bar(Progress(done=3_000_000, total=6_000_000, message=READING_METADATA))
+    assert (bar._bar.unit, bar._bar.unit_scale) == ("B", True)
+    assert "3.00M/6.00M" in str(bar._bar) and "B/s" in str(bar._bar)
+    bar(Progress(done=5, total=108, message="indexing"))
+    assert (bar._bar.unit, bar._bar.unit_scale) == ("img", False)
+    assert "5/108" in str(bar._bar)
+    bar.close()

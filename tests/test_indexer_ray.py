@@ -262,7 +262,8 @@ from engine.library import Library
 folder, library, address, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 def kill_midway(progress):
-    if progress.done >= kill_at:  # the writer dies with photos received but not committed
+    # Photos, not the metadata file's bytes, which report through the same callback first.
+    if progress.message == "indexing" and progress.done >= kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
 
 with Library.open(library) as lib:
