@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,13 @@ def test_a_full_disk_costs_no_thumbnail_and_says_so_once(
         assert str(disk / "thumbnails") in problem and "the disk is full (needs " in problem
         assert "free)" in problem and "nothing was lost" in problem
         warnings = [r.getMessage() for r in caplog.records if r.name == "engine.thumbnails"]
-        assert warnings == [problem]  # one line for the spell, not one per photo
+        # One line for the spell, not one per photo. `write_problem` follows the latest
+        # failure, whose space needed may differ from the first (random noise compresses
+        # differently), so the two are compared without the sizes.
+        assert len(warnings) == 1
+        assert re.sub(r"[\d.]+ (KB|MB|bytes)", "N", warnings[0]) == re.sub(
+            r"[\d.]+ (KB|MB|bytes)", "N", problem
+        )
         # Space freed: the next thumbnail is stored and the problem is over.
         filler.unlink()
         digest = content_hash(photos[0])
