@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import URL, create_engine, make_url, text
@@ -63,3 +64,29 @@ def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
     return str(request.getfixturevalue("postgres_url"))
+
+
+def folder_url(catalog_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`catalog_url` as a library folder records it: without its password, which goes into the
+    environment (as users give it; subprocesses inherit it)."""
+    from engine.catalog.db import PASSWORD_ENV
+
+    url = make_url(catalog_url)
+    if url.password:
+        monkeypatch.setenv(PASSWORD_ENV, url.password)
+    return url._replace(password=None).render_as_string(hide_password=False)
+
+
+def add_plain_photos(library: Any, root: Path, count: int) -> None:
+    """`count` catalog photos of one collection at `root`, with no files or vectors: enough
+    to judge them."""
+    from engine.catalog import Collection, Image
+
+    with library.catalog.session() as s:
+        collection = Collection(root=str(root), name=root.name)
+        s.add(collection)
+        s.flush()
+        s.add_all(
+            Image(collection_id=collection.id, rel_path=f"p{i}.jpg", size=1, mtime_ns=1)
+            for i in range(count)
+        )

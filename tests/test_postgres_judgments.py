@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, make_url, select
+from sqlalchemy import func, select
 
-from engine.catalog import Collection, Image, JudgmentEvent
-from engine.catalog.db import PASSWORD_ENV
+from engine.catalog import Image, JudgmentEvent
 from engine.library import Library
 from engine.queries import QueryStore
+from tests.catalogs import add_plain_photos, folder_url
 
 PHOTOS = 10
 
@@ -25,19 +25,8 @@ PHOTOS = 10
 def library(tmp_path: Path, catalog_url: str, monkeypatch: pytest.MonkeyPatch):
     """A library with ten catalog photos whose folder records `catalog_url` (the password,
     where there is one, comes from the environment, which subprocesses inherit)."""
-    url = make_url(catalog_url)
-    if url.password:
-        monkeypatch.setenv(PASSWORD_ENV, url.password)
-    plain = url._replace(password=None).render_as_string(hide_password=False)
-    with Library.open(tmp_path / "lib", database_url=plain) as lib:
-        with lib.catalog.session() as s:
-            coll = Collection(root=str(tmp_path / "photos"), name="photos")
-            s.add(coll)
-            s.flush()
-            s.add_all(
-                Image(collection_id=coll.id, rel_path=f"p{i}.jpg", size=1, mtime_ns=1)
-                for i in range(PHOTOS)
-            )
+    with Library.open(tmp_path / "lib", database_url=folder_url(catalog_url, monkeypatch)) as lib:
+        add_plain_photos(lib, tmp_path / "photos", PHOTOS)
         yield lib
 
 

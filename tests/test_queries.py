@@ -9,33 +9,23 @@ import sys
 import textwrap
 
 import pytest
-from sqlalchemy import make_url, select
+from sqlalchemy import select
 
-from engine.catalog import Collection, Image
-from engine.catalog.db import PASSWORD_ENV
+from engine.catalog import Image
 from engine.errors import BadInputError
 from engine.library import Library
 from engine.queries import QueryStore
+from tests.catalogs import add_plain_photos, folder_url
 
 
 @pytest.fixture
 def library(tmp_path, catalog_url, monkeypatch):
     """A library with ten catalog photos (no vectors needed for judging), on SQLite (its own
     file) and on a PostgreSQL server (the password from the environment, as users give it)."""
-    database_url = None
-    if catalog_url.startswith("postgresql"):
-        url = make_url(catalog_url)
-        monkeypatch.setenv(PASSWORD_ENV, url.password or "")
-        database_url = url._replace(password=None).render_as_string(hide_password=False)
+    postgres = catalog_url.startswith("postgresql")
+    database_url = folder_url(catalog_url, monkeypatch) if postgres else None
     with Library.open(tmp_path / "lib", database_url=database_url) as lib:
-        with lib.catalog.session() as s:
-            coll = Collection(root=str(tmp_path / "photos"), name="photos")
-            s.add(coll)
-            s.flush()
-            s.add_all(
-                Image(collection_id=coll.id, rel_path=f"p{i}.jpg", size=1, mtime_ns=1)
-                for i in range(10)
-            )
+        add_plain_photos(lib, tmp_path / "photos", 10)
         yield lib
 
 

@@ -17,30 +17,24 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-COLUMNS = (("images", "size", False), ("images", "mtime_ns", False), ("images", "external_id", True))
+COLUMNS = (
+    ("images", "size", False),
+    ("images", "mtime_ns", False),
+    ("images", "external_id", True),
+)
+
+
+def _retype(old: type[sa.types.TypeEngine[int]], new: type[sa.types.TypeEngine[int]]) -> None:
+    # SQLite's INTEGER is 64-bit already, and altering a column there rebuilds the table.
+    if op.get_bind().dialect.name == "sqlite":
+        return
+    for table, column, nullable in COLUMNS:
+        op.alter_column(table, column, existing_type=old(), type_=new(), existing_nullable=nullable)
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        return
-    for table, column, nullable in COLUMNS:
-        op.alter_column(
-            table,
-            column,
-            existing_type=sa.Integer(),
-            type_=sa.BigInteger(),
-            existing_nullable=nullable,
-        )
+    _retype(sa.Integer, sa.BigInteger)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        return
-    for table, column, nullable in COLUMNS:
-        op.alter_column(
-            table,
-            column,
-            existing_type=sa.BigInteger(),
-            type_=sa.Integer(),
-            existing_nullable=nullable,
-        )
+    _retype(sa.BigInteger, sa.Integer)
