@@ -81,7 +81,10 @@ class TqdmProgress:
     def __init__(self, desc: str, unit: str = "img") -> None:
         from tqdm import tqdm
 
+        from engine.scan import READING_METADATA
+
         self._unit = unit
+        self._bytes_message = READING_METADATA
         self._bar = tqdm(
             total=0,
             desc=desc,
@@ -95,10 +98,8 @@ class TqdmProgress:
     def __call__(self, p: Any) -> None:
         if self._bar.disable:  # no terminal: tqdm keeps no state to update
             return
-        from engine.scan import READING_METADATA
-
         # Reading a metadata file reports bytes through the same callback as the photos.
-        unit = "B" if p.message == READING_METADATA else self._unit
+        unit = "B" if p.message == self._bytes_message else self._unit
         if self._bar.unit != unit:
             self._bar.unit, self._bar.unit_scale = unit, unit == "B"
         if self._bar.total != p.total:
