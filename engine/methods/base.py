@@ -57,7 +57,7 @@ class LanguageModelEndpoint:
 
     url: str = ""
     model: str = ""
-    api_key: str = ""
+    api_key: str = field(default="", repr=False)  # never in a log line or a message
 
     @property
     def configured(self) -> bool:
