@@ -3,7 +3,8 @@
     quadrat models list [--json]        the catalogue and what is installed
     quadrat models download SPEC        into the model store (Ctrl+C keeps the partial file)
     quadrat models pack SPEC OUT        one archive to carry to an offline machine
-    quadrat models import PACK          install a pack (checked; a bad pack installs nothing)
+    quadrat models import PACK          install a pack (checked; a bad pack installs nothing;
+                                        --replace to replace an installed model's other weights)
     quadrat models remove SPEC          delete an installed model
 
 Failing to reach the hub is exit 1 (the command was right; the network was not there), a bad
@@ -49,6 +50,11 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
 
     imp = sub.add_parser("import", help="install an offline pack (or a model file or folder)")
     imp.add_argument("pack", help="a pack file, an open_clip model folder, or ARCH:/path/file")
+    imp.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an installed model of the same name whose weights differ",
+    )
     imp.set_defaults(func=cmd_import)
 
     remove = sub.add_parser("remove", help="delete an installed model from the model store")
@@ -90,6 +96,7 @@ def model_rows() -> list[dict[str, Any]]:
                 "licence": offer.licence,
                 "source": offer.source,
                 "origin": model.origin if model else None,
+                "model_key": (model.model_key or model.spec) if model else None,
                 "path": str(model.path) if model and model.path else None,
                 "partial_bytes": 0 if model else _partial(store, offer.spec),
             }
@@ -107,6 +114,7 @@ def model_rows() -> list[dict[str, Any]]:
                 "licence": model.licence,
                 "source": model.source,
                 "origin": model.origin,
+                "model_key": model.model_key or None,
                 "path": str(model.path) if model.path else None,
                 "partial_bytes": 0,
             }
@@ -129,7 +137,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps(rows))
         return EXIT_OK
     for row in rows:
-        if row["installed"]:
+        if row["installed"] and row["origin"] == "pack":
+            # Not verified as the published model: say so, and under which identity it indexes.
+            state = (
+                f"installed (from a pack, {_size(row['size_bytes'])}; "
+                f"its vectors are kept apart as {row['model_key']})"
+            )
+        elif row["installed"]:
             state = f"installed ({row['origin']}, {_size(row['size_bytes'])})"
         elif row["partial_bytes"]:
             state = (
@@ -189,12 +203,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         store = _store()
         source = Path(args.pack).expanduser()
         if source.is_file() and source.suffix.lower() not in _WEIGHT_SUFFIXES:
-            model = store.import_pack(source, progress=bar)
+            model = store.import_pack(source, progress=bar, replace=args.replace)
         else:
             model = store.import_file(args.pack)
     finally:
         bar.close()
     print(f"installed {model.spec} ({_size(model.size_bytes)}); use it with --model {model.spec}")
+    if model.origin == "pack":
+        print(
+            f"from a pack, so not verified as the published model: libraries index it as "
+            f"{model.model_key}, apart from the published model's vectors"
+        )
     return EXIT_OK
 
 

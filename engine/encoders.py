@@ -11,7 +11,8 @@ A model is named by a spec string (SPEC.md §5):
 
 Local weights are read by this module, never by a general unpickler: safetensors files with
 safetensors, anything else with ``torch.load(weights_only=True)``, so a checkpoint that would
-run code when loaded is refused.
+run code when loaded is refused. TorchScript archives are refused too: loading one compiles and
+runs the code it carries (its ``__setstate__`` methods), whatever the file name says.
 """
 
 from __future__ import annotations
@@ -234,6 +235,9 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
         except Exception as error:  # safetensors raises its own error types, or OSError
             raise ModelLoadError(f"{path} is not a valid safetensors file: {error}") from error
     else:
+        # Before torch.load: given weights_only=False it would hand a TorchScript archive to
+        # torch.jit.load, which runs the archive's code; refuse it whatever torch would do.
+        refuse_torchscript(path)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # torch's pickle-protocol warnings: we decide below
@@ -243,11 +247,64 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     return _as_state_dict(loaded, path)
 
 
+_USE_INSTEAD = (
+    "use a safetensors file or a plain state-dict checkpoint (torch.save(model.state_dict(), "
+    "FILE)) instead"
+)
+
+
+def _is_torchscript(path: Path) -> bool:
+    """Whether `path` is a TorchScript archive (a zip with compiled code and constants), read
+    from its file list only."""
+    import zipfile
+
+    try:
+        if not zipfile.is_zipfile(path):
+            return False
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return any(re.fullmatch(r"[^/]+/(constants\.pkl|code/.*)", name) for name in names)
+
+
+def refuse_torchscript(path: Path) -> None:
+    """`ModelLoadError` when `path` is a TorchScript archive: loading one runs code it carries."""
+    if _is_torchscript(path):
+        raise ModelLoadError(
+            f"refusing to load {path}: it is a TorchScript archive, which runs code it carries "
+            f"when loaded; {_USE_INSTEAD}"
+        )
+
+
+def check_plain_checkpoint(path: Path) -> None:
+    """Refuse a PyTorch checkpoint that would run code when loaded (TorchScript, or a pickle
+    naming anything but tensors) with a one-line `ModelLoadError`, reading only its pickle
+    (the tensors are memory-mapped, not read). Safetensors files pass: they hold no code."""
+    import torch
+
+    path = Path(path)
+    if path.suffix.lower() == ".safetensors" or not path.is_file():
+        return
+    refuse_torchscript(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:
+        if "Weights only load failed" in str(error) or "TorchScript" in str(error):
+            _explain_unreadable(path, error)
+        # Anything else (an old non-zip file mmap cannot map, ...) is the loader's to report.
+
+
 def _explain_unreadable(path: Path, error: Exception) -> Any:
-    """Turn torch.load's refusal into a one-line `ModelLoadError` (or read a TorchScript file)."""
+    """Turn torch.load's refusal into a one-line `ModelLoadError`."""
     message = str(error)
     if "TorchScript" in message:
-        return _read_torchscript(path)
+        raise ModelLoadError(
+            f"refusing to load {path}: it is a TorchScript archive, which runs code it carries "
+            f"when loaded; {_USE_INSTEAD}"
+        ) from error
     if "Weights only load failed" in message:
         imported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", message)
         if imported:
@@ -262,19 +319,6 @@ def _explain_unreadable(path: Path, error: Exception) -> Any:
     raise ModelLoadError(
         f"{path} is not a model checkpoint (neither a safetensors nor a PyTorch weights file)"
     ) from error
-
-
-def _read_torchscript(path: Path) -> Any:
-    """OpenAI's original CLIP files are TorchScript archives: their weights load without
-    unpickling Python objects."""
-    import torch
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
-            return torch.jit.load(str(path), map_location="cpu").state_dict()
-    except Exception as error:
-        raise ModelLoadError(f"{path} is not a readable TorchScript checkpoint: {error}") from error
 
 
 def _as_state_dict(loaded: Any, path: Path) -> dict[str, torch.Tensor]:
@@ -551,6 +595,7 @@ def load_encoder(
         _known_pretrained(model_spec.arch, model_spec.pretrained)
         stored = _store_folder(model_spec, store_dir)
         if stored is not None:
+            key = _stored_key(stored, key)
             model, preprocess, tokenizer, _ = _load_local_dir(stored, key)
         else:
             model, preprocess, tokenizer = _load_pretrained(
@@ -561,6 +606,7 @@ def load_encoder(
         key = f"hf-hub:{model_spec.hub_id}"
         stored = _store_folder(model_spec, store_dir)
         if stored is not None:
+            key = _stored_key(stored, key)
             model, preprocess, tokenizer, _ = _load_local_dir(stored, key)
         else:
             model, preprocess, tokenizer = _load_from_hub(model_spec.hub_id, cache)
@@ -628,6 +674,18 @@ def _store_folder(spec: ModelSpec, store_dir: Path | None) -> Path | None:
     from engine.models import ModelStore
 
     return ModelStore(store_dir).folder(spec)
+
+
+def _stored_key(folder: Path, key: str) -> str:
+    """The model key the store gives a model: its name, or for one installed from a pack the
+    name and weights hash (`engine.models.pack_model_key`), so its vectors stay apart."""
+    from engine.models import MANIFEST_NAME, _read_manifest, pack_model_key
+
+    manifest = _read_manifest(folder / MANIFEST_NAME) or {}
+    digest = manifest.get("sha256")
+    if manifest.get("origin") == "pack" and isinstance(digest, str):
+        return pack_model_key(key, digest)  # packs installed before their keys said so, too
+    return key
 
 
 def _cached_on_hub(repo_id: str, names: Sequence[str], cache: str) -> bool:

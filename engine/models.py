@@ -10,9 +10,20 @@ The store is a folder with one folder per installed model::
 A model installed here loads without a network under the same model key as a direct open_clip
 load (`engine.encoders.load_encoder(..., store_dir=STORE)`), so a library indexed either way
 matches. An offline pack is one zip archive (stored, not compressed: weights do not compress)
-holding the config, the weights and a manifest with their sha256, licence and source; importing
-checks every checksum in a temporary folder and renames it into place, so a bad pack leaves
-nothing behind.
+holding the config, the weights and a manifest with their sha256, size, licence and source.
+Importing streams each entry into a temporary folder, stopping at the size the manifest gives
+and hashing as it goes, and renames the folder into place, so a bad pack leaves nothing behind.
+
+A pack only vouches for itself: its checksums prove it was not damaged on the way, not that it
+holds the model it names. So a pack's weights must fit the architecture its name implies (for
+ARCH:TAG, open_clip's own config of ARCH; for hf-hub:ORG/NAME, the pack's config), and a model
+installed from a pack gets its own identity, ``SPEC [pack sha256-XXXXXXXXXXXXXXXX]``, unless
+this store already holds the same weights downloaded from the source: vectors made with a pack's
+weights are never taken for the published model's. A pack never silently replaces an installed
+model whose weights differ.
+
+Temporary folders (``.incoming-*``) hold an owner lock while in use; ones whose owner died (a
+killed import) are removed the next time the store is listed or installs something.
 
 Downloads are a small urllib client (byte progress, cancel between chunks, `Range` resume of the
 partial file, the hub's sha256 ETag checked when given); it is used rather than
@@ -31,18 +42,21 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from engine.encoders import DEMO_SPEC, ModelSpec, parse_model_spec
 from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
@@ -62,6 +76,10 @@ PROBE_SECONDS = 3.0
 _PARTIAL = ".partial"
 _HUB_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 _MB = 1_000_000
+_MANIFEST_LIMIT = 1 << 20  # a pack manifest is a few hundred bytes
+_DISK_MARGIN = 200 * _MB  # left free on the store's disk after an import
+_OWNER = ".owner"  # suffix of the lock file beside a temporary folder, held by its process
+_STALE_SECONDS = 3600.0  # a temporary folder without an owner lock (older Quadrat) this old
 
 
 class ModelUnavailableError(ModelLoadError):
@@ -278,6 +296,45 @@ def _open_clip_lists(arch: str, tag: str) -> bool:
 _HEADERS = {"User-Agent": "quadrat-model-store/1"}
 
 
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def _hub_token() -> str | None:
+    """The user's hub token (HF_TOKEN, or huggingface_hub's saved login), for gated models."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return None
+    return get_token() or None
+
+
+class _NoAuthAcrossOrigins(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, dropping the Authorization header when one leads to another origin:
+    the hub sends downloads to a CDN with signed links, and a token must stay with the hub."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_opener = urllib.request.build_opener(_NoAuthAcrossOrigins())
+
+
 # ---------------------------------------------------------------------------------------------
 # The store
 
@@ -375,6 +432,7 @@ class ModelStore:
         demo = _resource_path("quadrat-demo.safetensors")
         found = [InstalledModel(DEMO_SPEC, demo.stat().st_size, None, "bundled", "", "")]
         entries = []
+        self.remove_stale()
         if self.root.is_dir():
             for folder in sorted(self.root.iterdir()):
                 if folder.name.startswith("."):
@@ -501,8 +559,11 @@ class ModelStore:
         headers = dict(_HEADERS)
         if have:
             headers["Range"] = f"bytes={have}-"
+        token = _hub_token()
+        if token and _origin(url) == _origin(self.endpoint):
+            headers["Authorization"] = f"Bearer {token}"  # only to the hub, never elsewhere
         try:
-            response = urllib.request.urlopen(
+            response = _opener.open(
                 urllib.request.Request(url, headers=headers), timeout=self.timeout_seconds
             )
         except urllib.error.HTTPError as error:
@@ -584,13 +645,58 @@ class ModelStore:
     @contextlib.contextmanager
     def _incoming(self) -> Iterator[Path]:
         """A temporary folder inside the store (same file system, so the rename is atomic);
-        removed on any failure, so a failed install leaves nothing behind."""
+        removed on any failure, so a failed install leaves nothing behind. It holds an owner
+        lock while in use, so that one left by a killed process is known to be stale."""
         self.root.mkdir(parents=True, exist_ok=True)
+        self.remove_stale()
         temp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=self.root))
+        lock = _owner_lock(temp)  # beside the folder: it must not move into the store with it
+        try:
+            owner = _hold_owner_lock(lock)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
         try:
             yield temp
         finally:
             shutil.rmtree(temp, ignore_errors=True)
+            owner.close()
+            lock.unlink(missing_ok=True)
+
+    def remove_stale(self) -> None:
+        """Remove what killed imports and removals left behind: temporary folders whose owner
+        is gone, and the pieces of interrupted replacements (an old copy whose model folder is
+        missing is put back). Best effort: a store on a read-only disk is left as it is."""
+        if not self.root.is_dir():
+            return
+        with contextlib.suppress(OSError):
+            for entry in list(self.root.iterdir()):
+                name = entry.name
+                if name.startswith(".incoming-") and name.endswith(_OWNER):
+                    if not entry.with_name(name.removesuffix(_OWNER)).exists() and _owner_gone(
+                        entry.with_name(name.removesuffix(_OWNER))
+                    ):
+                        entry.unlink(missing_ok=True)
+                    continue
+                if not entry.is_dir() or entry.is_symlink():
+                    continue
+                if name.startswith(".incoming-") and _owner_gone(entry):
+                    log.info("removing %s, left by an import that did not finish", entry)
+                    shutil.rmtree(entry, ignore_errors=True)
+                    _owner_lock(entry).unlink(missing_ok=True)
+                elif name.startswith(".old-"):
+                    # `_place` names it .old-FOLDER-PID; a living PID is replacing it right now.
+                    pid = re.search(r"-(\d+)$", name)
+                    if pid is None or _pid_alive(int(pid.group(1))):
+                        continue
+                    folder = self.root / name.removeprefix(".old-")[: pid.start() - 5]
+                    if not folder.exists():
+                        with contextlib.suppress(OSError):
+                            os.replace(entry, folder)  # killed mid-replacement: put it back
+                            continue
+                    shutil.rmtree(entry, ignore_errors=True)
+                elif name.startswith(".removing-"):
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def _place(self, temp: Path, folder: Path) -> Path:
         """Rename `temp` to `folder`, replacing an older copy only once the new one is whole."""
@@ -657,9 +763,15 @@ class ModelStore:
             raise
         return out
 
-    def import_pack(self, pack: Path, progress: ProgressCallback = no_progress) -> InstalledModel:
-        """Install an offline pack after checking every file's sha256. A bad or tampered pack
-        -> one-line `BadInputError`, and nothing is installed."""
+    def import_pack(
+        self, pack: Path, progress: ProgressCallback = no_progress, *, replace: bool = False
+    ) -> InstalledModel:
+        """Install an offline pack after checking it: its entries (plain files only, each at
+        most the size its manifest gives, read as a stream and hashed on the way), every
+        sha256, and that its weights fit the architecture its name implies. A model installed
+        from a pack gets a model key of its own (see the module docstring). An installed model
+        of that name with other weights is replaced only when `replace` is given. A bad pack
+        -> one-line `BadInputError`, and nothing is installed or left behind."""
         pack = Path(pack).expanduser()
         if not pack.is_file():
             raise BadInputError(f"model pack not found: {pack}")
@@ -668,36 +780,49 @@ class ModelStore:
                 manifest = _pack_manifest(archive, pack)
                 key = str(manifest["spec"])
                 files: dict[str, Any] = manifest["files"]
+                digest = str(files[WEIGHTS_NAME]["sha256"])
+                existing = self.folder(key)
+                kept = _read_manifest(existing / MANIFEST_NAME) if existing else None
+                if existing is not None and kept is not None and kept.get("sha256") == digest:
+                    return _installed_from(existing, kept)  # these very weights: nothing to do
+                if existing is not None and not replace:
+                    raise BadInputError(
+                        f"{key} is already installed with other weights "
+                        f"({(kept or {}).get('origin', 'unknown origin')}); nothing was installed; "
+                        "to replace it give --replace (libraries indexed with the installed one "
+                        "will need indexing again)"
+                    )
                 total = sum(int(entry["size"]) for entry in files.values())
+                self.root.mkdir(parents=True, exist_ok=True)
+                _check_room(self.root, total, pack)
                 meter, done = RateMeter(total), 0
                 with self._incoming() as temp:
                     for name, entry in files.items():
-                        digest = hashlib.sha256()
-                        with archive.open(name) as src, (temp / name).open("wb") as dst:
-                            while chunk := src.read(1 << 20):
-                                digest.update(chunk)
-                                dst.write(chunk)
-                                done += len(chunk)
-                                progress(meter.update(done, f"importing {key}"))
-                        if digest.hexdigest() != entry["sha256"]:
-                            raise BadInputError(
-                                f"{pack} is damaged or was altered: {name} fails its sha256 "
-                                "check; nothing was installed"
-                            )
+                        done = _extract(
+                            archive, name, entry, temp / name, pack, done, meter, progress, key
+                        )
                     _check_config(temp / CONFIG_NAME, pack)
+                    _check_claim(key, temp, pack)
                     installed = {
                         "spec": key,
-                        "model_key": key,
-                        "sha256": files[WEIGHTS_NAME]["sha256"],
+                        "model_key": pack_model_key(key, digest),
+                        "sha256": digest,
                         "size_bytes": int(files[WEIGHTS_NAME]["size"]),
                         "licence": str(manifest.get("licence", "")),
                         "source": str(manifest.get("source", "")),
                         "origin": "pack",
+                        "pack": pack.name,
                         "installed": datetime.now(UTC).isoformat(timespec="seconds"),
                     }
                     (temp / MANIFEST_NAME).write_text(json.dumps(installed, indent=2))
                     folder = self._place(temp, self.root / _slug(key))
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as error:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            EOFError,
+            NotImplementedError,
+            zlib.error,
+        ) as error:
             raise BadInputError(
                 f"{pack} is not a readable model pack ({one_line(error)}); nothing was installed"
             ) from None
@@ -799,6 +924,66 @@ _LOCAL_WEIGHTS = (
 # Helpers
 
 
+def _lock(handle: IO[bytes]) -> bool:
+    """Take an exclusive lock on an open file without waiting: False when another process
+    holds it. The operating system drops the lock when its process dies, even by a kill."""
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _owner_lock(folder: Path) -> Path:
+    return folder.with_name(folder.name + _OWNER)
+
+
+def _hold_owner_lock(path: Path) -> IO[bytes]:
+    """Create `path` and hold its lock until the returned file is closed."""
+    handle = path.open("wb")
+    if not _lock(handle):  # a fresh file nobody else knows: cannot happen, but say so
+        handle.close()
+        raise OSError(f"could not lock {path}")
+    return handle
+
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process that made a temporary folder has gone: its owner lock is free, or
+    (a folder made before owner locks, or in the instant before its lock) it is old."""
+    try:
+        with _owner_lock(folder).open("rb+") as handle:
+            return _lock(handle)  # closing the file releases the lock again
+    except FileNotFoundError:
+        try:
+            return time.time() - folder.stat().st_mtime > _STALE_SECONDS
+        except FileNotFoundError:
+            return True  # an orphaned lock file's folder: nothing to wait for
+        except OSError:
+            return False
+    except OSError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (POSIX); elsewhere assumed to, so nothing is touched."""
+    if sys.platform == "win32":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _read_manifest(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -808,14 +993,18 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 def _installed_from(folder: Path, manifest: dict[str, Any]) -> InstalledModel:
+    spec, origin = str(manifest.get("spec", "")), str(manifest.get("origin", "download"))
+    key = str(manifest.get("model_key", ""))
+    if origin == "pack" and isinstance(manifest.get("sha256"), str):
+        key = pack_model_key(spec, manifest["sha256"])  # as load_encoder gives it
     return InstalledModel(
-        spec=str(manifest.get("spec", "")),
+        spec=spec,
         size_bytes=int(manifest.get("size_bytes", 0)),
         path=folder,
-        origin=str(manifest.get("origin", "download")),
+        origin=origin,
         licence=str(manifest.get("licence", "")),
         source=str(manifest.get("source", "")),
-        model_key=str(manifest.get("model_key", "")),
+        model_key=key,
     )
 
 
@@ -864,35 +1053,174 @@ def _to_safetensors(source: Path, target: Path) -> None:
     save_file(state, str(target))
 
 
+def pack_model_key(spec: str, sha256: str) -> str:
+    """The model key of a model installed from a pack: its name and its weights' hash, so its
+    vectors are never taken for the published model's (nor another pack's of that name)."""
+    return f"{spec} [pack sha256-{sha256[:16]}]"
+
+
 def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
-    """The manifest of a pack, checked for shape: only the expected files, no paths."""
+    """The manifest of a pack, checked for shape: exactly the expected plain files (no links,
+    folders, paths or twins), a known version, a sha256 and a size for each file."""
     refuse = f"{pack} is not a Quadrat model pack"
+    expected = {MANIFEST_NAME, CONFIG_NAME, WEIGHTS_NAME}
+    entries = archive.infolist()
+    names = [info.filename for info in entries]
+    for info in entries:
+        kind = stat.S_IFMT(info.external_attr >> 16)
+        if info.is_dir() or (info.create_system == 3 and kind not in (0, stat.S_IFREG)):
+            what = "a link" if kind == stat.S_IFLNK else "a folder or special file"
+            raise BadInputError(
+                f"{refuse} (its entry {info.filename!r} is {what}, not a plain file); "
+                "nothing was installed"
+            )
+        if info.filename not in expected:
+            raise BadInputError(
+                f"{refuse} (it holds an unexpected entry {info.filename!r}); nothing was installed"
+            )
+    if len(set(names)) != len(names):
+        raise BadInputError(f"{refuse} (it holds an entry twice); nothing was installed")
+    if MANIFEST_NAME not in names:
+        raise BadInputError(f"{refuse} (no {MANIFEST_NAME}); nothing was installed")
+    unreadable = f"{refuse} (unreadable {MANIFEST_NAME}); nothing was installed"
     try:
-        manifest = json.loads(archive.read(MANIFEST_NAME))
-    except KeyError:
-        raise BadInputError(f"{refuse} (no {MANIFEST_NAME}); nothing was installed") from None
-    except ValueError:
-        raise BadInputError(
-            f"{refuse} (unreadable {MANIFEST_NAME}); nothing was installed"
-        ) from None
+        with archive.open(MANIFEST_NAME) as handle:
+            raw = handle.read(_MANIFEST_LIMIT + 1)
+        if len(raw) > _MANIFEST_LIMIT:
+            raise BadInputError(f"{refuse} ({MANIFEST_NAME} is too large); nothing was installed")
+        manifest = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nested beyond any real manifest
+        raise BadInputError(unreadable) from None
     if not isinstance(manifest, dict) or manifest.get("format") != PACK_FORMAT:
         raise BadInputError(f"{refuse} (unknown format); nothing was installed")
-    if int(manifest.get("version", 0)) > PACK_VERSION:
+    version = manifest.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BadInputError(
+            f"{refuse} (its version {str(version)[:40]!r} is not a version number); "
+            "nothing was installed"
+        )
+    if version > PACK_VERSION:
         raise BadInputError(f"{pack} was made by a newer Quadrat; nothing was installed")
     files = manifest.get("files")
-    names = set(archive.namelist())
     if (
         not isinstance(files, dict)
         or set(files) != {CONFIG_NAME, WEIGHTS_NAME}
-        or not set(files) <= names
+        or not set(files) <= set(names)
         or not all(
-            isinstance(entry, dict) and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256")))
+            isinstance(entry, dict)
+            and isinstance(entry.get("sha256"), str)
+            and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
+            and isinstance(entry.get("size"), int)
+            and not isinstance(entry.get("size"), bool)
+            and entry["size"] >= 0
             for entry in files.values()
         )
     ):
         raise BadInputError(f"{refuse} (its file list is wrong); nothing was installed")
-    store_key(str(manifest.get("spec", "")))  # a named model, or BadInputError
+    if not isinstance(manifest.get("spec"), str):
+        raise BadInputError(f"{refuse} (it names no model); nothing was installed")
+    store_key(manifest["spec"])  # a named model, or BadInputError
     return manifest
+
+
+def _check_room(root: Path, total: int, pack: Path) -> None:
+    """Refuse an import its declared sizes say the store's disk cannot hold."""
+    free = shutil.disk_usage(root).free
+    if total + _DISK_MARGIN > free:
+        raise BadInputError(
+            f"{pack} needs {total / 1e9:.1f} GB and the model store's disk has "
+            f"{free / 1e9:.1f} GB free; free some space (or check the pack); nothing was installed"
+        )
+
+
+def _extract(
+    archive: zipfile.ZipFile,
+    name: str,
+    entry: dict[str, Any],
+    target: Path,
+    pack: Path,
+    done: int,
+    meter: RateMeter,
+    progress: ProgressCallback,
+    key: str,
+) -> int:
+    """Stream one entry to `target`, hashing it, and stop as soon as it outgrows the size the
+    manifest gives (a zip bomb is never written out). Returns the bytes done so far."""
+    limit = int(entry["size"])
+    digest, written = hashlib.sha256(), 0
+    with archive.open(name) as src, target.open("wb") as dst:
+        while chunk := src.read(min(1 << 20, limit - written + 1)):
+            written += len(chunk)
+            if written > limit:
+                raise BadInputError(
+                    f"{pack} is damaged or was altered: {name} is larger than its manifest says "
+                    f"({limit} bytes); nothing was installed"
+                )
+            digest.update(chunk)
+            dst.write(chunk)
+            done += len(chunk)
+            progress(meter.update(done, f"importing {key}"))
+    if written != limit or digest.hexdigest() != entry["sha256"]:
+        raise BadInputError(
+            f"{pack} is damaged or was altered: {name} fails its sha256 check; "
+            "nothing was installed"
+        )
+    return done
+
+
+def _check_claim(key: str, folder: Path, pack: Path) -> None:
+    """Check a pack's model against what its name implies, from outside the pack: for ARCH:TAG
+    the architecture open_clip defines for ARCH (config and every weight's shape); for
+    hf-hub:ORG/NAME, whose published files cannot be seen offline, that the weights fit the
+    pack's own config. Reads the weights' header only (the model is built without memory)."""
+    import open_clip
+    import torch
+    from safetensors import safe_open
+
+    from engine.encoders import _apply_state_dict, _quiet_random_init
+
+    parsed = parse_model_spec(key)
+    config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    claim = f"{pack} claims to be {key}"
+    if parsed.kind == "pretrained":
+        assert parsed.arch is not None and parsed.pretrained is not None
+        if parsed.pretrained not in open_clip.list_pretrained_tags_by_model(parsed.arch):
+            raise BadInputError(
+                f"{claim}, which this Quadrat's open_clip does not know; nothing was installed"
+            )
+        if config.get("model_cfg") != open_clip.get_model_config(parsed.arch):
+            raise BadInputError(
+                f"{claim} but its config is not the {parsed.arch} architecture; "
+                "nothing was installed"
+            )
+        name = parsed.arch
+    else:
+        name = f"local-dir:{folder}"
+    try:
+        with safe_open(str(folder / WEIGHTS_NAME), framework="pt") as weights:
+            shapes = {k: weights.get_slice(k).get_shape() for k in weights.keys()}  # noqa: SIM118
+    except Exception as error:  # safetensors raises its own error types
+        raise BadInputError(
+            f"{claim} but its weights are not a valid safetensors file ({one_line(error, 200)}); "
+            "nothing was installed"
+        ) from None
+    try:
+        with _quiet_random_init():
+            model = open_clip.create_model(name, device="meta", load_weights=False)
+    except Exception as error:
+        raise BadInputError(
+            f"{claim} but its config describes no model open_clip can build "
+            f"({one_line(error, 200)}); nothing was installed"
+        ) from None
+    fake = {k: torch.empty(shape, device="meta") for k, shape in shapes.items()}
+    try:
+        _apply_state_dict(model, fake, folder / WEIGHTS_NAME, name)
+    except ModelLoadError:
+        size = (folder / WEIGHTS_NAME).stat().st_size
+        raise BadInputError(
+            f"{claim} but its weights ({size / _MB:.1f} MB) do not have the shapes of that "
+            "model's architecture: it is another model; nothing was installed"
+        ) from None
 
 
 def _check_config(path: Path, origin: Path) -> None:

@@ -379,6 +379,9 @@ def _has_fp16_variant(folder: Path) -> bool:
 def _from_single_file(diffusers: Any, parsed: DiffusersSpec, dtype: Any, cache: Path) -> Any:
     """A single checkpoint: its pipeline class is the one its config's model_index.json names."""
     assert parsed.path is not None
+    from engine.encoders import check_plain_checkpoint
+
+    check_plain_checkpoint(parsed.path)  # a .ckpt that would run code: refused before diffusers
     config = parsed.config
     if config is None:
         # diffusers recognises the checkpoint's family and fetches that family's config.
