@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,7 +27,7 @@ from engine.errors import ModelMismatchError, QuadratError
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
 if TYPE_CHECKING:
-    from sqlalchemy import CursorResult
+    from sqlalchemy import URL, CursorResult
 
     from engine.backup import Fingerprint
     from engine.index import VectorIndex
@@ -110,7 +111,7 @@ class Library:
 
         # A folder created with a database URL records it and opens that catalog from then on.
         url = choose_catalog(root, root / CATALOG_FILE, database_url)
-        catalog = open_catalog(url)
+        catalog = open_catalog(url, before_upgrade=partial(_backup_before_upgrade, root, url))
         try:
             record_catalog(root, url, root / CATALOG_FILE)
             with catalog_faults(catalog.location, opening=True):
@@ -492,3 +493,31 @@ class Library:
     def set_index(self, model_key: str, index: VectorIndex) -> None:
         with self._lock:
             self._indexes[model_key] = index
+
+
+def _backup_before_upgrade(root: Path, catalog: URL, current: str, head: str) -> None:
+    """A whole copy of a SQLite catalog before its schema is upgraded (whole, not judgments
+    only: the copy must open with the version that wrote it). The upgrade does not run when
+    the backup cannot be written. A server catalog's backups are the server's (pg_dump)."""
+    from engine.backup import backup_catalog, is_sqlite_catalog, sqlite_catalog_file
+
+    if not is_sqlite_catalog(catalog):
+        return
+    source = sqlite_catalog_file(catalog)
+    try:
+        backup_catalog(root, source, reason=f"before-upgrade-{current}-to-{head}")
+    except QuadratError as error:
+        raise QuadratError(
+            f"this version of Quadrat must upgrade the catalog at {source} (schema {current} to "
+            f"{head}) and backs it up first, but the backup failed ({error}); free at least "
+            f"{_catalog_size(source) / 1e6:.0f} MB in {root} and try again (nothing was changed)"
+        ) from error
+
+
+def _catalog_size(path: Path) -> int:
+    """The catalog file and its -wal, the size a backup needs."""
+    total = 0
+    for part in (path, path.with_name(path.name + "-wal")):
+        if part.is_file():
+            total += part.stat().st_size
+    return total

@@ -12,14 +12,16 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import URL, Connection, Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 from engine.errors import BadInputError, CatalogError, QuadratError
 
@@ -228,6 +230,18 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
+# Below this much free space a failed write is taken for a full disk (SQLite needs pages and a
+# -shm file of 32 KiB to open a catalog at all).
+_FULL_DISK_BYTES = 1 << 20
+
+
+def _disk_is_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < _FULL_DISK_BYTES
+    except OSError:  # the folder is gone: not a question of space
+        return False
+
+
 def _read_only_place(path: Path) -> str:
     """What is read-only: the catalog file, or the folder it lies in."""
     if path.exists() and not _writable(path) and _writable(path.parent):
@@ -245,6 +259,10 @@ def _message(cause: str, path: Path | None, detail: str, opening: bool) -> str:
             cause = DISK_IO  # the folder is gone: removed, or its disk went away
         elif not _writable(path.parent) or (path.exists() and not _writable(path)):
             cause = READ_ONLY
+    if cause in (DISK_IO, CANNOT_OPEN) and path is not None and _disk_is_full(path.parent):
+        # SQLite says "disk I/O error" or "unable to open" when a full disk keeps it from
+        # creating its -wal or -shm file: the cause the user can act on is the space.
+        cause = DISK_FULL
     if cause == READ_ONLY:
         place = _read_only_place(path) if path is not None else "the catalog is read-only"
         return (
@@ -500,6 +518,19 @@ class Catalog:
                 except exc.DBAPIError:  # the connection is gone, and the lock with it
                     log.info("could not unlock the catalog's writer lock", exc_info=True)
 
+    def checkpoint_wal(self) -> None:
+        """Move committed pages from SQLite's -wal file into the catalog file (a passive
+        checkpoint: it never waits for readers), so a plain copy of the catalog file taken
+        now holds what was just committed. Nothing on a server catalog; a failure is logged,
+        never raised: the data is already safe in the -wal."""
+        if self.engine.dialect.name != "sqlite":
+            return
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (exc.DBAPIError, sqlite3.Error):
+            log.info("could not checkpoint the catalog's WAL", exc_info=True)
+
     def integrity_check(self) -> str:
         """SQLite's `PRAGMA integrity_check` result ("ok" when healthy)."""
         with self.engine.connect() as conn:
@@ -518,15 +549,73 @@ def _alembic_config(connection: Connection) -> Config:
     return cfg
 
 
-def upgrade_schema(engine: Engine) -> None:
+BeforeUpgrade = Callable[[str, str], None]
+"""Called with (current revision, head) before an existing catalog's schema changes: it takes
+the backup the upgrade needs and raises `QuadratError` when it cannot, so nothing changes."""
+
+
+def upgrade_schema(engine: Engine, before_upgrade: BeforeUpgrade | None = None) -> None:
     """Bring the schema to the newest revision (no-op when it is already there).
 
+    Every upgrade is one transaction: it happens whole or not at all, so a kill, a full disk
+    or a power cut in the middle leaves the catalog as it was, and the next open upgrades it
+    again. `before_upgrade` runs first for a catalog that already has a schema (not a new one).
     On PostgreSQL the server's advisory lock keeps a second process out until this one is done;
     on SQLite `open_catalog` calls it under the lock file beside the catalog."""
+    if engine.dialect.name == "sqlite":
+        # pysqlite's legacy transaction handling commits before every DDL statement, so each
+        # ALTER TABLE of a migration would be committed on its own (an interrupted upgrade
+        # then leaves a half-changed schema that no later open can upgrade). A connection of
+        # its own, with the driver's transactions off and BEGIN IMMEDIATE issued here, makes
+        # the whole upgrade one SQLite transaction (SQLAlchemy's documented recipe).
+        migrating = create_engine(engine.url, poolclass=NullPool)
+        event.listen(migrating, "connect", _sqlite_migration_pragmas)
+        event.listen(migrating, "begin", _sqlite_begin_immediate)
+        try:
+            _upgrade(migrating, before_upgrade)
+        finally:
+            migrating.dispose()
+    else:
+        _upgrade(engine, before_upgrade)
+
+
+def _sqlite_migration_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    # Off while migrating, as Alembic advises for batch mode: a table that batch mode copies
+    # and drops must not cascade deletes into the tables that point at it. (The pragma cannot
+    # change inside a transaction, so it is set here, before BEGIN.)
+    cursor.execute("PRAGMA foreign_keys=OFF")
+    cursor.close()
+    dbapi_connection.isolation_level = None  # the driver's own BEGIN/COMMIT off: ours rule
+
+
+def _sqlite_begin_immediate(connection: Connection) -> None:
+    # IMMEDIATE: the write lock from the start, so no other writer slips in between the
+    # revision check and the first change.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _upgrade(engine: Engine, before_upgrade: BeforeUpgrade | None) -> None:
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
+    with engine.connect() as probe:
+        current = MigrationContext.configure(probe).get_current_revision()
+        cfg = _alembic_config(probe)
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        known = {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}
+    if current is not None and current not in known:
+        raise QuadratError(
+            f"the catalog was written by a newer Quadrat (schema {current}); update Quadrat"
+        )
+    if current == head:
+        return
+    if current is not None and before_upgrade is not None and head is not None:
+        before_upgrade(current, head)
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             # The server's own lock, held to the end of this transaction (PostgreSQL's DDL is
@@ -535,18 +624,12 @@ def upgrade_schema(engine: Engine) -> None:
             connection.execute(
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY}
             )
-        cfg = _alembic_config(connection)
-        head = ScriptDirectory.from_config(cfg).get_current_head()
+        # Read again inside the transaction: another process may have upgraded meanwhile.
         current = MigrationContext.configure(connection).get_current_revision()
         if current == head:
             return
-        known = {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}
-        if current is not None and current not in known:
-            raise QuadratError(
-                f"the catalog was written by a newer Quadrat (schema {current}); update Quadrat"
-            )
         log.info("migrating catalog schema %s -> %s", current, head)
-        command.upgrade(cfg, "head")
+        command.upgrade(_alembic_config(connection), "head")
 
 
 def schema_lock_path(catalog_file: str | Path) -> Path:
@@ -620,14 +703,18 @@ def _without_password(url: str) -> str:
 
 
 def open_catalog(
-    url_or_path: str | Path | URL, *, lock_timeout: float = SCHEMA_LOCK_TIMEOUT_S
+    url_or_path: str | Path | URL,
+    *,
+    lock_timeout: float = SCHEMA_LOCK_TIMEOUT_S,
+    before_upgrade: BeforeUpgrade | None = None,
 ) -> Catalog:
     """Open (creating if needed) the catalog at a SQLAlchemy URL or a SQLite file path.
 
     The schema is created or upgraded under an inter-process lock (a lock file beside a
     SQLite file, where a second process waits up to `lock_timeout` seconds; the server's
-    advisory lock on PostgreSQL). Failures raise a one-line `QuadratError` (`CatalogError` for
-    database and file faults), never with the password of the URL."""
+    advisory lock on PostgreSQL), in one transaction; `before_upgrade` (say, a backup) runs
+    before an existing catalog's schema changes. Failures raise a one-line `QuadratError`
+    (`CatalogError` for database and file faults), never with the password of the URL."""
     url = catalog_url(url_or_path)
     shown = url.render_as_string(hide_password=True)
     path = sqlite_file_of(url)
@@ -652,7 +739,11 @@ def open_catalog(
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
         with _schema_lock(catalog_file, lock_timeout):
-            upgrade_schema(engine)
+            # The catalog's own engine connects first (its pragmas read the file), so that a
+            # catalog it cannot read (a removed -wal file, say) fails here, at open, in one
+            # line, not at the first click.
+            engine.connect().close()
+            upgrade_schema(engine, before_upgrade)
     except QuadratError:
         engine.dispose()
         raise

@@ -8,6 +8,8 @@ Create Date: 2026-11-23 05:40:00
 import sqlalchemy as sa
 from alembic import op
 
+from engine.catalog.migrations import leftovers
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -15,6 +17,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    if leftovers.has_column("images", "missing_since"):
+        return
     with op.batch_alter_table("images", schema=None) as batch_op:
         batch_op.add_column(sa.Column("missing_since", sa.DateTime(), nullable=True))
 

@@ -9,6 +9,8 @@ Create Date: 2026-11-23 08:30:00
 import sqlalchemy as sa
 from alembic import op
 
+from engine.catalog.migrations import leftovers
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -16,6 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    leftovers.drop_leftover_table("rerank_scores")
     op.create_table(
         "rerank_scores",
         sa.Column("content_hash", sa.String(length=64), nullable=False),
@@ -29,6 +32,8 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("content_hash", "question_key", "context_key", "scorer"),
     )
+    if leftovers.has_column("subqueries", "target"):
+        return
     with op.batch_alter_table("subqueries", schema=None) as batch_op:
         batch_op.add_column(sa.Column("target", sa.Text(), server_default="", nullable=False))
 

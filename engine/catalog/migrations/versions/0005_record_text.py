@@ -19,6 +19,8 @@ search then ranks by CLIP alone).
 import sqlalchemy as sa
 from alembic import op
 
+from engine.catalog.migrations import leftovers
+
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
@@ -98,10 +100,15 @@ TRIGGERS = (
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("images", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("notes", sa.Text(), nullable=True))
+    if not leftovers.has_column("images", "notes"):
+        with op.batch_alter_table("images", schema=None) as batch_op:
+            batch_op.add_column(sa.Column("notes", sa.Text(), nullable=True))
     if op.get_bind().dialect.name != "sqlite":
         return
+    # A text index an interrupted run left half built is built again from the records.
+    for trigger in TRIGGERS:
+        op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    op.execute("DROP TABLE IF EXISTS record_text")
     for statement in STATEMENTS:
         op.execute(statement)
     op.execute(FILL)  # an older library's photos (no notes yet: names only)

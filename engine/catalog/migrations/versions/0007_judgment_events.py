@@ -12,6 +12,8 @@ keeps both. Existing judgments are copied in as their first events.
 import sqlalchemy as sa
 from alembic import op
 
+from engine.catalog.migrations import leftovers
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
@@ -19,6 +21,8 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # Filled below from the judgments: a leftover table would give every judgment twice.
+    leftovers.drop_leftover_table("judgment_events")
     op.create_table(
         "judgment_events",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -31,9 +35,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["query_id"], ["queries.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
-    op.create_index(
-        "ix_judgment_events_query_image", "judgment_events", ["query_id", "image_id"]
-    )
+    op.create_index("ix_judgment_events_query_image", "judgment_events", ["query_id", "image_id"])
     op.execute(
         "INSERT INTO judgment_events (query_id, image_id, relevance, judged_by, judged_at) "
         "SELECT query_id, image_id, relevance, judged_by, judged_at FROM judgments "

@@ -12,6 +12,8 @@ with this index each count reads the index alone. The model declares the same in
 
 from alembic import op
 
+from engine.catalog.migrations import leftovers
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
@@ -19,6 +21,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    leftovers.drop_leftover_index("images", "ix_images_collection_status")
     op.create_index("ix_images_collection_status", "images", ["collection_id", "status"])
 
 
