@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from engine.catalog import Judgment, JudgmentEvent, Query, Run, RunResult
@@ -26,7 +27,7 @@ from engine.library import Library
 from engine.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
 
 if TYPE_CHECKING:
-    from sqlalchemy import CursorResult
+    from sqlalchemy import CursorResult, Table
 
 log = logging.getLogger(__name__)
 
@@ -126,22 +127,24 @@ class QueryStore:
     # -- queries -----------------------------------------------------------------------------
 
     def find_or_create_query(self, text: str, image_path: str | None = None) -> int:
-        """The id of the saved query with this text (and query image), creating it if new."""
+        """The id of the saved query with this text (and query image), creating it if new.
+
+        Runs of whitespace in the text count as one space; otherwise the text is compared
+        exactly (case and punctuation count). Safe when several sessions ask for the same new
+        query at once: the catalog's unique key lets one insert it, and all get its id."""
         text = " ".join(text.split())
+        image_path = image_path or None
         if not text and not image_path:
             raise BadInputError("a query needs text or an image")
-        with self.library.catalog.session() as s:
-            stmt = select(Query.id).where(Query.text == text)
-            stmt = stmt.where(
-                Query.image_path.is_(None) if image_path is None else Query.image_path == image_path
-            )
-            existing = s.scalar(stmt.order_by(Query.id).limit(1))
-            if existing is not None:
-                return existing
-            query = Query(text=text, image_path=image_path)
-            s.add(query)
-            s.flush()
-            return query.id
+        catalog = self.library.catalog
+        with catalog.session() as s:
+            existing = find_query(s, text, image_path)
+        if existing is not None:
+            return existing
+        with catalog.session() as s:
+            # The insert comes first in its transaction: on SQLite it waits for the write lock
+            # with no older snapshot that another writer could make stale.
+            return insert_query(s, text, image_path)[0]
 
     def list_queries(self) -> list[QueryInfo]:
         with self.library.catalog.session() as s:
@@ -321,6 +324,9 @@ class QueryStore:
                 )
             else:
                 row.relevance, row.judged_by, row.judged_at = relevance, self.user, now
+        # Committed pages into the catalog file itself: a plain copy of the file taken now (a
+        # user's own backup while the window is open) holds this judgment, not only the -wal.
+        catalog.checkpoint_wal()
         return JudgmentChange(query_id, image_id, previous, relevance)
 
     def judgment_history(self, query_id: int) -> list[JudgmentRecord]:
@@ -350,7 +356,9 @@ class QueryStore:
                 "CursorResult[Any]",
                 s.execute(delete(Judgment).where(Judgment.query_id == query_id)),
             )
-            return result.rowcount or 0
+            cleared = result.rowcount or 0
+        self.library.catalog.checkpoint_wal()  # as after a judgment (see `judge`)
+        return cleared
 
     # -- metrics -----------------------------------------------------------------------------
 
@@ -371,6 +379,47 @@ class QueryStore:
             r for image_id, r in zip(ranking, rels, strict=True) if image_id in judgments
         ]
         return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(judged_rels), curve)
+
+
+def find_query(s: Session, text: str, image_path: str | None = None) -> int | None:
+    """The saved query of this text and query image, as stored (the oldest, should a catalog
+    from before migration 0009 hold twins); None if there is none."""
+    image_path = image_path or None  # the unique key reads a missing photo and '' alike
+    stmt = select(Query.id).where(Query.text == text)
+    stmt = stmt.where(
+        Query.image_path.is_(None) if image_path is None else Query.image_path == image_path
+    )
+    return s.scalar(stmt.order_by(Query.id).limit(1))
+
+
+def insert_query(s: Session, text: str, image_path: str | None = None) -> tuple[int, bool]:
+    """Insert a saved query unless the catalog holds it already (`uq_queries_text_image`), in
+    the caller's transaction; its id, and whether this call inserted it. Never fails for a
+    twin another session inserted meanwhile: on PostgreSQL the insert waits for that session
+    and then does nothing; on SQLite, call it first in a transaction, or in one that holds
+    the write lock (`Catalog.serialize`), so that the read after it sees the winner."""
+    now = utcnow()
+    image_path = image_path or None
+    values = {"text": text, "image_path": image_path, "created_at": now, "updated_at": now}
+    table = cast("Table", Query.__table__)
+    dialect = s.get_bind().dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        upsert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+        done = s.execute(upsert(table).values(values).on_conflict_do_nothing())
+        inserted = cast("CursorResult[Any]", done).rowcount == 1
+    else:  # another database: a savepoint takes back the twin's insert
+        try:
+            with s.begin_nested():
+                s.execute(insert(table).values(values))
+            inserted = True
+        except IntegrityError:
+            inserted = False
+    found = find_query(s, text, image_path)
+    if found is None:  # the winner's row was deleted between the two statements
+        raise BadInputError("another session deleted this saved query meanwhile; try again")
+    return found, inserted
 
 
 def _user_name() -> str:

@@ -22,8 +22,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
 )
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 
 def utcnow() -> datetime:
@@ -113,7 +117,10 @@ class Image(Base):
     taxon_id: Mapped[int | None] = mapped_column(
         ForeignKey("taxa.id", ondelete="SET NULL"), nullable=True
     )
+    # The observer's local time (what the date filters read), and its UTC offset in minutes
+    # east when the metadata gave one (migration 0011).
     observed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    observed_utc_offset: Mapped[int | None] = mapped_column(Integer, nullable=True)
     latitude: Mapped[float | None] = mapped_column(Float, nullable=True)
     longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
     location_uncertainty: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -146,7 +153,14 @@ class Embedding(Base):
 
 
 class Query(Base):
-    """A question the user asked; runs of several methods and the judgments hang off it."""
+    """A question the user asked; runs of several methods and the judgments hang off it.
+
+    One query per text and query photo, kept by the database (`uq_queries_text_image`, declared
+    below the class): two people asking the same new question at once get the same query. The
+    text is compared exactly, case and punctuation included; the app collapses runs of
+    whitespace before it stores a text (`QueryStore.find_or_create_query`), so spacing alone
+    never makes a second query. A text-only query has no photo: the key reads NULL as ''
+    (a unique index would let NULLs repeat). On PostgreSQL the key holds md5s of the two."""
 
     __tablename__ = "queries"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -156,6 +170,33 @@ class Query(Base):
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class key_text(FunctionElement[str]):  # lower case: used like a SQL function
+    """A text as the unique key of `queries` holds it: the text itself on SQLite; its md5 on
+    PostgreSQL, whose index entries hold at most 2.7 KB (a long query text would not fit)."""
+
+    inherit_cache = True
+    name = "key_text"
+
+
+@compiles(key_text)
+def _key_text(element: key_text, compiler: SQLCompiler, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(key_text, "postgresql")
+def _key_text_md5(element: key_text, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"md5({compiler.process(element.clauses, **kw)})"
+
+
+# Migration 0009 merged the twins a race had made before it added this key.
+Index(
+    "uq_queries_text_image",
+    key_text(Query.text),
+    key_text(func.coalesce(Query.image_path, "")),
+    unique=True,
+)
 
 
 class Run(Base):
