@@ -1,10 +1,12 @@
 """`quadrat backup` and `quadrat restore`: copies of the catalog in LIBRARY/backups/.
 
-    quadrat backup [--library DIR] [--keep N]        make one now, print its path
+    quadrat backup [--library DIR] [--keep N] [--judgments-only]   make one now, print its path
     quadrat backup --list [--library DIR] [--json]   list them, newest first
     quadrat restore [BACKUP] [--library DIR] [--yes] restore one (a path, or 1 = newest)
 
-A restore first backs up the catalog as it is, so it can be undone with another restore.
+A restore first backs up the catalog as it is, in the same exclusive step, so it can be
+undone with another restore. A judgments-only backup (queries, runs, judgments; no vectors)
+works for any catalog, a server's too, and its restore matches photos by folder and path.
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from pathlib import Path
 from app.cli_args import positive_int
 from engine.backup import (
     DEFAULT_KEEP,
+    KIND_JUDGMENTS,
+    SPECIAL_KEEP,
     BackupInfo,
     backup_catalog,
+    backup_judgments,
     catalog_counts,
     check_backup,
+    is_sqlite_catalog,
     list_backups,
-    restore_catalog,
+    restore_backup,
 )
 from engine.errors import BadInputError
 
@@ -32,7 +38,9 @@ def add_backup_command(subparsers: argparse._SubParsersAction) -> None:  # type:
     backup = subparsers.add_parser(
         "backup",
         help="back up the library's catalog (queries and judgments) now, or list the backups",
-        description="Copy the catalog to LIBRARY/backups/, keeping the newest N copies.",
+        description="Copy the catalog to LIBRARY/backups/, keeping the newest N copies. "
+        f"Special backups (taken before an import, a restore, forgetting photos or an upgrade) "
+        f"are kept apart, the newest {SPECIAL_KEEP}.",
     )
     backup.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
     backup.add_argument(
@@ -40,6 +48,12 @@ def add_backup_command(subparsers: argparse._SubParsersAction) -> None:  # type:
         type=positive_int,
         default=DEFAULT_KEEP,
         help="backups to keep, older ones are deleted (default: %(default)s)",
+    )
+    backup.add_argument(
+        "--judgments-only",
+        action="store_true",
+        help="back up only queries, runs and judgments (no vectors, rebuilt from the photos): "
+        "small at any library size, and possible for a catalog on a server",
     )
     backup.add_argument("--list", action="store_true", help="list the backups, newest first")
     backup.add_argument("--json", action="store_true", help="print JSON")
@@ -65,9 +79,13 @@ def cmd_backup(args: argparse.Namespace) -> int:
         if args.list:
             _print_list(list_backups(library.root), args.json, library.root)
             return 0
-        path = backup_catalog(
-            library.root, library.catalog.engine.url, keep=args.keep, reason="manual"
-        )
+        if args.judgments_only or not is_sqlite_catalog(library.catalog.engine.url):
+            # A server catalog's full copy is the server's job (pg_dump); its judgments are ours.
+            path = backup_judgments(library.root, library.catalog, keep=args.keep, reason="manual")
+        else:
+            path = backup_catalog(
+                library.root, library.catalog.engine.url, keep=args.keep, reason="manual"
+            )
     if args.json:
         print(json.dumps({"path": str(path)}))
     else:
@@ -93,14 +111,26 @@ def cmd_restore(args: argparse.Namespace) -> int:
         confirm(f"replace the queries and judgments of {library.root} with {chosen.name}", args.yes)
         before = catalog_counts(library.catalog.engine)
         with library.writer_lock():
-            safety = restore_catalog(library.root, library.catalog.engine.url, chosen)
+            restored = restore_backup(library.root, library.catalog, chosen)
         library.judgments_saved()  # the restored state is a backup already
         after = catalog_counts(library.catalog.engine)
     print(f"restored {chosen}")
     print(f"  judgments: {before[0]} -> {after[0]}")
     print(f"  saved queries: {before[1]} -> {after[1]}")
-    print(f"the catalog as it was is saved in {safety} (restore it to undo this)")
+    if restored.unmatched_photos:
+        photos = _plural(restored.unmatched_photos, "photo")
+        verb = "is" if restored.unmatched_photos == 1 else "are"
+        on = "it" if restored.unmatched_photos == 1 else "them"
+        print(
+            f"  {photos} of the backup {verb} not in this library "
+            f"({_plural(restored.dropped_judgments, 'judgment')} on {on} not restored)"
+        )
+    print(f"the catalog as it was is saved in {restored.safety} (restore it to undo this)")
     return 0
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _choose(text: str, backups: list[BackupInfo]) -> Path:
@@ -130,8 +160,13 @@ def _print_list(backups: list[BackupInfo], as_json: bool, root: Path) -> None:
             else "unreadable"
         )
         when = info.created.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-        reason = f"  ({info.reason})" if info.reason else ""
-        print(f"{number:3d}  {when}  {counts}  {_size(info.size)}{reason}  {info.path}")
+        kind = "judgments only" if info.kind == KIND_JUDGMENTS else "full"
+        reason = f", {info.reason}" if info.reason else ""
+        special = "special: " if info.special else ""
+        print(
+            f"{number:3d}  {when}  {counts}  {_size(info.size)}  ({special}{kind}{reason})  "
+            f"{info.path}"
+        )
 
 
 def _size(size: int) -> str:

@@ -25,11 +25,19 @@ import numpy as np
 from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from engine.catalog import Collection, Embedding, Image, Judgment, RunResult, Taxon
+from engine.catalog import (
+    Collection,
+    Embedding,
+    Image,
+    Judgment,
+    JudgmentEvent,
+    RunResult,
+    Taxon,
+)
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
 from engine.errors import BadInputError, QuadratError
 from engine.library import Library
-from engine.scan import FileEntry, content_hash, walk_images
+from engine.scan import FileEntry, content_hash, walk_images, with_utc_offset
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +84,7 @@ class PhotoDetails:
     taxon: str | None
     common_name: str | None
     lineage: tuple[tuple[str, str], ...]  # (rank, name) from kingdom down to species
-    observed_at: datetime | None
+    observed_at: datetime | None  # local time, with its UTC offset when one was recorded
     latitude: float | None
     longitude: float | None
     location_uncertainty: float | None
@@ -321,10 +329,11 @@ def add_collection(library: Library, folder: str | Path) -> int:
 
 @dataclass(frozen=True)
 class MissingPhotos:
-    """Photos whose files are gone, and the judgments kept on them."""
+    """Photos whose files are gone, and the judgments (and acts of judging) kept on them."""
 
     photos: int
     judgments: int
+    events: int = 0
 
 
 def missing_photos(library: Library, collection_id: int | None = None) -> MissingPhotos:
@@ -334,7 +343,7 @@ def missing_photos(library: Library, collection_id: int | None = None) -> Missin
         if collection_id is not None:
             where.append(Image.collection_id == collection_id)
         photos = s.scalar(select(func.count()).select_from(Image).where(*where)) or 0
-        judgments = 0
+        judgments = events = 0
         if photos:
             judgments = (
                 s.scalar(
@@ -345,20 +354,102 @@ def missing_photos(library: Library, collection_id: int | None = None) -> Missin
                 )
                 or 0
             )
-    return MissingPhotos(photos, judgments)
+            events = (
+                s.scalar(
+                    select(func.count())
+                    .select_from(JudgmentEvent)
+                    .join(Image, Image.id == JudgmentEvent.image_id)
+                    .where(*where)
+                )
+                or 0
+            )
+    return MissingPhotos(photos, judgments, events)
 
 
-def forget_missing(library: Library, collection_id: int | None = None) -> MissingPhotos:
+# A collection missing this share of its photos (and at least this many) looks unmounted or
+# half mounted (a share that did not come back, a drive not plugged in), not thinned out: its
+# photos are not forgotten unless the user says so for that case.
+UNMOUNTED_SHARE = 0.25
+UNMOUNTED_MIN_PHOTOS = 10
+
+
+class LooksUnmountedError(QuadratError):
+    """Forgetting was refused: a collection's folder looks unmounted or half mounted."""
+
+
+def unmounted_reason(library: Library, collection_id: int | None = None) -> str | None:
+    """Why the missing photos (of one collection, or all) look like a drive or share that is
+    not mounted, rather than deleted files: the collection's folder is not there, or a large
+    share of its photos is missing at once. None when forgetting them looks deliberate."""
+    with library.catalog.session() as s:
+        missing_by = select(Image.collection_id, func.count()).where(Image.status == STATUS_MISSING)
+        if collection_id is not None:
+            missing_by = missing_by.where(Image.collection_id == collection_id)
+        missing = {
+            int(coll_id): int(count)
+            for coll_id, count in s.execute(missing_by.group_by(Image.collection_id)).all()
+        }
+        for coll_id, count in sorted(missing.items()):
+            coll = s.get(Collection, coll_id)
+            if coll is None:
+                continue
+            if not Path(coll.root).is_dir():
+                return (
+                    f"the folder of {coll.name} ({coll.root}) is not there: is its drive or "
+                    "share mounted?"
+                )
+            total = (
+                s.scalar(
+                    select(func.count()).select_from(Image).where(Image.collection_id == coll_id)
+                )
+                or 0
+            )
+            if count >= UNMOUNTED_MIN_PHOTOS and count > UNMOUNTED_SHARE * total:
+                return (
+                    f"{count:,} of the {total:,} photos of {coll.name} are missing at once: its "
+                    f"folder {coll.root} looks half mounted"
+                )
+    return None
+
+
+def refuse_if_unmounted(library: Library, collection_id: int | None = None) -> None:
+    """Raise `LooksUnmountedError` (one line, nothing changed) when forgetting the missing
+    photos (of one collection, or all) looks like a mistake (`unmounted_reason`)."""
+    reason = unmounted_reason(library, collection_id)
+    if reason is not None:
+        raise LooksUnmountedError(
+            f"nothing was forgotten: {reason}; mount it and index it again, or forget the "
+            "photos anyway (quadrat forget --even-if-unmounted)"
+        )
+
+
+def forget_missing(
+    library: Library, collection_id: int | None = None, *, even_if_unmounted: bool = False
+) -> MissingPhotos:
     """Delete the photos that are missing from disk (of one collection, or all), with their
-    vectors, judgments and places in saved runs. The explicit act the user confirms; nothing
-    else deletes a photo the user may have judged. When judgments go, the catalog is backed up
-    first (`backups/…-before-forget`). Returns what was forgotten."""
-    forgotten = missing_photos(library, collection_id)
-    if forgotten.judgments:
-        from engine.backup import backup_catalog
+    vectors, judgments, acts of judging and places in saved runs. The explicit act the user
+    confirms; nothing else deletes a photo the user may have judged.
 
-        if library.catalog.path is not None:  # a server catalog is backed up by its server
-            backup_catalog(library.root, library.catalog.engine.url, reason="before-forget")
+    Refused (`LooksUnmountedError`, nothing deleted) when a collection looks unmounted or half
+    mounted (`unmounted_reason`), unless `even_if_unmounted`. When judgments go, a safety
+    backup is taken first (`backups/…-before-forget`; judgments only on a server catalog, so a
+    workstation never wipes a lab's judgments without one); when it cannot be written,
+    nothing is forgotten. Returns what was forgotten."""
+    forgotten = missing_photos(library, collection_id)
+    if not forgotten.photos:
+        return forgotten
+    if not even_if_unmounted:
+        refuse_if_unmounted(library, collection_id)
+    if forgotten.judgments or forgotten.events:
+        from engine.backup import safety_backup
+
+        try:
+            safety_backup(library.root, library.catalog, "before-forget")
+        except QuadratError as error:
+            raise QuadratError(
+                f"nothing was forgotten: the backup taken first failed ({error}); free space "
+                f"in {library.root / 'backups'} and try again"
+            ) from error
     with library.catalog.session() as s:
         stmt = select(Image.id).where(Image.status == STATUS_MISSING)
         if collection_id is not None:
@@ -366,7 +457,7 @@ def forget_missing(library: Library, collection_id: int | None = None) -> Missin
         ids = list(s.scalars(stmt))
         for start in range(0, len(ids), _SQLITE_VARIABLES):
             chunk = ids[start : start + _SQLITE_VARIABLES]
-            # Judgments, run results and vectors go with the rows (ON DELETE CASCADE).
+            # Judgments, events, run results and vectors go with the rows (ON DELETE CASCADE).
             s.execute(delete(Image).where(Image.id.in_(chunk)))
     log.info("forgot %d missing photos (%d judgments)", forgotten.photos, forgotten.judgments)
     # Missing photos are not in any vector index, so there is nothing to remove there.
@@ -606,7 +697,7 @@ def photo_details(library: Library, image_ids: list[int]) -> dict[int, PhotoDeta
                         lineage.append(("species", f"{taxon.genus} {taxon.specific_epithet}"))
                 out[img.id] = PhotoDetails(
                     image_id=img.id,
-                    path=str(Path(root) / img.rel_path),
+                    path=str(library.photo_root(root) / img.rel_path),
                     rel_path=img.rel_path,
                     collection=coll_name,
                     content_hash=img.content_hash,
@@ -615,7 +706,7 @@ def photo_details(library: Library, image_ids: list[int]) -> dict[int, PhotoDeta
                     taxon=taxon.name if taxon else None,
                     common_name=taxon.common_name if taxon else None,
                     lineage=tuple(lineage),
-                    observed_at=img.observed_at,
+                    observed_at=with_utc_offset(img.observed_at, img.observed_utc_offset),
                     latitude=img.latitude,
                     longitude=img.longitude,
                     location_uncertainty=img.location_uncertainty,

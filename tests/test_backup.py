@@ -96,7 +96,8 @@ def test_round_trip_restores_lost_judgments_and_keeps_a_safety_backup(library):
 
 
 def test_backup_taken_before_a_kill_survives_deleting_the_wal(tmp_path):
-    """Judgments in a leftover -wal are lost when it is deleted; the backup still has them."""
+    """A leftover -wal deleted after a kill: each judgment was checkpointed into the catalog
+    file as it was committed, so none is lost; the backup has them too."""
     root = tmp_path / "lib"
     with Library.open(root) as lib:
         ids = add_photos(lib)
@@ -119,11 +120,11 @@ def test_backup_taken_before_a_kill_survives_deleting_the_wal(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     wal = root / (CATALOG_FILE + "-wal")
-    assert wal.exists() and wal.stat().st_size > 0
+    assert wal.exists()
     wal.unlink()
     (root / (CATALOG_FILE + "-shm")).unlink(missing_ok=True)
     with Library.open(root) as lib:
-        assert catalog_counts(lib.catalog.engine) == (0, 0)  # the committed work is gone
+        assert catalog_counts(lib.catalog.engine) == (4, 1)  # in the file, not only the -wal
         (backup,) = list_backups(root)
         assert (backup.judgments, backup.queries) == (4, 1)
         with lib.writer_lock():

@@ -352,11 +352,12 @@ class LibraryController(QObject):
             return None
 
         def count(ctx: TaskContext) -> Any:
-            from engine.collections import missing_photos
+            from engine.collections import missing_photos, unmounted_reason
 
-            return missing_photos(library, collection_id)
+            return missing_photos(library, collection_id), unmounted_reason(library, collection_id)
 
-        def ask(found: Any) -> None:
+        def ask(counted: Any) -> None:
+            found, unmounted = counted
             if not found.photos:
                 self.refresh()
                 return
@@ -373,15 +374,26 @@ class LibraryController(QObject):
                 "first.",
             ):
                 return
-            self._forget(library, collection_id, stats.name)
+            # A folder that looks unmounted is forgotten only on a second, explicit answer
+            # (without a dialog, the engine refuses it).
+            anyway = bool(unmounted) and confirm
+            if anyway and not self._ask(
+                "Forget photos of a folder that looks unmounted?",
+                f"{unmounted[0].upper()}{unmounted[1:]}.\n\nMount it and rescan instead, unless "
+                f"the files are really gone. Forget the {found.photos:,} photos anyway?",
+            ):
+                return
+            self._forget(library, collection_id, stats.name, even_if_unmounted=anyway)
 
         return self.runner.submit(count, title="Counting missing photos", pool=READ, on_success=ask)
 
-    def _forget(self, library: Any, collection_id: int, name: str) -> TaskHandle:
+    def _forget(
+        self, library: Any, collection_id: int, name: str, *, even_if_unmounted: bool = False
+    ) -> TaskHandle:
         def run(ctx: TaskContext) -> Any:
             from engine.collections import forget_missing
 
-            return forget_missing(library, collection_id)
+            return forget_missing(library, collection_id, even_if_unmounted=even_if_unmounted)
 
         def done(forgotten: Any) -> None:
             self.message.emit(
