@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.errors import BadInputError
-from engine.files import atomic_write_text
+from engine.files import atomic_write_text, csv_field, csv_row
 from engine.metrics import (
     PROTOCOLS,
     MeanMetrics,
@@ -83,15 +83,27 @@ def _fail(path: StrPath, line: int, message: str) -> BadInputError:
 
 
 def _csv_rows(path: StrPath, text: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) for each non-blank CSV record; the number is the record's last line."""
+    """(line number, fields) for each non-blank CSV record; the number is the record's last line.
+    Fields come back as Quadrat's exports meant them (`engine.files.csv_field`)."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         for row in reader:
             if not row or all(not value.strip() for value in row):
                 continue
-            yield reader.line_num, [value.strip() for value in row]
+            yield reader.line_num, [csv_field(value.strip()) for value in row]
     except csv.Error as err:
-        raise _fail(path, reader.line_num, f"malformed CSV ({err})") from None
+        raise _fail(path, reader.line_num, _csv_problem(err)) from None
+
+
+def _csv_problem(err: csv.Error) -> str:
+    """What a csv module error means for the person holding the file."""
+    if "field larger than field limit" in str(err):
+        return (
+            f"a field is longer than {csv.field_size_limit():,} characters, more than any photo "
+            "path or query text; check the quotes (a quote left open runs to the end of the "
+            "file) and that this is the file you meant"
+        )
+    return f"malformed CSV ({err})"
 
 
 def _csv_table(
@@ -148,7 +160,10 @@ def load_queries_csv(path: StrPath) -> list[BenchmarkQuery]:
 
 
 def _looks_like_csv_header(line: str) -> bool:
-    fields = next(csv.reader([line]), [])
+    try:
+        fields = next(csv.reader([line]), [])
+    except csv.Error:  # a field over the size limit: `_csv_rows` says so with its line
+        return "query_id" in line.lower()
     return "query_id" in (name.strip().lower() for name in fields)
 
 
@@ -165,6 +180,11 @@ def load_judgments(path: StrPath) -> list[Judgment]:
     counted once, with a warning naming the lines, when both lines agree, and is an error naming
     both lines when they do not.
     """
+    return [judgment for _, judgment in load_judgment_lines(path)]
+
+
+def load_judgment_lines(path: StrPath) -> list[tuple[int, Judgment]]:
+    """`load_judgments` with the line each judgment was read from (for messages)."""
     text = _read_text(path)
     first_line = next(
         (line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")),
@@ -191,13 +211,15 @@ def load_judgments(path: StrPath) -> list[Judgment]:
 _REPEATS_NAMED = 5  # repeated lines a warning names before it says "and N more"
 
 
-def _without_repeats(path: StrPath, judgments: Sequence[tuple[int, Judgment]]) -> list[Judgment]:
+def _without_repeats(
+    path: StrPath, judgments: Sequence[tuple[int, Judgment]]
+) -> list[tuple[int, Judgment]]:
     """Each (query, photo) once. A photo is the same when its image id or its image path is
     (within the same collection, when the file names collections); a repeat that agrees is
     dropped (one warning for the file), one that disagrees is an error."""
     first: dict[tuple[str, str, str, str], tuple[int, Judgment]] = {}
     repeats: list[tuple[int, int]] = []
-    kept: list[Judgment] = []
+    kept: list[tuple[int, Judgment]] = []
     for line, judgment in judgments:
         keys = [
             (judgment.query_id, judgment.collection or "", kind, value)
@@ -208,7 +230,7 @@ def _without_repeats(path: StrPath, judgments: Sequence[tuple[int, Judgment]]) -
         if shared is None:
             for key in keys:
                 first[key] = (line, judgment)
-            kept.append(judgment)
+            kept.append((line, judgment))
             continue
         earlier_line, earlier_judgment = first[shared]
         if earlier_judgment.relevant != judgment.relevant:
@@ -259,7 +281,7 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
             raise _fail(path, line, "neither image_id nor image_path given")
         relevant = 1
         if relevant_column is not None:
-            relevant = _parse_int(path, line, "relevant", record[relevant_column])
+            relevant = _parse_grade(path, line, "relevant", record[relevant_column])
         collection = record.get(collection_column, "") if collection_column else ""
         judgments.append(
             (
@@ -272,11 +294,36 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
     return judgments
 
 
+def _shown(value: str, limit: int = 40) -> str:
+    """A value quoted for a one-line message, cut short when long."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value):,} characters)"
+
+
 def _parse_int(path: StrPath, line: int, what: str, value: str) -> int:
     try:
         return int(value)
-    except ValueError:
-        raise _fail(path, line, f"{what} must be an integer, got {value!r}") from None
+    except ValueError:  # also a number of thousands of digits (Python's own limit)
+        raise _fail(path, line, f"{what} must be an integer, got {_shown(value)}") from None
+
+
+# A grade is stored in a 32-bit column on every catalog (PostgreSQL's integer).
+GRADE_MIN, GRADE_MAX = -(2**31), 2**31 - 1
+
+
+def _parse_grade(path: StrPath, line: int, what: str, value: str) -> int:
+    """A relevance grade: an integer a catalog can store (a huge one would fail half-way
+    through an import with a raw OverflowError)."""
+    grade = _parse_int(path, line, what, value)
+    if not GRADE_MIN <= grade <= GRADE_MAX:
+        raise _fail(
+            path,
+            line,
+            f"{what} {_shown(value)} is out of range; use 0 (not relevant) or a positive grade "
+            "such as 1 (relevant)",
+        )
+    return grade
 
 
 def _whitespace_lines(text: str) -> Iterator[tuple[int, list[str]]]:
@@ -296,7 +343,7 @@ def _load_trec_qrels(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
             )
         query_id, _, docid, rel = fields
         judgments.append(
-            (line, Judgment(query_id, docid, None, _parse_int(path, line, "rel", rel)))
+            (line, Judgment(query_id, docid, None, _parse_grade(path, line, "rel", rel)))
         )
     return judgments
 
@@ -397,7 +444,7 @@ def write_judgments_csv(path: StrPath, judgments: Iterable[Judgment]) -> None:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["query_id", "image_id", "image_path", "relevant"])
     for j in judgments:
-        writer.writerow([j.query_id, j.image_id or "", j.image_path or "", j.relevant])
+        writer.writerow(csv_row([j.query_id, j.image_id or "", j.image_path or "", j.relevant]))
     atomic_write_text(path, buffer.getvalue())
 
 
@@ -411,10 +458,10 @@ def write_queries_csv(path: StrPath, queries: Iterable[BenchmarkQuery]) -> None:
                 extra_columns.append(name)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["", "query_id", "query_text", *extra_columns])
+    writer.writerow(csv_row(["", "query_id", "query_text", *extra_columns]))
     for index, query in enumerate(queries):
         extras = [query.extra.get(name, "") for name in extra_columns]
-        writer.writerow([index, query.query_id, query.text, *extras])
+        writer.writerow(csv_row([index, query.query_id, query.text, *extras]))
     atomic_write_text(path, buffer.getvalue())
 
 

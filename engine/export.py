@@ -3,7 +3,9 @@ INQUIRE-style judgment files, and copying the photos judged relevant to a folder
 
 Every write is all or nothing: a file is written whole or not at all (`engine.files`), copies
 are taken back when one fails, and a failed write says in one line where, why, the space
-needed and free where known, and that nothing was lost.
+needed and free where known, and that nothing was lost. Files get the mode a file created
+there normally gets, and no CSV cell runs as a formula in a spreadsheet (`engine.files.csv_cell`,
+undone when Quadrat reads its own files back). An import is one transaction, after a backup.
 """
 
 from __future__ import annotations
@@ -14,23 +16,26 @@ import errno
 import io
 import logging
 import os
+import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
+from engine.backup import safety_backup
 from engine.benchmark import JudgmentResolver, catalog_docid
-from engine.catalog import Collection, Image, Judgment, Query
+from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query
+from engine.catalog.models import utcnow
 from engine.collections import PhotoDetails, photo_details
 from engine.errors import BadInputError, QuadratError
 from engine.evaluate import Judgment as FileJudgment
-from engine.evaluate import load_judgments, load_queries_csv, trec_qrels_text
-from engine.files import atomic_write_bytes
+from engine.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
+from engine.files import atomic_output, atomic_write_bytes, csv_field, csv_record, csv_row
 from engine.library import Library
-from engine.queries import QueryStore
+from engine.queries import QueryStore, find_query, insert_query
 
 log = logging.getLogger(__name__)
 
@@ -180,17 +185,19 @@ def export_results_csv(
             continue
         judged = judgments.get(int(image_id))
         writer.writerow(
-            {
-                **_result_row(record),
-                "rank": rank,
-                "score": f"{score:.6f}",
-                "judgment": "" if judged is None else judged,
-                **(
-                    {"probability": f"{probabilities[int(image_id)]:.4f}"}
-                    if probabilities is not None
-                    else {}
-                ),
-            }
+            csv_record(
+                {
+                    **_result_row(record),
+                    "rank": rank,
+                    "score": f"{score:.6f}",
+                    "judgment": "" if judged is None else judged,
+                    **(
+                        {"probability": f"{probabilities[int(image_id)]:.4f}"}
+                        if probabilities is not None
+                        else {}
+                    ),
+                }
+            )
         )
         rows += 1
     export_text(path, buffer.getvalue(), "the results")
@@ -288,16 +295,18 @@ def judgments_csv_text(judgments: Sequence[FileJudgment], queries: dict[str, Que
     for j in judgments:
         query = queries.get(j.query_id, QueryColumns(""))
         writer.writerow(
-            [
-                j.query_id,
-                j.image_id or "",
-                j.image_path or "",
-                j.relevant,
-                j.collection or "",
-                query.text,
-                query.name,
-                query.notes,
-            ]
+            csv_row(
+                [
+                    j.query_id,
+                    j.image_id or "",
+                    j.image_path or "",
+                    j.relevant,
+                    j.collection or "",
+                    query.text,
+                    query.name,
+                    query.notes,
+                ]
+            )
         )
     return buffer.getvalue()
 
@@ -324,6 +333,7 @@ class ImportReport:
     judgments: int
     unresolved: int
     query_ids: dict[str, int]  # benchmark query id -> saved query id
+    backup: Path | None = None  # the catalog as it was before the import
 
 
 def read_query_columns(path: str | Path) -> dict[str, QueryColumns]:
@@ -335,40 +345,59 @@ def read_query_columns(path: str | Path) -> dict[str, QueryColumns]:
     except (OSError, UnicodeDecodeError):
         return {}  # load_judgments has said what is wrong with the file
     reader = csv.DictReader(lines)
-    fields = {name.strip().lower(): name for name in reader.fieldnames or []}
-    if "query_text" not in fields or "query_id" not in fields:
-        return {}
     out: dict[str, QueryColumns] = {}
-    for row in reader:
-        query_id = (row.get(fields["query_id"]) or "").strip()
-        text = " ".join((row.get(fields["query_text"]) or "").split())
-        if query_id and text and query_id not in out:
-            out[query_id] = QueryColumns(
-                text,
-                (row.get(fields.get("query_name", ""), "") or "").strip(),
-                (row.get(fields.get("query_notes", ""), "") or "").strip(),
-            )
+    try:
+        fields = {csv_field(name.strip()).lower(): name for name in reader.fieldnames or []}
+        if "query_text" not in fields or "query_id" not in fields:
+            return {}
+
+        def cell(row: dict[str, str], column: str) -> str:
+            name = fields.get(column)
+            return csv_field((row.get(name) or "").strip()) if name is not None else ""
+
+        for row in reader:
+            query_id = cell(row, "query_id")
+            text = " ".join(cell(row, "query_text").split())
+            if query_id and text and query_id not in out:
+                out[query_id] = QueryColumns(
+                    text, cell(row, "query_name"), cell(row, "query_notes")
+                )
+    except csv.Error:
+        return {}  # load_judgments has said what is wrong with the file
     return out
 
 
+class _QueryFinder:
+    """Saved queries found or created inside the import's transaction, as
+    `QueryStore.find_or_create_query` finds them (the catalog's one query per text)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.created = 0
+
+    def find_or_create(self, text: str) -> int:
+        text = " ".join(text.split())
+        if not text:
+            raise BadInputError("a query needs text")
+        existing = find_query(self.session, text)
+        if existing is not None:
+            return existing
+        query_id, inserted = insert_query(self.session, text)
+        self.created += inserted
+        return query_id
+
+
 def _saved_queries_for(
-    store: QueryStore, query_ids: Sequence[str], described: dict[str, QueryColumns]
+    session: Session, query_ids: Sequence[str], described: dict[str, QueryColumns]
 ) -> tuple[dict[str, int], int]:
     """Saved queries for a judgments file without a queries file: the saved query of that id
     when the file does not say otherwise (a Quadrat export read back), else the saved query with
     the file's query_text, created with its name and notes if new. Returns (mapping, created)."""
-    saved = {str(q.id): q for q in store.list_queries()}
-    # The text-only saved query of that text, the oldest first (as find_or_create_query finds).
-    by_text = {
-        q.text: q
-        for q in sorted(saved.values(), key=lambda q: q.id, reverse=True)
-        if q.image_path is None
-    }
+    finder = _QueryFinder(session)
     mapping: dict[str, int] = {}
-    created = 0
     for query_id in dict.fromkeys(query_ids):
         info = described.get(query_id)
-        existing = saved.get(query_id)
+        existing = session.get(Query, int(query_id)) if _small_int(query_id) else None
         if info is None:
             if existing is not None:
                 mapping[query_id] = existing.id
@@ -376,17 +405,29 @@ def _saved_queries_for(
         if existing is not None and existing.text == info.text:
             mapping[query_id] = existing.id
             continue
-        match = by_text.get(info.text)
-        target = match.id if match is not None else store.find_or_create_query(info.text)
-        if match is None:
-            created += 1
+        before = finder.created
+        target = session.get(Query, finder.find_or_create(info.text))
+        if target is None:  # deleted by another session between the two statements
+            raise QuadratError(f"the saved query {info.text!r} was deleted meanwhile; try again")
+        new = finder.created > before
         # Fill in a name and notes the saved query lacks; never overwrite the user's own.
-        if info.name and (match is None or not match.name):
-            store.rename_query(target, info.name)
-        if info.notes and (match is None or not match.notes):
-            store.set_notes(target, info.notes)
-        mapping[query_id] = target
-    return mapping, created
+        if info.name and (new or not target.name):
+            target.name = info.name.strip() or None
+        if info.notes and (new or not target.notes):
+            target.notes = info.notes
+        mapping[query_id] = target.id
+    return mapping, finder.created
+
+
+def _small_int(text: str) -> bool:
+    """Whether `text` is a saved query's id as files write it (plain digits, in SQL's range)."""
+    return re.fullmatch(r"[1-9][0-9]{0,17}", text) is not None
+
+
+# Serializes imports with each other (two workstations importing one file must not both create
+# its queries); two 32-bit numbers for PostgreSQL's advisory lock, "QUAD" "IMPT".
+_IMPORT_LOCK = (0x51554144, 0x494D5054)
+_FLUSH_EVERY = 500  # judgments sent to the database at a time, inside the one transaction
 
 
 def import_benchmark(
@@ -400,31 +441,85 @@ def import_benchmark(
     query_text (an export from another library), a query whose id names no saved query of that
     text attaches to the saved query of that text, created if need be. A `collection` column
     picks the photo among collections that share relative paths.
+
+    All or nothing: the files are read and checked first (a bad one changes nothing and names
+    its line), a backup of the catalog is taken (`reason="before-import"`), and every query and
+    judgment is written in one transaction, so an import stopped at any moment leaves the
+    library as it was.
     """
-    store = QueryStore(library)
-    judgments = load_judgments(judgments_path) if judgments_path is not None else []
-    if queries_path is not None:
-        queries = load_queries_csv(queries_path)
-        mapping = {q.query_id: store.find_or_create_query(q.text) for q in queries}
-        count = len(queries)
-    else:
-        if judgments_path is None:
-            raise BadInputError("give a queries file, a judgments file, or both")
-        mapping, count = _saved_queries_for(
-            store, [j.query_id for j in judgments], read_query_columns(judgments_path)
-        )
-    judged = unresolved = 0
-    if judgments:
-        resolver = JudgmentResolver(library)
+    if queries_path is None and judgments_path is None:
+        raise BadInputError("give a queries file, a judgments file, or both")
+    try:
+        lines = load_judgment_lines(judgments_path) if judgments_path is not None else []
+        queries = load_queries_csv(queries_path) if queries_path is not None else []
+    except BadInputError as error:
+        raise BadInputError(f"{error}; nothing was imported") from None
+    for line, j in lines:
+        if j.relevant < 0:
+            raise BadInputError(
+                f"{judgments_path} line {line}: relevant {j.relevant} cannot be imported; use 0 "
+                "(not relevant) or a positive grade such as 1 (relevant); nothing was imported"
+            )
+    judgments = [j for _, j in lines]
+    described = (
+        read_query_columns(judgments_path)
+        if queries_path is None and judgments_path is not None
+        else {}
+    )
+    resolver = JudgmentResolver(library) if judgments else None
+    user = QueryStore(library).user
+    backup = safety_backup(library.root, library.catalog.engine.url, reason="before-import")
+    catalog = library.catalog
+    with catalog.session() as s:
+        catalog.serialize(s, _IMPORT_LOCK)
+        if queries_path is not None:
+            finder = _QueryFinder(s)
+            mapping = {q.query_id: finder.find_or_create(q.text) for q in queries}
+            count = len(queries)
+        else:
+            mapping, count = _saved_queries_for(s, [j.query_id for j in judgments], described)
+        judged = unresolved = 0
+        rows = {
+            (row.query_id, row.image_id): row
+            for row in s.scalars(
+                select(Judgment).where(Judgment.query_id.in_(set(mapping.values())))
+            )
+        }
+        now = utcnow()
         for j in judgments:
             saved = mapping.get(j.query_id)
-            image_id = resolver(j) if saved is not None else None
+            image_id = resolver(j) if saved is not None and resolver is not None else None
             if saved is None or image_id is None:
                 unresolved += 1
                 continue
-            store.judge(saved, image_id, j.relevant)
+            # As `QueryStore.judge` records a judgment: the act, and the newest per photo.
+            s.add(
+                JudgmentEvent(
+                    query_id=saved,
+                    image_id=image_id,
+                    relevance=j.relevant,
+                    judged_by=user,
+                    judged_at=now,
+                )
+            )
+            row = rows.get((saved, image_id))
+            if row is None:
+                row = rows[saved, image_id] = Judgment(
+                    query_id=saved,
+                    image_id=image_id,
+                    relevance=j.relevant,
+                    judged_by=user,
+                    judged_at=now,
+                )
+                s.add(row)
+            else:
+                row.relevance, row.judged_by, row.judged_at = j.relevant, user, now
             judged += 1
-    return ImportReport(count, judged, unresolved, mapping)
+            if judged % _FLUSH_EVERY == 0:
+                s.flush()
+    catalog.checkpoint_wal()  # a plain copy of the catalog file now holds the import too
+    log.info("imported %d judgments; the catalog before the import is in %s", judged, backup)
+    return ImportReport(count, judged, unresolved, mapping, backup)
 
 
 class CopiedPhotos(list[Path]):
@@ -491,12 +586,11 @@ def _file_size(path: Path) -> int:
 
 
 def _copy_whole(source: Path, target: Path) -> None:
-    """Copy to a temporary name beside the target, then rename: never a half-copied photo."""
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        shutil.copy2(source, temp_name)
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    """Copy to a temporary name beside the target, then rename: never a half-copied photo. The
+    copy keeps the photo's times but gets the mode of a file created there (not the source's,
+    nor a temporary file's private 0600): the folder is made to be handed on."""
+    times = source.stat()
+    with atomic_output(target) as (handle, temp), source.open("rb") as photo:
+        shutil.copyfileobj(photo, handle, 1 << 20)
+        handle.flush()  # so that closing writes nothing more after the times are set
+        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))

@@ -39,7 +39,7 @@ from engine.evaluate import (
     write_judgments_csv,
     write_queries_csv,
 )
-from engine.files import atomic_write_text
+from engine.files import atomic_write_text, csv_field, csv_row
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 from engine.scan import IMAGE_EXTENSIONS, decode_image
 
@@ -487,7 +487,7 @@ def _write_benchmark(
     writer.writerow(["query_id", "image_id", "image_path", "rank", "clip_score"])
     for query_id, image_id, path, rank, score in candidates:
         writer.writerow(
-            [query_id, image_id, path, rank, repr(score) if math.isfinite(score) else ""]
+            csv_row([query_id, image_id, path, rank, repr(score) if math.isfinite(score) else ""])
         )
     atomic_write_text(report.candidates_path, buffer.getvalue())
 
@@ -522,7 +522,9 @@ def load_candidates_csv(path: StrPath) -> dict[str, list[Candidate]]:
             raise BadInputError(
                 f"{os.fspath(path)} line {line}: expected {len(header)} fields, got {len(values)}"
             )
-        record = {name: value.strip() for name, value in zip(header, values, strict=True)}
+        record = {
+            name: csv_field(value.strip()) for name, value in zip(header, values, strict=True)
+        }
         query_id = record["query_id"]
         image_id = record.get("image_id") or None
         image_path = record.get("image_path") or None

@@ -17,6 +17,7 @@ from app.controllers.session import LibrarySession
 from app.settings import language_model
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
+from engine.files import csv_row
 from engine.progress import Progress
 from widgets.benchmark_view import (
     AUTOMATIC,
@@ -99,37 +100,38 @@ def build_tables(
 
 
 def tables_csv(tables: BenchmarkTables) -> str:
-    """One CSV with a `level` column: mean, query and category rows."""
+    """One CSV with a `level` column: mean, query and category rows. Every row goes through
+    `csv_row`: a query text or method label starting with "=" is shown, never run."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     k = tables.k
-    writer.writerow(
+    writer.writerow(csv_row(
         ["level", "method", "query_id", "text", "column", "value", "queries", "R",
          f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "protocol",
          "delta_vs_first", "ci95_low", "ci95_high", "p", f"judged@{k}", "unjudged"]
-    )  # fmt: skip
+    ))  # fmt: skip
     for r in tables.summary:
         tests = (
             [f"{r.delta:.6f}", f"{r.ci95[0]:.6f}", f"{r.ci95[1]:.6f}", f"{r.p:.6f}"]
             if r.delta is not None and r.ci95 is not None and r.p is not None
             else ["", "", "", ""]
         )
-        writer.writerow(
+        writer.writerow(csv_row(
             ["mean", r.method, "", "", "", "", r.queries, "",
              f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol, *tests,
              f"{r.judged:.6f}", ""]
-        )  # fmt: skip
+        ))  # fmt: skip
     for q in tables.per_query:
-        writer.writerow(
+        writer.writerow(csv_row(
             ["query", q.method, q.query_id, q.text, "", "", "", q.R,
              f"{q.AP:.6f}", f"{q.nDCG:.6f}", f"{q.RR:.6f}", tables.protocol,
              "", "", "", "", f"{q.judged:.6f}", q.unjudged]
-        )  # fmt: skip
+        ))  # fmt: skip
     for c in tables.per_category:
-        writer.writerow(
+        writer.writerow(csv_row(
             ["category", c.method, "", "", c.column, c.value, c.queries, "",
              f"{c.mAP:.6f}", f"{c.mean_nDCG:.6f}", "", tables.protocol]
-        )  # fmt: skip
+        ))  # fmt: skip
     return buffer.getvalue()
 
 
