@@ -5,6 +5,7 @@ here, never from `app.cli`, so the command modules form no import cycle."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,15 @@ def open_library(path: Path | None):  # -> Library
 
     Its catalog: the one the folder records, else --database-url, else the settings' database
     URL (which applies to `--library` folders too), else a SQLite file in the folder."""
-    from app.settings import index_memory_bytes
+    from app.settings import ROOT_MAP_ENV, index_memory_bytes, root_map_of
     from engine.library import Library
 
     settings = user_settings()
     database_url = _database_url if _database_url is not None else settings.database_url
     folder = path if path is not None else settings.library_path()
-    library = Library.open(folder, database_url=database_url or None)
+    # This workstation's folders for roots the catalog records elsewhere (a shared catalog).
+    root_map = root_map_of(os.environ.get(ROOT_MAP_ENV, ""), settings.root_map)
+    library = Library.open(folder, database_url=database_url or None, root_map=root_map)
     library.index_memory_budget = index_memory_bytes(settings.index_memory_gb)
     return library
 

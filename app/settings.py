@@ -14,11 +14,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import paths
 from engine.errors import BadInputError, QuadratError
 from engine.files import atomic_write_text
+
+if TYPE_CHECKING:
+    from engine.library import RootMap
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,10 @@ class Settings:
     # Memory the vector index may take, in GB: above it (or above 2 million photos) the index
     # is compressed (IVF-PQ, re-ranked from a float16 file on disk). 4 GB suits a 32 GB machine.
     index_memory_gb: float = 4.0
+    # This workstation's folders for collection roots a shared catalog records elsewhere:
+    # "CATALOG_ROOT=FOLDER_HERE" pairs, one per line (Z:\\photos=/mnt/photos). Kept here, not in
+    # the catalog, so each workstation has its own; QUADRAT_MAP_ROOT adds to it.
+    root_map: str = ""
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -104,6 +111,10 @@ class Settings:
                 f"Database URL: '{self.database_url}' is not a URL "
                 "(e.g. sqlite:////path/catalog.sqlite3); leave it empty for the default"
             )
+        try:
+            root_map_of(self.root_map)
+        except BadInputError as exc:
+            out.append(f"Root mapping: {exc}")
         if self.library_dir:
             folder = Path(self.library_dir).expanduser()
             if folder.exists() and not folder.is_dir():
@@ -111,6 +122,25 @@ class Settings:
             elif not folder.is_absolute():
                 out.append(f"Library folder: give a full path, not '{self.library_dir}'")
         return out
+
+
+ROOT_MAP_ENV = "QUADRAT_MAP_ROOT"
+"""Root mappings for this process, added to the settings' (";" or newlines between pairs)."""
+
+
+def root_map_of(*texts: str) -> RootMap:
+    """The `RootMap` of "OLD=NEW" pairs written one per line or separated by ";"; earlier
+    texts win for the same catalog root. Raises `BadInputError` for a malformed pair."""
+    from engine.library import RootMap
+
+    items = [
+        item.strip()
+        for text in texts
+        for line in text.splitlines()
+        for item in line.split(";")
+        if item.strip()
+    ]
+    return RootMap.parse(items)
 
 
 def index_memory_bytes(gigabytes: float) -> int:

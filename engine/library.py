@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +23,7 @@ from sqlalchemy import delete, func, select
 
 from engine.catalog import Catalog, Embedding, Image, LibraryMeta, open_catalog
 from engine.catalog.models import STATUS_OK
-from engine.errors import ModelMismatchError, QuadratError
+from engine.errors import BadInputError, ModelMismatchError, QuadratError
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
 if TYPE_CHECKING:
@@ -62,6 +62,65 @@ def vectors_from_blobs(blobs: list[bytes], dim: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).copy()
 
 
+def _posix(path: str) -> str:
+    """A root as compared across workstations: "/" separators, no trailing one."""
+    text = path.replace("\\", "/")
+    return text if text == "/" else text.rstrip("/")
+
+
+@dataclass(frozen=True)
+class RootMap:
+    """This workstation's folders for collection roots the catalog records elsewhere: a share
+    mounted as `Z:\\photos` on one workstation and `/mnt/photos` on another. `pairs` are
+    (catalog root, folder here); the longest catalog root that is a whole-folder prefix wins.
+    Kept per workstation (settings, `QUADRAT_MAP_ROOT`), never in a shared catalog."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, items: Iterable[str]) -> RootMap:
+        """From "OLD=NEW" texts; a text without "=" or with an empty side is refused."""
+        pairs: list[tuple[str, str]] = []
+        for item in items:
+            old, sep, new = item.partition("=")
+            if not sep or not old.strip() or not new.strip():
+                raise BadInputError(
+                    f"a root mapping is CATALOG_ROOT=FOLDER_HERE (e.g. Z:\\photos=/mnt/photos), "
+                    f"not {item!r}"
+                )
+            pairs.append((old.strip(), new.strip()))
+        return cls(tuple(pairs))
+
+    def _match(self, path: str, side: int) -> tuple[tuple[str, str], str] | None:
+        wanted = _posix(path)
+        best: tuple[tuple[str, str], str] | None = None
+        for pair in self.pairs:
+            prefix = _posix(pair[side])
+            inside = wanted == prefix or wanted.startswith(prefix + "/")
+            if inside and (best is None or len(prefix) > len(_posix(best[0][side]))):
+                best = (pair, wanted[len(prefix) :].lstrip("/"))
+        return best
+
+    def local(self, root: str) -> Path:
+        """The folder here of a collection root as the catalog records it."""
+        found = self._match(root, 0)
+        if found is None:
+            return Path(root)
+        (_, here), rest = found
+        return Path(here) / rest if rest else Path(here)
+
+    def catalog_root(self, folder: Path | str) -> str:
+        """How the catalog records this workstation's `folder` (the inverse of `local`)."""
+        found = self._match(str(folder), 1)
+        if found is None:
+            return str(folder)
+        (old, _), rest = found
+        if not rest:
+            return old
+        separator = "\\" if "\\" in old or (len(old) >= 2 and old[1] == ":") else "/"
+        return old.rstrip("/\\") + separator + rest.replace("/", separator)
+
+
 def _slug(model_key: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model_key).strip("_")[:120] or "model"
 
@@ -70,9 +129,11 @@ class Library:
     """One library folder. Thread-safe for reads of the vector index; writes go through
     the indexer (one writer at a time)."""
 
-    def __init__(self, root: Path, catalog: Catalog) -> None:
+    def __init__(self, root: Path, catalog: Catalog, root_map: RootMap | None = None) -> None:
         self.root = root
         self.catalog = catalog
+        # Where this workstation finds collection roots recorded elsewhere (see RootMap).
+        self.root_map = root_map or RootMap()
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.RLock()
         # Bytes the vector index may take in memory (None: engine.index.DEFAULT_MEMORY_BUDGET);
@@ -86,14 +147,17 @@ class Library:
             self._judgments_at_open = judgment_fingerprint(catalog.engine)
 
     @classmethod
-    def open(cls, root: str | Path, database_url: str | None = None) -> Library:
+    def open(
+        cls, root: str | Path, database_url: str | None = None, root_map: RootMap | None = None
+    ) -> Library:
         """Open or create the library at `root`: the catalog it records (see
         `engine.catalog.binding`), else the one at `database_url` (recorded in the folder), else
         a SQLite file inside it. A URL naming another catalog than the folder's is refused.
 
         Two processes creating the same library at once are safe: the catalog is created under
         a lock and the second finds it ready. A folder that cannot be created or written, or a
-        catalog fault, raises a one-line `CatalogError`."""
+        catalog fault, raises a one-line `CatalogError`. `root_map` says where this workstation
+        finds collection roots the catalog records elsewhere."""
         from engine.catalog.db import catalog_faults
         from engine.errors import CatalogError
 
@@ -115,10 +179,20 @@ class Library:
         try:
             record_catalog(root, url, root / CATALOG_FILE)
             with catalog_faults(catalog.location, opening=True):
-                return cls(root, catalog)
+                return cls(root, catalog, root_map)
         except BaseException:
             catalog.dispose()
             raise
+
+    def photo_root(self, root: str) -> Path:
+        """The folder on this workstation of a collection root as the catalog records it: the
+        one place a recorded root becomes a path to open (results, thumbnails, the detail pane,
+        copies, re-scans)."""
+        return self.root_map.local(root)
+
+    def catalog_root(self, folder: Path | str) -> str:
+        """The collection root the catalog records for this workstation's `folder`."""
+        return self.root_map.catalog_root(folder)
 
     @contextmanager
     def writer_lock(self) -> Iterator[None]:
@@ -139,6 +213,31 @@ class Library:
                 yield
         finally:
             lock.release()
+
+    def indexing_now(self) -> bool:
+        """Whether an indexing run holds the library (this process, another, or on a server
+        catalog another workstation). Probes the writer lock for an instant: for messages only,
+        never a reason to skip work."""
+        from engine.errors import CatalogError
+
+        try:
+            with self.writer_lock():
+                return False
+        except CatalogError:  # the server, not a run, failed to answer: say nothing of a run
+            return False
+        except QuadratError:
+            return True
+
+    def no_photos_message(self, what_to_do: str) -> str:
+        """What to say when a search finds no indexed photo: that an indexing run is under way
+        and has committed none yet (searches see each checkpoint as it commits), or that the
+        library has none, then `what_to_do`."""
+        if self.indexing_now():
+            return (
+                "indexing is running and has not committed its first photos yet; search again "
+                "in a moment (photos are searchable as each batch is saved)"
+            )
+        return f"the library has no indexed photos yet: {what_to_do}"
 
     def close(self) -> None:
         """Close the catalog; first back it up if this session changed any judgment (the
@@ -393,7 +492,7 @@ class Library:
             index.memory_budget = self.index_memory_budget
         if index is None or index.needs_rebuild():
             if dim is None:
-                raise QuadratError("the library has no indexed photos yet: index a folder first")
+                raise QuadratError(self.no_photos_message("index a folder first"))
             index = self._build_from_catalog(model_key, progress, None)
             return index, RepairReport(added=len(index), rebuilt=True)
         if index.needs_vectors:

@@ -203,7 +203,13 @@ class Searcher:
             root, rel, name, common = info[image_id]
             hits.append(
                 SearchHit(
-                    len(hits) + 1, image_id, float(score), str(Path(root) / rel), rel, name, common
+                    len(hits) + 1,
+                    image_id,
+                    float(score),
+                    str(self.library.photo_root(root) / rel),
+                    rel,
+                    name,
+                    common,
                 )
             )
         return hits

@@ -1,8 +1,9 @@
 """The words of the records: full-text search over names and notes, and taxa named in a query.
 
-The catalog's FTS5 table `record_text` (migration 0005) holds, per searchable photo, its
-scientific names at every rank, its common name and the observer's notes, kept current by
-triggers. This module turns any text a user types into a safe MATCH expression (`fts_query`),
+The catalog's table `record_text` holds, per searchable photo, its scientific names at every
+rank, its common name and the observer's notes, kept current by triggers: on SQLite an FTS5
+table (migration 0005), on PostgreSQL a tsvector with a GIN index (migration 0010), ranked by
+the same bm25. This module turns any text a user types into a safe MATCH expression (`fts_query`),
 ranks photos by bm25 (`text_ranked`), says which of the query's words a photo's record holds
 (`matched_words`), and finds the catalog's taxa named in a query (`taxa_in_query`:
 "mongoose standing upright" names the mongooses and leaves "standing upright" to look for).
@@ -152,19 +153,33 @@ def _quoted(word: str) -> str:
 
 
 def has_record_text(catalog: Catalog) -> bool:
-    """Whether the catalog has the text index (a SQLite catalog at schema 0005 or later)."""
-    if catalog.engine.dialect.name != "sqlite":
+    """Whether the catalog has the text index: a SQLite catalog at schema 0005 or later (FTS5),
+    a PostgreSQL one at 0010 or later (a tsvector table)."""
+    dialect = catalog.engine.dialect.name
+    if dialect == "postgresql":
+        statement = sql("SELECT to_regclass(:n) IS NOT NULL")
+    elif dialect == "sqlite":
+        statement = sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :n")
+    else:
         return False
     with catalog.session() as s:
-        found = s.execute(
-            sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :n"),
-            {"n": RECORD_TEXT},
-        ).first()
-    return found is not None
+        return bool(s.execute(statement, {"n": RECORD_TEXT}).scalar())
+
+
+def _postgres(catalog: Catalog) -> bool:
+    return catalog.engine.dialect.name == "postgresql"
+
+
+def _id_rows(catalog: Catalog) -> str:
+    """A subquery of the ids bound as `:ids` (`_ids_json`): one bound parameter however many
+    ids, on either database."""
+    if _postgres(catalog):
+        return "SELECT CAST(value AS BIGINT) FROM json_array_elements_text(CAST(:ids AS json))"
+    return "SELECT value FROM json_each(:ids)"
 
 
 def _ids_json(ids: Sequence[int] | np.ndarray) -> str:
-    """Ids as a JSON array, for `json_each`: one bound parameter however many ids."""
+    """Ids as a JSON array, for `_id_rows`: one bound parameter however many ids."""
     return json.dumps(np.asarray(ids, dtype=np.int64).ravel().tolist())
 
 
@@ -178,18 +193,21 @@ def text_ranked(
 ) -> list[tuple[int, float]]:
     """Photos whose record holds words of `text` (and none of `exclude`), by bm25, best first:
     (image id, score) with score = -bm25 (higher is better), ties by smaller id. Within
-    `allowed_ids` when given. Empty when the text has no word or the catalog no text index."""
+    `allowed_ids` when given. Empty when the text has no word or the catalog no text index.
+    SQLite and PostgreSQL give the same scores (FTS5's bm25, computed on PostgreSQL in SQL)."""
     expression = fts_query(text, exclude=exclude)
     if expression is None or limit < 1 or not has_record_text(catalog):
         return []
+    if allowed_ids is not None and len(allowed_ids) == 0:
+        return []
+    if _postgres(catalog):
+        return _text_ranked_postgres(catalog, text, limit, allowed_ids, exclude)
     params: dict[str, Any] = {"q": expression, "limit": int(limit)}
     within = ""
     if allowed_ids is not None:
-        if len(allowed_ids) == 0:
-            return []
         # "+rowid": a plain filter on the matches. Offered to FTS5 as a rowid constraint, the
         # IN list made it run the whole MATCH once per allowed id (0.6 s for 5,000 ids).
-        within = " AND +rowid IN (SELECT value FROM json_each(:ids))"
+        within = f" AND +rowid IN ({_id_rows(catalog)})"
         params["ids"] = _ids_json(allowed_ids)
     statement = sql(
         f"SELECT rowid, bm25({RECORD_TEXT}) AS score FROM {RECORD_TEXT} "
@@ -198,6 +216,70 @@ def text_ranked(
     with catalog.session() as s:
         rows = s.execute(statement, params).all()
     return [(int(rowid), -float(score)) for rowid, score in rows]
+
+
+# FTS5's bm25 constants (k1, b) and its floor for a word in more than half the records.
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+_BM25_MIN_IDF = 1e-6
+
+
+def _tsquery(wanted: Sequence[str]) -> str:
+    """A tsquery of exact lexemes, any of them ('a' | 'b'): quoted, so no word is an
+    operator; cast, not parsed, so nothing is normalised again."""
+    return " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in wanted)
+
+
+def _text_ranked_postgres(
+    catalog: Catalog,
+    text: str,
+    limit: int,
+    allowed_ids: Sequence[int] | np.ndarray | None,
+    exclude: str,
+) -> list[tuple[int, float]]:
+    """`text_ranked` on PostgreSQL: the GIN index finds the records holding any wanted word,
+    and bm25 is FTS5's (per word: IDF over every record, FTS5's floor, term frequency and
+    document length against the mean), so both catalogs rank alike."""
+    wanted = search_words(text)
+    unwanted = [w for w in search_words(exclude) if w not in wanted]
+    params: dict[str, Any] = {
+        "any": _tsquery(wanted),
+        "words": list(wanted),
+        "limit": int(limit),
+        "k1": _BM25_K1,
+        "b": _BM25_B,
+        "floor": _BM25_MIN_IDF,
+    }
+    # Document frequencies count every record (as FTS5's do), so the exclusions and the
+    # allowed ids apply to the scored records only.
+    keep = ""
+    if unwanted:
+        keep += " AND NOT r.document @@ CAST(:none AS tsquery)"
+        params["none"] = _tsquery(unwanted)
+    if allowed_ids is not None:
+        keep += f" AND r.image_id IN ({_id_rows(catalog)})"
+        params["ids"] = _ids_json(allowed_ids)
+    statement = sql(
+        "WITH hits AS ("
+        " SELECT r.image_id, r.doclen, u.lexeme, cardinality(u.positions) AS tf"
+        f" FROM {RECORD_TEXT} r, unnest(r.document) u"
+        " WHERE r.document @@ CAST(:any AS tsquery) AND u.lexeme = ANY(CAST(:words AS text[]))),"
+        " df AS (SELECT lexeme, count(*) AS n FROM hits GROUP BY lexeme),"
+        f" totals AS (SELECT count(*) AS n, avg(doclen) AS avgdl FROM {RECORD_TEXT}),"
+        " scored AS ("
+        "  SELECT h.image_id, sum(greatest(ln((t.n - df.n + 0.5) / (df.n + 0.5)), :floor)"
+        "   * h.tf * (:k1 + 1) / (h.tf + :k1 * (1 - :b + :b * h.doclen / t.avgdl))) AS score"
+        "  FROM hits h JOIN df ON df.lexeme = h.lexeme CROSS JOIN totals t"
+        "  GROUP BY h.image_id)"
+        " SELECT s.image_id, s.score FROM scored s"
+        f" JOIN {RECORD_TEXT} r ON r.image_id = s.image_id WHERE TRUE{keep}"
+        " ORDER BY s.score DESC, s.image_id LIMIT :limit"
+    )
+    with catalog.session() as s:
+        rows = s.execute(statement, params).all()
+    # 12 digits: records with the same words must tie exactly (the fusion shares their rank),
+    # whatever order the server summed their words in.
+    return [(int(image_id), float(f"{score:.12g}")) for image_id, score in rows]
 
 
 def matched_words(
@@ -209,9 +291,10 @@ def matched_words(
     wanted = search_words(text)
     if not wanted or not ids or not has_record_text(catalog):
         return {}
+    key = "image_id" if _postgres(catalog) else "rowid"
     statement = sql(
-        f"SELECT rowid, names, common, notes FROM {RECORD_TEXT} "
-        "WHERE rowid IN (SELECT value FROM json_each(:ids))"
+        f"SELECT {key}, names, common, notes FROM {RECORD_TEXT} "
+        f"WHERE {key} IN ({_id_rows(catalog)})"
     )
     with catalog.session() as s:
         rows = s.execute(statement, {"ids": _ids_json(ids)}).all()
@@ -391,8 +474,7 @@ def _count_photos(catalog: Catalog, taxon_ids: Sequence[int]) -> int:
     if not taxon_ids:
         return 0
     statement = sql(
-        "SELECT count(*) FROM images WHERE status = 'ok' "
-        "AND taxon_id IN (SELECT value FROM json_each(:ids))"
+        f"SELECT count(*) FROM images WHERE status = 'ok' AND taxon_id IN ({_id_rows(catalog)})"
     )
     with catalog.session() as s:
         return int(s.execute(statement, {"ids": json.dumps(list(taxon_ids))}).scalar() or 0)
@@ -460,7 +542,7 @@ def mention_image_ids(catalog: Catalog, mention: TaxonMention) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     statement = sql(
         "SELECT id FROM images WHERE status = 'ok' "
-        "AND taxon_id IN (SELECT value FROM json_each(:ids)) ORDER BY id"
+        f"AND taxon_id IN ({_id_rows(catalog)}) ORDER BY id"
     )
     with catalog.session() as s:
         ids = s.scalars(statement, {"ids": json.dumps(taxa)}).all()

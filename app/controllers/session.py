@@ -8,6 +8,7 @@ on screen. `ensure_encoder` may be called from any worker: loading is serialised
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app import paths
-from app.settings import Settings, index_memory_bytes
+from app.settings import ROOT_MAP_ENV, Settings, index_memory_bytes, root_map_of
 from app.workers import READ, TaskContext, TaskRunner
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ class LibrarySession(QObject):
 
         # The demo library (fixed model) always keeps its own SQLite file.
         database_url = None if self.fixed_model else (self.settings.database_url or None)
-        library = Library.open(self.library_dir, database_url=database_url)
+        # Where this workstation sees the folders a shared catalog records elsewhere.
+        root_map = root_map_of(os.environ.get(ROOT_MAP_ENV, ""), self.settings.root_map)
+        library = Library.open(self.library_dir, database_url=database_url, root_map=root_map)
         library.index_memory_budget = index_memory_bytes(self.settings.index_memory_gb)
         try:
             detected = choose_device("auto")

@@ -5,7 +5,8 @@ evidence CLIP cannot see; EDIS showed that adding a candidate's own text to the 
 helps where the image alone fails. Up to three signals are fused:
 
 - CLIP: the query's words (with + and - terms, engine/terms.py) against every photo, as `text`;
-- record words: bm25 over the catalog's FTS5 index of names and notes (engine/textsearch.py),
+- record words: bm25 over the catalog's index of names and notes (SQLite FTS5, PostgreSQL
+  tsvector; engine/textsearch.py),
   function words left out, photos whose record holds a - term left out;
 - the named taxon: when the query names a taxon of the catalog ("mongoose standing upright"),
   its photos are boosted (`taxon=boost`, the default) and, in RRF, ranked by CLIP similarity to
@@ -112,7 +113,7 @@ class HybridMethod(Method):
     label = "Hybrid"
     description = (
         "CLIP similarity fused with the words of the records (taxon names, common names, "
-        "notes; SQLite FTS5, bm25); a taxon named in the query boosts (or restricts to) its "
+        "notes; bm25 over SQLite FTS5 or PostgreSQL full-text search); a taxon named in the query boosts (or restricts to) its "
         "photos while CLIP looks for the rest of the words"
     )
     Params = HybridParams

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -126,5 +125,6 @@ def photos_for(library: Library, image_ids: Sequence[int]) -> dict[int, Photo]:
                 .where(Image.id.in_(ids[start : start + _CHUNK]))
             )
             for image_id, root, rel, content_hash in s.execute(stmt):
-                out[int(image_id)] = Photo(int(image_id), Path(root) / rel, content_hash or "")
+                path = library.photo_root(root) / rel
+                out[int(image_id)] = Photo(int(image_id), path, content_hash or "")
     return out
