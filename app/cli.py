@@ -145,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--collection", type=Path, help="only this collection's folder")
     library_option(forget)
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    forget.add_argument(
+        "--even-if-unmounted",
+        action="store_true",
+        help="forget even when the collection's folder is not there or a large share of its "
+        "photos is missing at once (by default that looks like an unmounted drive or share, "
+        "and nothing is forgotten)",
+    )
     forget.set_defaults(func=cmd_forget)
 
     relocate = sub.add_parser(
@@ -218,6 +225,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from engine.indexer import Indexer
     from engine.progress import CancelToken
+    from engine.scan import printable_name
 
     folder = args.folder.expanduser()
     if not folder.exists():
@@ -279,10 +287,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print(report.summary())
-        for skipped in report.skipped[:20]:
-            print(f"  skipped {skipped.path}: {skipped.reason}")
-        if len(report.skipped) > 20:
-            print(f"  ... and {len(report.skipped) - 20} more (use --json for the full list)")
+        skipped_all = report.all_skipped()
+        for skipped in skipped_all[:20]:
+            print(f"  skipped {printable_name(skipped.path)}: {skipped.reason}")
+        if len(skipped_all) > 20:
+            print(f"  ... and {len(skipped_all) - 20} more (use --json for the full list)")
     return EXIT_OK
 
 
@@ -291,6 +300,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from engine.collections import missing_photos
     from engine.methods import MethodContext, SearchQuery
+    from engine.scan import printable_name
     from engine.search import validate_query_text
 
     method = method_from_args(args)  # fail fast, before loading any model
@@ -301,7 +311,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     check_filter_args(args)
     with open_library(args.library) as library:
         if library.model_key is None:
-            raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
+            raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
         filters = filters_from_args(args, library)
         encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
         context = MethodContext(
@@ -325,8 +335,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(json.dumps(line))
     else:
         for hit in hits:
-            name = f"  {hit.taxon}" if hit.taxon else ""
-            print(f"{hit.rank:4d}  {hit.score:.4f}  {hit.path}{name}")
+            name = f"  {printable_name(hit.taxon)}" if hit.taxon else ""
+            # One result, one line: a newline in a file name must not split it (--json keeps
+            # the exact path).
+            print(f"{hit.rank:4d}  {hit.score:.4f}  {printable_name(str(hit.path))}{name}")
         print(
             f"{len(hits)} results in {seconds * 1000:.0f} ms ({method.text}, {query.kind} query)",
             file=sys.stderr,
@@ -370,7 +382,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from engine.collections import find_collection, forget_missing, missing_photos
+    from engine.collections import (
+        find_collection,
+        forget_missing,
+        missing_photos,
+        refuse_if_unmounted,
+    )
 
     with open_library(args.library) as library:
         collection_id = None
@@ -382,11 +399,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
         if not found.photos:
             print("no photos are missing from disk; nothing to forget")
             return EXIT_OK
+        if not args.even_if_unmounted:  # refuse before asking: nothing to confirm then
+            refuse_if_unmounted(library, collection_id)
         confirm(
             f"forget {found.photos} missing photos and their {found.judgments} judgments for good",
             args.yes,
         )
-        forgotten = forget_missing(library, collection_id)
+        forgotten = forget_missing(library, collection_id, even_if_unmounted=args.even_if_unmounted)
     print(f"{forgotten.photos} missing photos forgotten, with {forgotten.judgments} judgments")
     return EXIT_OK
 
@@ -420,6 +439,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             if report.unresolved
             else ""
         )
+        + (f"; the catalog as it was before is in {report.backup}" if report.backup else "")
     )
     return EXIT_OK
 

@@ -90,7 +90,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         candidates = load_candidates_csv(args.candidates)
     with open_library(Path(args.library) if args.library else None) as library:
         if library.model_key is None:
-            raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
+            raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
         if several:
             filters = dataclasses.replace(filters, collection_ids=_collection_ids(library, several))
         model = resolve_model_spec(args.model, library)

@@ -95,7 +95,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
 
 def _encoder_loader(args: argparse.Namespace, library: Any) -> Any:
     if library.model_key is None:
-        raise BadInputError("the library has no indexed photos yet: run 'quadrat index FOLDER'")
+        raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
     loaded: list[Any] = []
 
     def loader() -> Any:

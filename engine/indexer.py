@@ -34,6 +34,7 @@ from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
 from engine.progress import CancelToken, Progress, ProgressCallback, RateMeter, no_progress
 from engine.scan import (
+    DecodeBudget,
     DecodedImage,
     FileEntry,
     ImageMeta,
@@ -43,6 +44,7 @@ from engine.scan import (
     decode_image,
     find_metadata_file,
     ignored_metadata_line,
+    local_time_and_offset,
     metadata_key,
     taxon_for_path,
     walk_images,
@@ -83,7 +85,10 @@ class IndexReport:
     metadata_values_ignored: int = 0  # impossible values dropped (latitude "north", month 13)
     metadata_records_ignored: int = 0  # records skipped whole (not an object, no file_name)
     metadata_examples: list[str] = field(default_factory=list)  # the first few, also logged
-    skipped: list[SkippedFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)  # each a catalog row, skipped
+    # Found but given no catalog row: links leading out of the collection, names that are not
+    # valid Unicode, unreadable folders (their paths printable, see `scan.printable_name`).
+    passed_over: list[SkippedFile] = field(default_factory=list)
     cancelled: bool = False
     seconds: float = 0.0
     # Read back from the catalog after the last checkpoint, not counted along the way.
@@ -94,7 +99,7 @@ class IndexReport:
         return {
             "collection": self.collection,
             "indexed": self.indexed,
-            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.all_skipped()],
             "unchanged": self.unchanged,
             "removed": self.removed,
             "moved": self.moved,
@@ -122,7 +127,7 @@ class IndexReport:
             parts.append(f"{self.returned} came back")
         if self.removed:
             parts.append(f"{self.removed} missing forgotten")
-        parts.append(f"{len(self.skipped)} skipped ({self.seconds:.1f} s)")
+        parts.append(f"{len(self.skipped) + len(self.passed_over)} skipped ({self.seconds:.1f} s)")
         lines = [", ".join(parts)]
         if self.relocated_from:
             lines.append(
@@ -134,6 +139,11 @@ class IndexReport:
         if self.metadata_problems:
             lines.append(f"{self.metadata_line()} (examples in the log)")
         return "\n".join(lines)
+
+    def all_skipped(self) -> list[SkippedFile]:
+        """Every file or folder the run left out, with its reason: the catalog's skipped
+        photos, then what the walk passed over."""
+        return [*self.skipped, *self.passed_over]
 
     def metadata_line(self) -> str:
         """How much of the metadata file was ignored, in words ("" when nothing was)."""
@@ -248,18 +258,23 @@ class PhotoFailure:
 
 
 def read_photo(
-    path: Path, known_hash: str | None, min_side: int | None, transform: Callable[[Any], T]
+    path: Path,
+    known_hash: str | None,
+    min_side: int | None,
+    transform: Callable[[Any], T],
+    budget: DecodeBudget | None = None,
 ) -> tuple[str, DecodedImage, T] | PhotoFailure:
     """Hash, decode, orient and `transform` one photo (the encoder's preprocess, for one).
 
     Every unusable file becomes a `PhotoFailure` whose reason is the skip reason the catalog
-    records; nothing raises, so one odd file never stops a run."""
+    records; nothing raises, so one odd file never stops a run. Decodes share `budget` (the
+    process's default when None), which bounds their memory together."""
     digest = known_hash
     try:
         if digest is None:
             digest = content_hash(path)
-        # JPEGs decode at reduced scale when the model wants far fewer pixels.
-        decoded = decode_image(path, min_side=min_side)
+        # Large photos decode at reduced scale when the model wants far fewer pixels.
+        decoded = decode_image(path, min_side=min_side, budget=budget)
         return digest, decoded, transform(decoded.image)
     except BadImageError as exc:
         return PhotoFailure(exc.reason, digest)
@@ -292,7 +307,10 @@ class Indexer:
         workers: int | None = None,
         checkpoint_every: int | None = None,
         index_save_seconds: float = 30.0,
+        decode_memory: int | None = None,
     ) -> None:
+        """`decode_memory`: bytes that the photos being decoded may take together, whatever
+        the number of `workers` (default: the process's shared `scan.DEFAULT_DECODE_MEMORY`)."""
         if batch_size < 1:
             raise BadInputError("batch size must be at least 1")
         self.library = library
@@ -304,6 +322,7 @@ class Indexer:
             checkpoint_every = int(os.environ.get("QUADRAT_CHECKPOINT_EVERY", "256"))
         self.checkpoint_every = max(checkpoint_every, batch_size)
         self.index_save_seconds = index_save_seconds
+        self._decode_budget = DecodeBudget(decode_memory) if decode_memory else None
         self.model_key: str = encoder.model_key
         self._taxon_ids: dict[str, int] = {}
         self._min_side: int | None = getattr(encoder, "image_size", None)
@@ -374,7 +393,9 @@ class Indexer:
 
         progress(RateMeter(0).update(0, "scanning folder"))
         # The walk is streamed into the plan: a list of 5 million entries alone took gigabytes.
-        walk = walk_images(root)
+        walk = walk_images(
+            root, on_skip=lambda path, reason: report.passed_over.append(SkippedFile(path, reason))
+        )
         first = next(walk, None)
         coco = self._load_metadata(root, metadata, progress, cancel)
         if coco:
@@ -384,7 +405,7 @@ class Indexer:
         report.metadata_records_ignored = int(getattr(coco, "records_ignored", 0))
         report.metadata_examples = list(getattr(coco, "examples", []))
 
-        if relocate and first is not None:
+        if relocate and first is not None and self.library.catalog_root(root) == str(root):
             from engine.collections import find_moved_collection, relocate_collection
 
             # It walks the folder itself, only when the folder may be a moved collection.
@@ -552,9 +573,11 @@ class Indexer:
         """The collection's id (made when new), its rows as the walk will ask for them, and the
         ids of its photos that have a vector of this model."""
         with self.library.catalog.session() as s:
-            coll = s.scalar(select(Collection).where(Collection.root == str(root)))
+            # The catalog's name for this folder (a mapped root on another workstation's path).
+            recorded = self.library.catalog_root(root)
+            coll = s.scalar(select(Collection).where(Collection.root == recorded))
             if coll is None:
-                coll = Collection(root=str(root), name=root.name or str(root))
+                coll = Collection(root=recorded, name=root.name or str(root))
                 s.add(coll)
                 s.flush()
             stmt = (
@@ -730,7 +753,11 @@ class Indexer:
     def _prepare(self, job: _Job) -> _Prepared | _Failed:
         """Runs in a worker thread: hash, decode, orient and preprocess one photo."""
         read = read_photo(
-            job.entry.abs_path, job.known_hash, self._min_side, self.encoder.preprocess
+            job.entry.abs_path,
+            job.known_hash,
+            self._min_side,
+            self.encoder.preprocess,
+            self._decode_budget,
         )
         if isinstance(read, PhotoFailure):
             return _Failed(job, read.reason, read.content_hash)
@@ -958,7 +985,10 @@ class Indexer:
             for image_id, digest, status, rel_path, root in s.execute(stmt):
                 if digest is None or digest in found or image_id in self._claimed:
                     continue
-                if status == STATUS_MISSING or not (Path(root) / rel_path).exists():
+                if (
+                    status == STATUS_MISSING
+                    or not (self.library.photo_root(root) / rel_path).exists()
+                ):
                     found[digest] = image_id
                     self._claimed.add(image_id)
         return found
@@ -976,8 +1006,8 @@ class Indexer:
         """Metadata precedence: the COCO file, then EXIF, then the iNat folder name."""
         taxon = (meta.taxon if meta else None) or taxon_for_path(img.rel_path)
         img.taxon_id = self._taxon_id(s, taxon) if taxon else None
-        img.observed_at = (meta.observed_at if meta else None) or (
-            exif.observed_at if exif else None
+        img.observed_at, img.observed_utc_offset = local_time_and_offset(
+            (meta.observed_at if meta else None) or (exif.observed_at if exif else None)
         )
         lat = meta.latitude if meta else None
         lon = meta.longitude if meta else None

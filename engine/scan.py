@@ -8,7 +8,8 @@
   huge images are refused from their header before any pixels are decoded.
 - `content_hash` fingerprints a file's bytes for change detection.
 
-Nothing here touches global PIL settings, so decoding can run in a thread pool.
+Nothing here changes PIL settings that decoding reads per call (the pixel limit, truncated
+images), so decoding can run in a thread pool; only Pillow's memory block size is raised, once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import stat
 import sys
 import threading
 import unicodedata
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta, timezone
@@ -131,12 +134,53 @@ def _sorted_entries(folder: str | Path) -> list[os.DirEntry[str]]:
         return sorted(it, key=lambda e: e.name)
 
 
-def walk_images(root: Path, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> Iterator[FileEntry]:
+def printable_name(text: str) -> str:
+    """`text` as one printable line: names with nothing odd come back unchanged; otherwise
+    bytes that are not UTF-8 (kept by Python as lone surrogates) become `\\xNN`, control
+    characters (a newline in a file name) `\\n`, `\\t`, `\\xNN` or `\\uNNNN`, and a
+    backslash `\\\\`."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for char in text:
+        if "\udc80" <= char <= "\udcff":  # an undecodable byte, as surrogateescape keeps it
+            out.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif char == "\\":
+            out.append("\\\\")
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(char.encode("unicode_escape", "backslashreplace").decode("ascii"))
+    return "".join(out)
+
+
+# Why the walk passes over an entry (reported through `walk_images`'s `on_skip`).
+LINK_OUTSIDE_FOLDER = "a link to a folder outside the collection: not followed"
+LINK_OUTSIDE_FILE = "a link to a file outside the collection: not followed"
+NAME_NOT_UNICODE = "the name is not valid Unicode (undecodable bytes): rename it to index it"
+
+
+def _inside(real: str, root_real: str) -> bool:
+    """Whether the resolved path `real` is `root_real` or lies under it."""
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def walk_images(
+    root: Path,
+    extensions: frozenset[str] = IMAGE_EXTENSIONS,
+    on_skip: Callable[[str, str], None] | None = None,
+) -> Iterator[FileEntry]:
     """Yield every image file under `root`, depth first, in sorted order.
 
-    Extensions match case-insensitively. Directory symlinks are followed, but a directory
-    already visited (same device and inode) is never entered twice, so loops end. Hidden
-    files and folders are skipped; a folder that cannot be read is logged and skipped.
+    Extensions match case-insensitively. Symlinks are followed only while their real path
+    stays inside the real path of `root`, and a directory already visited (same device and
+    inode) is never entered twice, so loops end. A link leading out of the collection (to
+    `/proc`, another user's folder) is never followed: one such link once pulled a whole
+    machine's files into a shared catalog. Hidden files and folders are skipped.
+
+    Links leading outside, image files whose names are not valid Unicode and folders that
+    cannot be read are passed over and reported to `on_skip(relative path, reason)` (the path
+    made printable by `printable_name`), and logged.
     Raises `BadInputError` when `root` is missing or not a folder.
     """
     root = Path(root)
@@ -152,6 +196,13 @@ def walk_images(root: Path, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> It
         root_entries = _sorted_entries(root)
     except OSError as exc:
         raise BadInputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+    root_real = os.path.realpath(root)
+
+    def skip(rel_path: str, reason: str) -> None:
+        shown = printable_name(rel_path)
+        log.warning("skipping %s: %s", shown, reason)
+        if on_skip is not None:
+            on_skip(shown, reason)
 
     visited: set[tuple[int, int]] = {(root_stat.st_dev, root_stat.st_ino)}
     # A stack of (iterator over a folder's sorted entries, that folder's relative prefix):
@@ -164,35 +215,47 @@ def walk_images(root: Path, extensions: frozenset[str] = IMAGE_EXTENSIONS) -> It
             try:
                 if name.startswith(".") or (_WINDOWS and _is_hidden(entry)):
                     continue
-                if not name.isascii() and not _is_storable_name(name):
-                    log.warning("skipping a name that is not valid Unicode: %r", entry.path)
-                    continue
                 entry_stat = entry.stat()  # follows symlinks
             except OSError as exc:
                 # Broken symlinks land here, as do files removed while we walk.
                 log.debug("skipping %s: %s", entry.path, exc)
                 continue
             mode = entry_stat.st_mode
-            if stat.S_ISREG(mode):
+            is_file = stat.S_ISREG(mode)
+            if is_file:
                 dot = name.rfind(".")
-                if dot > 0 and name[dot:].lower() in extensions:
-                    yield _new_entry(
-                        (prefix + name, entry.path, entry_stat.st_size, entry_stat.st_mtime_ns)
-                    )
-            elif stat.S_ISDIR(mode):
-                key = (entry_stat.st_dev, entry_stat.st_ino)
-                if key in visited:
-                    log.debug("skipping %s: folder already visited (symlink loop?)", entry.path)
+                if not (dot > 0 and name[dot:].lower() in extensions):
                     continue
-                visited.add(key)
-                try:
-                    children = _sorted_entries(entry.path)
-                except OSError as exc:
-                    log.warning("skipping folder %s: %s", entry.path, exc.strerror or exc)
-                    continue
-                # Into the sub-folder; this folder's iterator resumes after it, keeping order.
-                stack.append((iter(children), prefix + name + "/"))
-                break
+            elif not stat.S_ISDIR(mode):
+                continue
+            # Only links (and, on Windows, junctions, which are not symlinks to Python) can
+            # lead out of the root: every folder entered is inside it.
+            leads_away = entry.is_symlink() or (_WINDOWS and not is_file)
+            if leads_away and not _inside(os.path.realpath(entry.path), root_real):
+                skip(prefix + name, LINK_OUTSIDE_FILE if is_file else LINK_OUTSIDE_FOLDER)
+                continue
+            if not name.isascii() and not _is_storable_name(name):
+                # The catalog could not store the path, nor open the file by a stored one.
+                skip(prefix + name + ("" if is_file else "/"), NAME_NOT_UNICODE)
+                continue
+            if is_file:
+                yield _new_entry(
+                    (prefix + name, entry.path, entry_stat.st_size, entry_stat.st_mtime_ns)
+                )
+                continue
+            key = (entry_stat.st_dev, entry_stat.st_ino)
+            if key in visited:
+                log.debug("skipping %s: folder already visited (symlink loop?)", entry.path)
+                continue
+            visited.add(key)
+            try:
+                children = _sorted_entries(entry.path)
+            except OSError as exc:
+                skip(prefix + name + "/", f"cannot read folder: {exc.strerror or exc}")
+                continue
+            # Into the sub-folder; this folder's iterator resumes after it, keeping order.
+            stack.append((iter(children), prefix + name + "/"))
+            break
         else:
             stack.pop()
 
@@ -335,6 +398,26 @@ def parse_date(value: object) -> datetime | None:
         except ValueError:
             continue
     return None
+
+
+def local_time_and_offset(moment: datetime | None) -> tuple[datetime | None, int | None]:
+    """`moment` as the catalog stores it: the local wall-clock time (naive: the date filters
+    read the observer's local date) and its UTC offset in minutes east (None when unknown)."""
+    if moment is None:
+        return None, None
+    offset = moment.utcoffset()
+    local = moment.replace(tzinfo=None)  # the same clock reading, the zone set apart
+    return local, None if offset is None else round(offset.total_seconds() / 60)
+
+
+def with_utc_offset(local: datetime | None, minutes: int | None) -> datetime | None:
+    """The stored local time with its offset attached again (as it was given), when known."""
+    if local is None or minutes is None:
+        return local
+    try:
+        return local.replace(tzinfo=timezone(timedelta(minutes=minutes)))
+    except ValueError:  # an offset of a day or more: not one a reader of ours stored
+        return local
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER columns hold no more
@@ -1231,17 +1314,146 @@ def _ensure_pil_plugins() -> None:
     with _plugins_lock:
         if not _plugins_ready:
             Image.init()
+            _use_large_pixel_blocks()
             _plugins_ready = True
 
 
+# Pillow keeps a big image's pixels in 16 MB blocks. glibc hands blocks of that size back to
+# the system only below its (self-raising) mmap threshold of at most 32 MB: the freed blocks of
+# one huge photo stayed in the process, and four 13,000-pixel RGBA PNGs indexed one after the
+# other peaked at 3.2 GB rather than 2.2. Blocks of 64 MB are always returned when freed; a
+# small image still takes only the memory it needs.
+_PIXEL_BLOCK_BYTES = 64 << 20
+
+
+def _use_large_pixel_blocks() -> None:
+    if "PILLOW_BLOCK_SIZE" in os.environ:  # the user's own choice wins
+        return
+    try:
+        core: Any = Image.core  # type: ignore[attr-defined]  # PIL's C module, not re-exported
+        if core.get_block_size() < _PIXEL_BLOCK_BYTES:
+            core.set_block_size(_PIXEL_BLOCK_BYTES)
+    except (AttributeError, ValueError) as exc:  # a Pillow without the arena functions
+        log.debug("cannot set Pillow's block size: %s", exc)
+
+
 _BOMB_PIXELS_RE = re.compile(r"\((\d+) pixels\)")
+
+
+# The memory that decodes running at once may take, whatever the number of threads: one
+# 13,000 x 13,000 PNG (0.7 MB on disk) is 676 MB of pixels once decoded, and four decoded at
+# once used to take 7.5 GB. A photo larger than the budget is decoded alone.
+DEFAULT_DECODE_MEMORY: int = 1 << 30
+
+# Photos are first shrunk by a whole factor (a box average, cheap) while both sides stay at least
+# this many times the size asked for; the encoder's own resize does the rest. Pillow documents a
+# gap of 3 as indistinguishable from resizing in one step.
+_REDUCING_GAP = 3
+
+
+class DecodeBudget:
+    """A bound on the bytes of the decodes in flight, shared by threads.
+
+    `reserve(n)` waits until `n` more bytes fit, in arrival order (a big photo is not starved
+    by small ones); a request larger than the whole budget waits until nothing else is in
+    flight and then runs alone, so every photo is decoded eventually."""
+
+    def __init__(self, max_bytes: int = DEFAULT_DECODE_MEMORY) -> None:
+        if max_bytes < 1:
+            raise ValueError("a decode budget must be at least one byte")
+        self.max_bytes = max_bytes
+        self.in_use = 0
+        self.peak = 0  # the most bytes reserved at once (for tests and logs)
+        self._ready = threading.Condition()
+        self._queue: deque[object] = deque()
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        """Hold `nbytes` of the budget (at most all of it) while the block runs."""
+        amount = max(0, min(int(nbytes), self.max_bytes))
+        ticket = object()
+        with self._ready:
+            self._queue.append(ticket)
+            try:
+                while self._queue[0] is not ticket or (
+                    self.in_use and self.in_use + amount > self.max_bytes
+                ):
+                    self._ready.wait()
+            finally:
+                self._queue.remove(ticket)
+                self._ready.notify_all()  # the next in line may fit too
+            self.in_use += amount
+            self.peak = max(self.peak, self.in_use)
+        try:
+            yield
+        finally:
+            with self._ready:
+                self.in_use -= amount
+                self._ready.notify_all()
+
+
+_default_budget = DecodeBudget()
+
+
+def default_decode_budget() -> DecodeBudget:
+    """The budget every decode of this process shares unless it is given its own."""
+    return _default_budget
+
+
+def _bytes_per_pixel(mode: str) -> int:
+    # PIL keeps 1-, L- and P-mode pixels in a byte, 16-bit ones in two, all others (RGB too)
+    # in four.
+    if mode in ("1", "L", "P"):
+        return 1
+    return 2 if mode.startswith("I;16") else 4
+
+
+def _reduce_factor(size: tuple[int, int], min_side: int | None) -> int:
+    if not min_side:
+        return 1
+    return max(1, min(size) // (_REDUCING_GAP * min_side))
+
+
+# Modes that `_reduced` shrinks without a full-size copy first (alpha is premultiplied into
+# one, palettes and 16-bit greyscale are converted).
+_REDUCED_IN_PLACE = frozenset({"L", "RGB", "I", "F", "CMYK", "YCbCr"})
+
+
+def _decode_cost(mode: str, size: tuple[int, int], factor: int) -> int:
+    """The bytes decoding one photo may hold at its worst: its pixels as decoded, a full-size
+    working copy where the mode needs one before shrinking, and the shrunk photo with its RGB
+    conversion; unshrunk, two full-size copies (RGB conversion and orientation)."""
+    pixels = size[0] * size[1]
+    decoded = pixels * _bytes_per_pixel(mode)
+    if factor > 1:
+        copy = 0 if mode in _REDUCED_IN_PLACE else pixels * 4
+        return decoded + copy + 2 * 4 * (pixels // (factor * factor))
+    return decoded + 2 * 4 * pixels
+
+
+def _reduced(image: Image.Image, factor: int) -> Image.Image:
+    """`image` shrunk `factor` times by a box average in a mode that averages correctly
+    (palettes and 1-bit images are converted first); the same image when factor is 1."""
+    if factor < 2:
+        return image
+    mode = image.mode
+    if mode == "1":
+        image = image.convert("L")
+    elif mode.startswith("I;16"):
+        image = image.convert("I")
+    elif mode in ("P", "PA"):
+        transparent = mode == "PA" or "transparency" in image.info
+        image = image.convert("RGBA" if transparent else "RGB")
+    elif mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "CMYK", "YCbCr"):
+        return image  # a mode Pillow cannot reduce: decoded at full size, as before
+    return image.reduce(factor)
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
     """Convert any PIL mode to RGB; transparent areas become white."""
     mode = image.mode
     if mode == "RGB":
-        return image.copy()
+        return image  # no copy: a loaded image outlives its closed file
     if mode.startswith("I;16"):
         image, mode = image.convert("I"), "I"
     if mode in ("I", "F"):
@@ -1269,7 +1481,10 @@ def _to_rgb(image: Image.Image) -> Image.Image:
 
 
 def decode_image(
-    path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, min_side: int | None = None
+    path: Path,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    min_side: int | None = None,
+    budget: DecodeBudget | None = None,
 ) -> DecodedImage:
     """Open, fully decode and normalise one photo (RGB, upright, first frame).
 
@@ -1277,7 +1492,13 @@ def decode_image(
     pixel is decoded. (PIL itself refuses images above twice its global MAX_IMAGE_PIXELS
     before we see them, so a larger `max_pixels` cannot lift that.) `min_side`, when given,
     lets formats that can decode at reduced size (JPEG) do so, keeping both sides at least
-    `min_side` pixels; `width`/`height` still report the full size.
+    `min_side` pixels, and shrinks other large photos right after decoding, before any mode
+    conversion (both sides stay at least 3 x `min_side`); `width`/`height` still report the
+    full size.
+
+    The memory a decode may take is estimated from the header and reserved from `budget`
+    (the process's `default_decode_budget()` when None) before any pixel is decoded, so the
+    decodes of all threads together stay within it: a big photo waits for the others.
 
     Raises `BadImageError` with a short reason for every file that cannot be used. Safe to
     call from several threads; changes no global PIL setting.
@@ -1305,12 +1526,20 @@ def decode_image(
                     f"image too large: {width}x{height} pixels (limit {max_pixels:,})"
                 )
             if min_side is not None and opened.format in ("JPEG", "MPO"):
-                opened.draft("RGB", (min_side, min_side))
-            # Load before reading EXIF: for PNG, getexif() loads the pixels itself and
-            # read_exif would swallow a decoding error, leaving a half-decoded image.
-            opened.load()
-            exif = read_exif(opened)
-            image = _to_rgb(opened)
+                opened.draft("RGB", (min_side, min_side))  # the DCT decodes at 1/2 to 1/8
+            factor = _reduce_factor(opened.size, min_side)
+            cost = _decode_cost(opened.mode, opened.size, factor)
+            with (budget or _default_budget).reserve(cost):
+                # Load before reading EXIF: for PNG, getexif() loads the pixels itself and
+                # read_exif would swallow a decoding error, leaving a half-decoded image.
+                opened.load()
+                exif = read_exif(opened)
+                # Shrink first: converting a 13,000-pixel RGBA photo to RGB at full size took
+                # three more copies of it.
+                image = _to_rgb(_reduced(opened, factor))
+                if image is not opened:  # the full-size pixels go now, not with the caller's
+                    opened.close()
+                image = _oriented(image, exif.orientation)
     except BadImageError:
         raise
     except Image.DecompressionBombError as exc:
@@ -1341,17 +1570,19 @@ def decode_image(
     except Exception as exc:  # SyntaxError, struct.error, IndexError... from damaged files
         raise BadImageError(f"corrupt image data ({type(exc).__name__}: {exc})") from None
 
-    transpose = _TRANSPOSE_FOR_ORIENTATION.get(exif.orientation or 1)
-    if transpose is not None:
-        image = image.transpose(transpose)
-        if transpose in (
-            Image.Transpose.TRANSPOSE,
-            Image.Transpose.TRANSVERSE,
-            Image.Transpose.ROTATE_90,
-            Image.Transpose.ROTATE_270,
-        ):
-            width, height = height, width
+    if exif.orientation in _SIDEWAYS:
+        width, height = height, width
     return DecodedImage(image=image, width=width, height=height, exif=exif)
+
+
+# EXIF orientations that turn the photo by a quarter: its width and height swap.
+_SIDEWAYS = frozenset({5, 6, 7, 8})
+
+
+def _oriented(image: Image.Image, orientation: int | None) -> Image.Image:
+    """`image` turned upright as its EXIF orientation says."""
+    transpose = _TRANSPOSE_FOR_ORIENTATION.get(orientation or 1)
+    return image if transpose is None else image.transpose(transpose)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1374,6 +1605,7 @@ __all__ = [
     "METADATA_FILE_NAMES",
     "READING_METADATA",
     "CocoMetadata",
+    "DecodeBudget",
     "DecodedImage",
     "ExifInfo",
     "FileEntry",
@@ -1382,12 +1614,16 @@ __all__ = [
     "TaxonInfo",
     "content_hash",
     "decode_image",
+    "default_decode_budget",
     "find_metadata_file",
     "load_coco_metadata",
+    "local_time_and_offset",
     "metadata_key",
     "parse_date",
     "parse_inat_dirname",
+    "printable_name",
     "read_exif",
     "taxon_for_path",
     "walk_images",
+    "with_utc_offset",
 ]

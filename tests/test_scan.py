@@ -530,9 +530,9 @@ def test_walk_survives_symlink_loops(tmp_path: Path) -> None:
 def test_walk_follows_directory_symlinks_and_skips_broken_ones(tmp_path: Path) -> None:
     if not oddfiles.symlinks_supported(tmp_path):
         pytest.skip("symlinks not available")
-    elsewhere = tmp_path / "elsewhere"
-    oddfiles.write_jpeg(elsewhere / "far.jpg")
     root = tmp_path / "root"
+    elsewhere = root / ".elsewhere"  # inside the collection (links leading out are not followed)
+    oddfiles.write_jpeg(elsewhere / "far.jpg")
     oddfiles.write_jpeg(root / "near.jpg")
     (root / "link").symlink_to(elsewhere, target_is_directory=True)
     (root / "broken.jpg").symlink_to(tmp_path / "nowhere.jpg")
