@@ -38,7 +38,8 @@ bench:
 	$(PYTHON) tests/bench/bench_indexing.py
 	$(PYTHON) tests/bench/bench_gui.py
 
-# The Linux bundle and its archive (CPU variant; needs a CPU-only torch, see README "Packaging").
+# The Linux bundle and its archive: the CPU variant, from PyPI's CUDA torch with its CUDA
+# libraries stubbed, or from a CPU-only torch if one is installed (see README "Packaging").
 package:
 	$(PIP) install -e '.[package]'
 	packaging/build_linux.sh cpu

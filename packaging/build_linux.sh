@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Build the Linux bundle and pack it: packaging/build_linux.sh [cpu|gpu]
-#   gpu: whatever torch the build environment has (PyPI's Linux torch is a CUDA build, ~5.4 GB).
-#   cpu: needs a CPU-only torch in the build environment
-#        (pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu).
-#        packaging/linux/cuda_stubs.py then removes what GPU code is left (PyPI's torchvision is
-#        a CUDA build: its extensions name libtorch_cuda.so, libcudart, nvjpeg) and stubs it.
-#        If the build environment's torchvision is PyPI's CUDA one, it does not import beside a
-#        CPU torch either: run cuda_stubs.py on its site-packages first and build with
-#        LD_LIBRARY_PATH=<site-packages> (how the figures in docs/BENCHMARKS.md were made).
-#        With PyPI's CUDA torch, QUADRAT_CUDA_STUBS=1 strips torch itself the same way
-#        (experimental: torch does not import yet with the stubs, see README "Packaging").
+#   cpu (default, what `make package` builds): runs on any x86-64 Linux, no GPU used. Built from
+#        whichever torch the build environment has (packaging/linux/variant.py says which):
+#        - PyPI's torch, a CUDA build (what `pip install -e '.[package]'` installs):
+#          packaging/linux/cuda_stubs.py removes torch's CUDA and NVIDIA libraries and triton
+#          from the bundle and writes tiny stubs in place of those still named; the runtime hook
+#          packaging/linux/rthook_stubbed_torch.py then makes torch report a CPU-only build.
+#        - a CPU-only torch: only torchvision's CUDA libraries are stubbed (PyPI's torchvision
+#          is a CUDA build even beside a CPU torch).
+#   gpu: PyPI's CUDA torch with its NVIDIA libraries (~5.6 GB installed, ~2.6 GB as .tar.xz).
+# Needs gcc and binutils' readelf (the stubs) and xz.
 # Output: dist/Quadrat/ (the bundle) and dist/Quadrat-<version>-linux-<variant>.tar.xz
 set -euo pipefail
 variant="${1:-cpu}"
@@ -17,12 +17,9 @@ case "$variant" in cpu|gpu) ;; *) echo "usage: $0 [cpu|gpu]" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 version="$($PYTHON -c 'from importlib.metadata import version; print(version("quadrat"))')"
-cuda="$($PYTHON -c 'import torch; print(torch.version.cuda or "")')"
-if [[ "$variant" == cpu && -n "$cuda" && "${QUADRAT_CUDA_STUBS:-0}" != 1 ]]; then
-    echo "the cpu variant needs a CPU-only torch (this one is CUDA $cuda): install it from" \
-         "https://download.pytorch.org/whl/cpu, or set QUADRAT_CUDA_STUBS=1" >&2
-    exit 2
-fi
+# What will be built from this torch (or why it cannot be), said before the long build.
+plan="$($PYTHON packaging/linux/variant.py "$variant")"
+echo "$plan"
 
 start=$(date +%s)
 $PYTHON -m PyInstaller --noconfirm --distpath dist --workpath build/pyinstaller packaging/quadrat.spec
@@ -48,5 +45,6 @@ chmod +x "$stage/quadrat" "$stage/install.sh"
 archive="dist/Quadrat-$version-linux-$variant.tar.xz"
 tar -C build/stage -cf - "$(basename "$stage")" | xz -T0 -6 > "$archive"
 end=$(date +%s)
+echo "${plan/building/built}"
 echo "built $archive in $((end - start)) s:" \
      "$(du -sh "$archive" | cut -f1) compressed, $(du -sh "$stage" | cut -f1) installed"

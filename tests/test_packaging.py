@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,144 @@ def test_cuda_stubs_let_a_cuda_extension_load_beside_a_cpu_torch(
     out = subprocess.run(load, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() != "4"  # the stub answers, not a GPU library
     assert plugin.is_file()
+
+
+def _fake_build_python(folder: Path, torch_cuda: str | None) -> dict[str, str]:
+    """An environment whose Python sees a stand-in torch (CUDA or CPU-only) and a PyInstaller
+    that stops the build at once (exit 3): build_linux.sh's decision, without a build."""
+    torch = folder / "torch"
+    torch.mkdir(parents=True)
+    version = "2.14.1+cu130" if torch_cuda else "2.14.1+cpu"
+    (torch / "__init__.py").write_text(f"__version__ = {version!r}\nfrom . import version\n")
+    (torch / "version.py").write_text(f"cuda = {torch_cuda!r}\n")
+    (folder / "PyInstaller").mkdir()
+    (folder / "PyInstaller" / "__init__.py").write_text("")
+    (folder / "PyInstaller" / "__main__.py").write_text(
+        "import sys\nprint('pyinstaller would run now')\nsys.exit(3)\n"
+    )
+    return {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PYTHONPATH": str(folder)}
+
+
+def test_make_package_builds_the_cpu_variant_from_pypis_cuda_torch_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """PyPI's Linux torch is a CUDA build and no registry a build machine reaches serves a CPU
+    one: `make package` (build_linux.sh cpu) must go on to build, saying how, not refuse."""
+    env = _fake_build_python(tmp_path, torch_cuda="13.0")
+    result = subprocess.run(
+        ["bash", str(PACKAGING / "build_linux.sh"), "cpu"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert "needs a CPU-only torch" not in result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr  # it got to PyInstaller
+    first = result.stdout.splitlines()[0]
+    assert first == (
+        "building the cpu variant from torch 2.14.1+cu130, a CUDA 13.0 build: its CUDA "
+        "libraries are removed and stubbed, so the bundle runs on the CPU only"
+    )
+
+
+def test_build_variant_plan_names_the_torch_it_builds_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PACKAGING / "linux"))
+    from variant import CannotBuild, plan
+
+    assert plan("cpu", "2.13.0+cpu", None) == (
+        "building the cpu variant with the CPU-only torch 2.13.0+cpu"
+    )
+    assert "gpu variant with torch 2.14.1+cu130 and its CUDA 13.0" in plan(
+        "gpu", "2.14.1+cu130", "13.0"
+    )
+    with pytest.raises(CannotBuild, match="the gpu variant needs a CUDA torch"):
+        plan("gpu", "2.13.0+cpu", None)
+
+
+def test_build_refuses_a_gpu_variant_without_a_cuda_torch_before_building(
+    tmp_path: Path,
+) -> None:
+    env = _fake_build_python(tmp_path, torch_cuda=None)
+    result = subprocess.run(
+        ["bash", str(PACKAGING / "build_linux.sh"), "gpu"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "pyinstaller would run now" not in result.stdout
+    assert result.stderr.strip() == (
+        "the gpu variant needs a CUDA torch, and this one (2.14.1+cpu) is CPU-only: "
+        "install PyPI's torch (pip install torch), or build the cpu variant"
+    )
+
+
+def _gcc(*args: str | Path) -> None:
+    subprocess.run(["gcc", "-shared", "-fPIC", *map(str, args)], check=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="cuda_stubs.py needs gcc and readelf")
+def test_cuda_stubs_keep_cxx_type_names_and_leave_libc_symbols_to_libc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stubbed libtorch_cuda.so must (1) give each C++ type it defined a real name, since
+    torch registers Python classes by typeid(T).name() at import, and (2) not answer for what a
+    system library defines (the real one exports operator delete, which a stub must not take
+    over from libstdc++; zlib stands in for it here, outside the Python process's own scope)."""
+    monkeypatch.syspath_prepend(str(PACKAGING / "linux"))
+    from cuda_stubs import strip_cuda
+
+    bundle = tmp_path / "bundle"
+    (bundle / "lib").mkdir(parents=True)
+    cuda = tmp_path / "cuda.cpp"
+    cuda.write_text(
+        "#include <cstddef>\nstruct Runner { virtual ~Runner(); };\nRunner::~Runner() {}\n"
+        'extern "C" const char* zlibVersion() { return "not zlib"; }\n'
+    )
+    _gcc("-x", "c++", "-Wl,-soname,libtorch_cuda.so", "-o", bundle / "lib" / "libtorch_cuda.so",
+         cuda)  # fmt: skip
+    ext = tmp_path / "ext.cpp"
+    ext.write_text(
+        '#include <typeinfo>\nstruct Runner { virtual ~Runner(); };\nextern "C" {\n'
+        "const char* type_name() { return typeid(Runner).name(); }\n"
+        "const char* zlibVersion();\nconst char* zlib_version() { return zlibVersion(); }\n}\n"
+    )
+    # The extension names libtorch_cuda.so before the system library, as torch's libraries do.
+    _gcc("-x", "c++", "-o", bundle / "_C.so", ext, f"-L{bundle / 'lib'}", "-ltorch_cuda",
+         "-Wl,--no-as-needed", "-l:libz.so.1", "-lstdc++")  # fmt: skip
+    probe = (
+        "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+        "lib.type_name.restype = lib.zlib_version.restype = ctypes.c_char_p; "
+        "print(lib.type_name().decode(), lib.zlib_version().decode())"
+    )
+    env = {"LD_LIBRARY_PATH": str(bundle / "lib"), "PATH": "/usr/bin:/bin"}
+
+    assert strip_cuda(bundle) == ["libtorch_cuda.so"]
+
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(bundle / "_C.so")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["6Runner", zlib.ZLIB_RUNTIME_VERSION]
+    assert (bundle / "quadrat-cuda-stubs.txt").read_text() == "libtorch_cuda.so\n"
+
+
+def test_runtime_hook_makes_a_stubbed_cuda_torch_report_a_cpu_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a bundle whose torch CUDA libraries were stubbed, torch must say it has no CUDA and no
+    torch.distributed (whose import would call the NCCL stubs); without the marker, nothing."""
+    monkeypatch.syspath_prepend(str(PACKAGING / "linux"))
+    import rthook_stubbed_torch
+
+    finders = list(sys.meta_path)
+    assert rthook_stubbed_torch.install(tmp_path) is False  # the gpu variant: no stubs
+    assert sys.meta_path == finders
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "import rthook_stubbed_torch as hook; print(hook.install(Path(sys.argv[2]))); "
+        "import torch; print(torch.backends.cuda.is_built(), torch.distributed.is_available(), "
+        "torch.cuda.is_available())"
+    )
+    (tmp_path / "quadrat-cuda-stubs.txt").write_text("libtorch_cuda.so\n")
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(PACKAGING / "linux"), str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert out.stdout.split() == ["True", "False", "False", "False"]

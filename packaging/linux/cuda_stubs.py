@@ -34,6 +34,8 @@ REMOVED_NAME = re.compile(
     r"^lib(cu(?!ps)|nv|nccl|cudnn|torch_cuda|c10_cuda|caffe2_nvrtc|torch_nvshmem|checkpoint|"
     r"pcsamplingutil|triton)[^/]*\.so(\.[0-9.]+)?$"
 )
+# Written into the bundle when torch's own CUDA libraries were stubbed (a CUDA torch made CPU-only).
+STUBBED_TORCH_MARKER = "quadrat-cuda-stubs.txt"
 # NVIDIA's APIs answer an error code (100 is cudaErrorNoDevice / CUDA_ERROR_NO_DEVICE); torch's
 # own CUDA libraries answer a zeroed scratch area (see stub_source).
 TORCH_CUDA = re.compile(r"^lib(torch_cuda|c10_cuda|caffe2_nvrtc|torch_nvshmem)")
@@ -94,6 +96,32 @@ def _quoted(name: str) -> str:
     return '"' + name + '";'
 
 
+# The vtable every std::type_info of a class points into (libstdc++, loaded by torch before any
+# stub): +16 skips the offset-to-top and RTTI slots, as the compiler writes it.
+_CLASS_TYPE_INFO_VTABLE = "_ZTVN10__cxxabiv117__class_type_infoE+16"
+
+
+def _object_body(name: str, size: int, label: str) -> list[str]:
+    """The data of one stubbed object: zeroes, except C++ type information.
+
+    libtorch_python registers Python classes for types libtorch_cuda defines (pybind11 hashes
+    `typeid(T).name()`), so a zeroed `typeinfo for T` (_ZTI) is a null name read at import: it is
+    written as a real type_info with T's mangled name; a type name (_ZTS) holds that name.
+    """
+    if name.startswith("_ZTS"):
+        text = name[4:]
+        return [f'.asciz "{text}"', f".zero {max(size - len(text) - 1, 0)}"]
+    if name.startswith("_ZTI") and size >= 16:
+        return [
+            f".quad {_CLASS_TYPE_INFO_VTABLE}",
+            f".quad {label}",
+            f".zero {size - 16}",
+            ".section .rodata",
+            f'{label}: .asciz "{name[4:]}"',
+        ]
+    return [f".zero {size}"]
+
+
 def stub_source(soname: str, symbols: list[Symbol]) -> tuple[str, str | None]:
     """Assembly for a stub library and its version script (None when nothing is versioned)."""
     if TORCH_CUDA.match(soname):
@@ -105,7 +133,7 @@ def stub_source(soname: str, symbols: list[Symbol]) -> tuple[str, str | None]:
     else:
         body = ["mov $100, %eax", "ret"]
         lines = [".text"]
-    for s in symbols:
+    for i, s in enumerate(symbols):
         q = f'"{s.name}"'
         if s.kind == "OBJECT":
             size = max(s.size, 8)
@@ -116,7 +144,7 @@ def stub_source(soname: str, symbols: list[Symbol]) -> tuple[str, str | None]:
                 f".type {q},@object",
                 f".size {q},{size}",
                 f"{q}:",
-                f".zero {size}",
+                *_object_body(s.name, size, f"quadrat_stub_name_{i}"),
                 ".text",
             ]
         elif s.kind == "TLS":
@@ -186,6 +214,34 @@ def _stub_missing_torch_cuda(
             where.setdefault(n, bundle / n)
 
 
+def system_libraries() -> dict[str, Path]:
+    """The system's shared libraries by soname (ldconfig's cache)."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
+    found: dict[str, Path] = {}
+    for m in re.finditer(r"^\s*(\S+) \(([^)]*)\) => (\S+)$", out, re.MULTILINE):
+        if "x86-64" in m.group(2) or "64" not in m.group(2):
+            found.setdefault(m.group(1), Path(m.group(3)))
+    return found
+
+
+def defined_elsewhere(kept: list[Path], skip: set[str]) -> set[str]:
+    """Names that the kept libraries, or the system libraries they need, define.
+
+    `skip`: the sonames being removed or stubbed, which a build machine may also have installed
+    system-wide (a CUDA toolkit) but a user's machine need not.
+    """
+    names: set[str] = set()
+    present = {p.name for p in kept} | skip
+    system = system_libraries()
+    outside: set[Path] = set()
+    for p in kept:
+        names |= {s.name for s in dynamic_symbols(p)[0]}
+        outside |= {system[n] for n in needed(p) if n not in present and n in system}
+    for lib in outside:
+        names |= {s.name for s in dynamic_symbols(lib)[0]}
+    return names
+
+
 def strip_cuda(bundle: Path) -> list[str]:
     """Remove GPU libraries from `bundle`, stub the ones still needed; returns the stubs' names."""
     elves = [p for p in bundle.rglob("*") if p.is_file() and not p.is_symlink() and is_elf(p)]
@@ -200,10 +256,12 @@ def strip_cuda(bundle: Path) -> list[str]:
     # What each removed library defines, by soname (the file name, for these wheels).
     provides: dict[str, dict[str, Symbol]] = {}
     where: dict[str, Path] = {}
+    copies: dict[str, list[Path]] = {}
     for p in gone:
         defined, _ = dynamic_symbols(p)
         provides.setdefault(p.name, {}).update({s.name: s for s in defined})
         where.setdefault(p.name, p)
+        copies.setdefault(p.name, []).append(p)
     wanted: dict[str, dict[str, Symbol]] = {}
     for p in kept:
         names = [n for n in needed(p) if n in provides]
@@ -223,14 +281,27 @@ def strip_cuda(bundle: Path) -> list[str]:
         for n in names:
             wanted.setdefault(n, {})
     _stub_missing_torch_cuda(bundle, kept, wanted, where)
+    # The real libtorch_cuda.so also exports a few C++ runtime symbols (operator delete,
+    # std::basic_stringstream's constructor): a stub that defined them would be found before
+    # libstdc++ and answer for them, so whatever another library defines is left to it.
+    elsewhere = defined_elsewhere(kept, skip=set(wanted) | set(provides))
+    for symbols in wanted.values():
+        for name in [n for n in symbols if n in elsewhere]:
+            del symbols[name]
     for p in gone:
         p.unlink()
-    for d in REMOVED_DIRS:
-        for folder in bundle.rglob(d):
-            if folder.is_dir() and not any(
-                f.is_file() and f.suffix == ".py" for f in folder.rglob("*")
-            ):
+    for dirname in REMOVED_DIRS:
+        for folder in bundle.rglob(dirname):
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            if not any(f.is_file() and f.suffix == ".py" for f in folder.rglob("*")):
                 shutil.rmtree(folder, ignore_errors=True)
+                continue
+            # Python sources stay (torch imports triton's to find it unusable); the rest is GPU
+            # data: triton's CUDA static archives, headers and tools weigh 170 MB.
+            for f in list(folder.rglob("*")):
+                if (f.is_file() or f.is_symlink()) and f.suffix != ".py":
+                    f.unlink()
     with tempfile.TemporaryDirectory() as tmp:
         for soname, symbols in sorted(wanted.items()):
             asm, script = stub_source(soname, sorted(symbols.values(), key=lambda s: s.name))
@@ -250,6 +321,17 @@ def strip_cuda(bundle: Path) -> list[str]:
                 cmd.insert(-1, f"-Wl,--version-script={Path(tmp, soname + '.map')}")
             where[soname].parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(cmd, check=True)
+            # Wherever a removed copy was (triton ships its own libcupti): each importer's
+            # RPATH leads to its own folder, and the loader must not go on to a system copy.
+            for other in copies.get(soname, [])[1:]:
+                other.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(where[soname], other)
+    # PyInstaller links each library at the top of the bundle too; drop the links to what is gone.
+    for link in [f for f in bundle.rglob("*") if f.is_symlink() and not f.exists()]:
+        link.unlink()
+    if any(TORCH_CUDA.match(n) for n in provides):
+        # torch itself was a CUDA build: the runtime hook (rthook_stubbed_torch.py) reads this.
+        (bundle / STUBBED_TORCH_MARKER).write_text("\n".join(sorted(wanted)) + "\n")
     return sorted(wanted)
 
 
