@@ -739,10 +739,13 @@ def open_catalog(
         event.listen(engine, "connect", _sqlite_pragmas)
     try:
         with _schema_lock(catalog_file, lock_timeout):
-            # The catalog's own engine connects first (its pragmas read the file), so that a
-            # catalog it cannot read (a removed -wal file, say) fails here, at open, in one
-            # line, not at the first click.
-            engine.connect().close()
+            # The catalog's own engine connects first, and on SQLite moves what the -wal file
+            # holds into the catalog file (a passive checkpoint reads every committed frame),
+            # so that a catalog it cannot read (a removed -wal file, say) fails here, at open,
+            # in one line, not at the first click.
+            with engine.connect() as connection:
+                if engine.dialect.name == "sqlite":
+                    connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             upgrade_schema(engine, before_upgrade)
     except QuadratError:
         engine.dispose()
