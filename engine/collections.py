@@ -144,13 +144,13 @@ def collection_stats(
             )
             missing = False
             if scan_disk:
-                unseen, missing = _unseen_files(s, coll)
+                unseen, missing = _unseen_files(s, coll, library.photo_root(coll.root))
                 pending += unseen
             out.append(
                 CollectionStats(
                     id=coll.id,
                     name=coll.name,
-                    root=coll.root,
+                    root=str(library.photo_root(coll.root)),  # where it is on this workstation
                     indexed=indexed or 0,
                     skipped=len(skipped),
                     pending=pending,
@@ -163,10 +163,9 @@ def collection_stats(
     return out
 
 
-def _unseen_files(s: Session, coll: Collection) -> tuple[int, bool]:
-    """Files on disk that are new or changed since the catalog saw them; and whether the
-    folder is missing."""
-    root = Path(coll.root)
+def _unseen_files(s: Session, coll: Collection, root: Path) -> tuple[int, bool]:
+    """Files on disk (in `root`, the collection's folder on this workstation) that are new or
+    changed since the catalog saw them; and whether the folder is missing."""
     if not root.is_dir():
         return 0, True
     rows = FolderRows(s.connection(), coll.id)
@@ -393,9 +392,10 @@ def unmounted_reason(library: Library, collection_id: int | None = None) -> str 
             coll = s.get(Collection, coll_id)
             if coll is None:
                 continue
-            if not Path(coll.root).is_dir():
+            here = library.photo_root(coll.root)  # a shared catalog's root, mapped to this machine
+            if not here.is_dir():
                 return (
-                    f"the folder of {coll.name} ({coll.root}) is not there: is its drive or "
+                    f"the folder of {coll.name} ({here}) is not there: is its drive or "
                     "share mounted?"
                 )
             total = (
@@ -407,7 +407,7 @@ def unmounted_reason(library: Library, collection_id: int | None = None) -> str 
             if count >= UNMOUNTED_MIN_PHOTOS and count > UNMOUNTED_SHARE * total:
                 return (
                     f"{count:,} of the {total:,} photos of {coll.name} are missing at once: its "
-                    f"folder {coll.root} looks half mounted"
+                    f"folder {here} looks half mounted"
                 )
     return None
 
@@ -491,7 +491,7 @@ def find_moved_collection(
         gone = [
             coll
             for coll in s.scalars(select(Collection).order_by(Collection.id))
-            if not Path(coll.root).exists()
+            if not library.photo_root(coll.root).exists()
         ]
     if not gone:  # the usual case: no folder walk at all
         return None

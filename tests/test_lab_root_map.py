@@ -89,3 +89,37 @@ def test_root_mappings_translate_both_ways_and_refuse_a_bad_pair():
     assert mapping.catalog_root("/elsewhere") == "/elsewhere"
     with pytest.raises(BadInputError, match="CATALOG_ROOT=FOLDER_HERE"):
         RootMap.parse(["/only/one/side"])
+
+
+def test_the_library_panel_and_forgetting_see_a_mapped_share_as_mounted(tmp_path, photos):
+    from engine.collections import collection_stats, find_moved_collection, unmounted_reason
+    from engine.encoders import load_encoder
+    from engine.indexer import Indexer
+
+    lib = tmp_path / "lib"
+    here_a = tmp_path / "mount-a" / "photos"
+    here_a.parent.mkdir()
+    shutil.move(str(photos), here_a)
+    with Library.open(lib) as library:
+        Indexer(library, load_encoder("demo")).run(here_a)
+    here_b = tmp_path / "mount-b" / "photos"
+    here_b.parent.mkdir()
+    shutil.move(str(here_a), here_b)
+    # Two photos really deleted on the share: forgetting them must not look like an unmount.
+    for gone in sorted(here_b.rglob("*.jpg"))[:2]:
+        gone.unlink()
+
+    root_map = RootMap.parse([f"{here_a.resolve()}={here_b.resolve()}"])
+    with Library.open(lib, root_map=root_map) as library:
+        Indexer(library, load_encoder("demo")).run(here_b)  # marks the two missing
+        (stats,) = collection_stats(library, scan_disk=True)
+        assert stats.missing == 2
+        assert stats.root == str(here_b.resolve())
+        assert not stats.folder_missing and stats.pending == 0
+        assert unmounted_reason(library) is None
+        # The mapped folder is no "moved collection" to take over.
+        assert find_moved_collection(library, here_b) is None
+    with Library.open(lib) as library:  # without the mapping, this workstation sees no folder
+        (stats,) = collection_stats(library, scan_disk=True)
+        assert stats.folder_missing
+        assert "is not there" in (unmounted_reason(library) or "")
