@@ -46,6 +46,9 @@ class SettingsValues:
     llm_model: str = ""
     # Memory the search index may hold before it is compressed (GB).
     index_memory_gb: float = 4.0
+    # Where this workstation sees a shared catalog's folders: "CATALOG_ROOT=FOLDER_HERE" pairs,
+    # one per line or separated by ";".
+    root_map: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,17 @@ class SettingsDialog(QDialog):
         self.llm_model.setPlaceholderText("the endpoint's model name, e.g. llama3.1:8b")
         form.addRow("Language model endpoint:", self.llm_url)
         form.addRow("Language model:", self.llm_model)
+        # One line (pairs joined by ";"), so the dialog fits a laptop screen.
+        self.root_map = QLineEdit("; ".join(values.root_map.split("\n")).strip("; "), self)
+        self.root_map.setObjectName("rootMapEdit")
+        self.root_map.setPlaceholderText(r"none (e.g. Z:\photos=/mnt/photos)")
+        self.root_map.setToolTip(
+            "For a catalog shared by several workstations: where this one sees folders that "
+            "the catalog records under another path, as CATALOG_ROOT=FOLDER_HERE pairs "
+            "separated by ';'. Search results, the detail pane, copies and re-scans then open "
+            "the folder here."
+        )
+        form.addRow("Shared folders here:", self.root_map)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -287,6 +301,9 @@ class SettingsDialog(QDialog):
             llm_url=self.llm_url.text().strip(),
             llm_model=self.llm_model.text().strip(),
             index_memory_gb=round(self.index_memory.value(), 2),
+            root_map="\n".join(
+                pair.strip() for pair in self.root_map.text().split(";") if pair.strip()
+            ),
         )
 
     def accepted_values(self) -> SettingsValues | None:

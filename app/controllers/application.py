@@ -392,6 +392,7 @@ class Application:
                 llm_url=current.llm_url,
                 llm_model=current.llm_model,
                 index_memory_gb=current.index_memory_gb,
+                root_map=current.root_map,
             ),
             SettingsChoices(
                 models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE

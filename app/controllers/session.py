@@ -222,6 +222,8 @@ class LibrarySession(QObject):
         self.settings = settings
         if self.library is not None:  # the next indexing run builds within the new budget
             self.library.index_memory_budget = index_memory_bytes(settings.index_memory_gb)
+            # The next result, thumbnail or re-scan opens the folders where they are mapped now.
+            self.library.root_map = root_map_of(os.environ.get(ROOT_MAP_ENV, ""), settings.root_map)
         self.modelChanged.emit(self.search_model())
 
     def thumbnail_cache(self) -> Any | None:

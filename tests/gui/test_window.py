@@ -219,6 +219,29 @@ def test_settings_dialog_round_trip_and_bad_values(qtbot, make_app, tmp_path) ->
     assert app.session.library.index_memory_budget == 8 * 1024**3
 
 
+def test_settings_dialog_maps_a_shared_catalogs_folders_to_this_workstation(
+    qtbot, make_app, tmp_path
+) -> None:
+    from app.settings import load_settings
+
+    app = make_app()
+    wait_ready(qtbot, app)
+    dialog = app.open_settings()
+    dialog.root_map.setText("/only/one/side")
+    dialog.accept()
+    assert dialog.isVisible() and "CATALOG_ROOT=FOLDER_HERE" in dialog.error.text()
+    here = tmp_path / "photos"
+    dialog.root_map.setText(f"Z:\\photos={here}; /srv/birds=/mnt/birds")
+    dialog.accept()
+    assert not dialog.isVisible()
+    assert load_settings().settings.root_map == f"Z:\\photos={here}\n/srv/birds=/mnt/birds"
+    # The open library opens the mapped folders from now on, without a restart.
+    assert app.session.library.photo_root("Z:\\photos\\frogs") == here / "frogs"
+    assert app.session.library.photo_root("/srv/birds") == Path("/mnt/birds")
+    # Shown again as it was typed.
+    assert app.open_settings().root_map.text() == f"Z:\\photos={here}; /srv/birds=/mnt/birds"
+
+
 def test_settings_dialog_names_the_model_the_library_was_indexed_with(
     qtbot, make_app, photos
 ) -> None:
