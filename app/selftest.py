@@ -90,10 +90,10 @@ def _relevant_paths(state: _State, text: str) -> set[str]:
 
 
 def _search(state: _State) -> None:
-    from engine.search import Searcher
+    # Through the method registry, as `quadrat search` and the window run a search.
+    from engine.methods import SearchQuery, search_hits
 
-    result = Searcher(state.library, state.encoder).text(SEARCH_TEXT, top_k=20)
-    state.hits = result.hits
+    state.hits = search_hits(state.library, state.encoder, SearchQuery(SEARCH_TEXT), top_k=20)
     if len(state.hits) < JUDGED:
         raise SelfTestFailure(f"'{SEARCH_TEXT}' found {len(state.hits)} photos")
     relevant = _relevant_paths(state, SEARCH_TEXT)
@@ -128,7 +128,7 @@ def _metrics(state: _State) -> None:
 
     ranking = [hit.image_id for hit in state.hits]
     live = QueryStore(state.library).live_metrics(ranking, state.judgments, JUDGED, state.run_id)
-    # By hand, as SPEC.md §1 defines them: unjudged photos count as not relevant.
+    # By hand, as docs/SPEC.md §1 defines them: unjudged photos count as not relevant.
     rel = [1 if state.judgments.get(image_id, 0) > 0 else 0 for image_id in ranking[:JUDGED]]
     total = sum(1 for value in state.judgments.values() if value > 0)
     precision_at = [sum(rel[:i]) / i for i in range(1, JUDGED + 1)]
@@ -170,7 +170,13 @@ def _window(state: _State) -> None:
     )
     ready: list[str] = []
     loop = QEventLoop()
-    app.session.readyChanged.connect(lambda ok, msg: ok and (ready.append(msg), loop.quit()))
+
+    def ready_changed(ok: bool, message: str) -> None:
+        if ok:
+            ready.append(message)
+            loop.quit()
+
+    app.session.readyChanged.connect(ready_changed)
     QTimer.singleShot(int(WINDOW_TIMEOUT_S * 1000), loop.quit)
     try:
         app.show()

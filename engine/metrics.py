@@ -1,4 +1,4 @@
-"""Retrieval metrics, fusion and ranking order, exactly as SPEC.md §1–§2 define them.
+"""Retrieval metrics, fusion and ranking order, exactly as docs/SPEC.md §1–§2 define them.
 
 Pure functions, no I/O. A ranking is given as a sequence of relevance values `rels`
 (`rels[0]` is rank 1); a value > 0 counts as relevant (graded judgments keep their integer but
@@ -12,7 +12,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 PROTOCOLS: tuple[str, ...] = ("fullrank", "rerank")
 
@@ -100,7 +100,7 @@ def trailing_nonrelevant(rels: Sequence[int]) -> int:
 
 
 def yes_probability(l_yes: float | None, l_no: float | None) -> float:
-    """p = exp(l_yes) / (exp(l_yes) + exp(l_no)) from logits or log-probabilities (SPEC §2).
+    """p = exp(l_yes) / (exp(l_yes) + exp(l_no)) from logits or log-probabilities (docs/SPEC.md §2).
 
     A token the scorer did not return (None or -inf) has probability zero; with neither token,
     p = 0 ("No").
@@ -126,7 +126,7 @@ def _score_key(score: float) -> float:
 def strict_order(
     scored: Sequence[tuple[Id, float]], prior_rank: Mapping[Id, int] | None = None
 ) -> list[Id]:
-    """Ids sorted by score descending; ties by earlier `prior_rank`, then by id (SPEC §1).
+    """Ids sorted by score descending; ties by earlier `prior_rank`, then by id (docs/SPEC.md §1.6).
 
     Ids absent from `prior_rank` come after tied ids that have one. A NaN score sorts last.
     """
@@ -145,23 +145,65 @@ def strict_order(
     return [image_id for image_id, _ in sorted(scored, key=key)]
 
 
-def reciprocal_rank_fusion(
-    lists: Sequence[Sequence[Id]], k_rrf: int = 60
-) -> list[tuple[Id, float]]:
-    """RRF: score(d) = Σ_j 1 / (k_rrf + rank_j(d)); ties by best single rank, then id (SPEC §2).
+Ties = Literal["position", "shared"]
 
+
+def shared_ranks(scored: Sequence[tuple[Id, float]]) -> dict[Id, int]:
+    """1-based ranks of a list sorted best first, where equal scores share the best rank of
+    their group ("1, 2, 2, 4"). An id repeated in the list keeps its first (best) rank.
+
+    bm25 gives every photo of one species without notes the same score; counting them 1, 2, 3…
+    in id order would make a fusion favour low ids."""
+    ranks: dict[Id, int] = {}
+    previous: float | None = None
+    rank = 0
+    for position, (doc, score) in enumerate(scored, start=1):
+        if previous is None or score != previous:
+            rank = position
+            previous = score
+        ranks.setdefault(doc, rank)
+    return ranks
+
+
+def _positions(ranking: Sequence[Id]) -> dict[Id, int]:
+    """1-based rank of each id by its place in the list; a repeat keeps its first rank."""
+    ranks: dict[Id, int] = {}
+    for rank, doc in enumerate(ranking, start=1):
+        ranks.setdefault(doc, rank)
+    return ranks
+
+
+@overload
+def reciprocal_rank_fusion(
+    lists: Sequence[Sequence[Id]], k_rrf: int = 60, *, ties: Literal["position"] = "position"
+) -> list[tuple[Id, float]]: ...
+
+
+@overload
+def reciprocal_rank_fusion(
+    lists: Sequence[Sequence[tuple[Id, float]]], k_rrf: int = 60, *, ties: Literal["shared"]
+) -> list[tuple[Id, float]]: ...
+
+
+def reciprocal_rank_fusion(
+    lists: Sequence[Sequence[Any]], k_rrf: int = 60, *, ties: Ties = "position"
+) -> list[tuple[Any, float]]:
+    """RRF: Σ_j 1 / (k_rrf + rank_j(d)); ties by best single rank, then id (docs/SPEC.md §2.1).
+
+    `ties="position"`: each list holds ids best first and an id's rank is its place.
+    `ties="shared"`: each list holds (id, score) pairs best first and equal scores share the
+    best rank of their group (`shared_ranks`), for rankers that give many items one score.
     An id repeated within one list counts once, at its first (best) rank.
     """
+    if ties not in ("position", "shared"):
+        raise ValueError(f"ties must be 'position' or 'shared', got {ties!r}")
     # Exact fractions: float sums of different terms that are equal in exact arithmetic
     # (1/2 + 1/6 and 1/3 + 1/3) can differ in the last bit and break a tie the wrong way.
-    scores: dict[Id, Fraction] = {}
-    best_rank: dict[Id, int] = {}
+    scores: dict[Any, Fraction] = {}
+    best_rank: dict[Any, int] = {}
     for ranking in lists:
-        seen: set[Id] = set()
-        for rank, doc in enumerate(ranking, start=1):
-            if doc in seen:
-                continue
-            seen.add(doc)
+        ranks = shared_ranks(ranking) if ties == "shared" else _positions(ranking)
+        for doc, rank in ranks.items():
             scores[doc] = scores.get(doc, Fraction(0)) + Fraction(1, k_rrf + rank)
             best_rank[doc] = min(best_rank.get(doc, rank), rank)
     ordered = sorted(scores, key=lambda doc: (-scores[doc], best_rank[doc], doc))
@@ -173,7 +215,7 @@ class QueryMetrics:
     """Metrics of one query's ranking at one cut-off k. Fractions in [0, 1]."""
 
     query_id: str
-    AP: float  # the names SPEC and the papers use
+    AP: float  # the names docs/SPEC.md and the papers use
     nDCG: float
     RR: float
     P: float

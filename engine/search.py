@@ -1,11 +1,14 @@
-"""Text, image and image+text search over a library, with metadata filters."""
+"""The search primitives every method stands on: query checks, a filtered vector search with
+its self-repair, and the hits (paths, taxa) of a ranking.
+
+A search itself runs through the method registry (`engine.methods`: `resolve_spec(...).run`
+with a `MethodContext`), the one path the command line, the window and the self-test take."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +20,34 @@ from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError
 from engine.filters import SearchFilters, filtered_ids
 from engine.library import Library
+from engine.terms import QueryTerms, parse_terms
 
 if TYPE_CHECKING:
     from engine.index import VectorIndex
 
-__all__ = ["SearchFilters", "SearchHit", "SearchResult", "Searcher", "validate_query_text"]
+__all__ = [
+    "SearchFilters",
+    "SearchHit",
+    "Searcher",
+    "searchable_terms",
+    "validate_query_text",
+]
 
 log = logging.getLogger(__name__)
 
 # CLIP reads at most 77 tokens (about 60 words); a longer query would be silently truncated.
 MAX_QUERY_CHARS = 1000
+
+
+def searchable_terms(text: str) -> QueryTerms:
+    """The query's base words and + and - terms (engine/terms.py); a query made only of - terms
+    is refused, since there is nothing to search towards. The one place every method checks."""
+    terms = parse_terms(text)
+    if terms.minus and not terms.base and not terms.plus:
+        raise BadInputError(
+            "the query has only - terms: add words to search for (e.g. circle -red)"
+        )
+    return terms
 
 
 def validate_query_text(text: str) -> str:
@@ -64,14 +85,6 @@ class SearchHit:
         }
 
 
-@dataclass
-class SearchResult:
-    hits: list[SearchHit]
-    seconds: float
-    method: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-
 class Searcher:
     """Searches one library with one encoder (the one it was indexed with)."""
 
@@ -87,44 +100,6 @@ class Searcher:
     def index(self) -> VectorIndex:
         return self.library.vector_index(self.encoder.model_key)
 
-    def text(
-        self, query: str, top_k: int = 50, filters: SearchFilters | None = None
-    ) -> SearchResult:
-        started = time.monotonic()
-        query = validate_query_text(query)
-        vector = self.encoder.encode_texts([query])[0]
-        hits = self.vector(vector, top_k, filters)
-        return SearchResult(hits, time.monotonic() - started, "text", {"text": query})
-
-    def image(
-        self, path: str | Path, top_k: int = 50, filters: SearchFilters | None = None
-    ) -> SearchResult:
-        started = time.monotonic()
-        vector = self.encode_image_file(path)
-        hits = self.vector(vector, top_k, filters)
-        return SearchResult(hits, time.monotonic() - started, "image", {"image": str(path)})
-
-    def image_text(
-        self,
-        path: str | Path,
-        query: str,
-        top_k: int = 50,
-        filters: SearchFilters | None = None,
-        image_weight: float = 0.5,
-    ) -> SearchResult:
-        """An image modified by words (RMIR-style): a weighted sum of both embeddings."""
-        started = time.monotonic()
-        if not 0.0 <= image_weight <= 1.0:
-            raise BadInputError("image weight must be between 0 and 1")
-        query = validate_query_text(query)
-        img = self.encode_image_file(path)
-        txt = self.encoder.encode_texts([query])[0]
-        combined = image_weight * img + (1.0 - image_weight) * txt
-        combined = combined / (np.linalg.norm(combined) or 1.0)
-        hits = self.vector(combined, top_k, filters)
-        params = {"image": str(path), "text": query, "image_weight": image_weight}
-        return SearchResult(hits, time.monotonic() - started, "image+text", params)
-
     def encode_image_file(self, path: str | Path) -> np.ndarray:
         from engine.scan import decode_image
 
@@ -137,12 +112,6 @@ class Searcher:
             raise BadInputError(f"cannot use {path.name} as a query: {exc.reason}") from exc
         vector: np.ndarray = self.encoder.encode_images([decoded.image])[0]
         return vector
-
-    def vector(
-        self, vector: np.ndarray, top_k: int = 50, filters: SearchFilters | None = None
-    ) -> list[SearchHit]:
-        """Rank the library by similarity to an already encoded, normalised vector."""
-        return self.hits_for(self.ranked(vector, top_k, filters))
 
     def ranked(
         self,

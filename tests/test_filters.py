@@ -419,9 +419,8 @@ def test_taxon_suggestions_by_hand(edge_library):
 
 
 @pytest.fixture(scope="module")
-def demo_library(tmp_path_factory, small_demo_collection, demo_encoder):
-    library = Library.open(tmp_path_factory.mktemp("filters-demo") / "lib")
-    Indexer(library, demo_encoder).run(small_demo_collection.root)
+def demo_library(tmp_path_factory, copy_small_demo_library):
+    library = Library.open(copy_small_demo_library(tmp_path_factory.mktemp("filters-demo") / "lib"))
     yield library
     library.close()
 
@@ -502,12 +501,13 @@ def test_demo_filters_match_the_metadata(demo_library, demo_records, filters):
 def test_a_filtered_text_search_on_the_demo_returns_only_passing_photos(
     demo_library, demo_records, demo_encoder
 ):
-    from engine.search import Searcher
+    from engine.methods import SearchQuery, search_hits
     from engine.search import SearchFilters as Reexported
 
     assert Reexported is SearchFilters  # existing imports keep working
     filters = SearchFilters(months=(11, 2), licenses=("cc-by", "cc0"))
-    hits = Searcher(demo_library, demo_encoder).text("red circle", 500, filters).hits
+    query = SearchQuery("red circle")
+    hits = search_hits(demo_library, demo_encoder, query, top_k=500, filters=filters)
     expected = demo_expected(demo_records, filters)
     assert {h.rel_path for h in hits} == expected
     red = {n for n in expected if demo_records[n]["taxon"]["common_name"] == "red circle"}

@@ -16,7 +16,8 @@ from engine.errors import BadInputError
 from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
-from engine.methods.hybrid import HybridMethod, _shared_ranks
+from engine.methods.hybrid import HybridMethod
+from engine.metrics import shared_ranks
 from engine.search import SearchFilters
 from engine.textsearch import TaxonMention
 
@@ -159,10 +160,22 @@ def test_rrf_follows_the_spec_example_and_ties_share_a_rank():
     np.testing.assert_allclose(
         [s for _, s in fused], [0.0325225, 0.0320020, 0.0163934, 0.0158730], atol=1e-7
     )
-    assert _shared_ranks([(5, 2.0), (6, 1.0), (7, 1.0), (8, 0.5)]) == {5: 1, 6: 2, 7: 2, 8: 4}
+    assert shared_ranks([(5, 2.0), (6, 1.0), (7, 1.0), (8, 0.5)]) == {5: 1, 6: 2, 7: 2, 8: 4}
     # Tied words scores do not favour the smaller id: both get 1/(60+1) from that list.
     tied = HybridMethod._rrf([[(9, 1.0), (3, 1.0)]], 60)
     assert tied[0][1] == tied[1][1] and [i for i, _ in tied] == [3, 9]
+
+
+def test_rrf_ties_are_exact_sums_broken_by_best_rank_then_id():
+    # k_rrf = 0: photo 1 at ranks 2, 3 and 6 scores 1/2 + 1/3 + 1/6 = 1 and photo 2 at rank 2
+    # twice scores 1/2 + 1/2 = 1, a tie with the same best rank, so the smaller id comes first.
+    # Summed in floating point photo 1 falls a hair short (0.9999999999999999) and would lose.
+    clip = [(10, 0.9), (1, 0.8)]
+    words = [(11, 9.0), (2, 8.0), (1, 7.0)]
+    in_taxon = [(12, 0.9), (2, 0.8), (13, 0.7), (14, 0.6), (15, 0.5), (1, 0.4)]
+    fused = HybridMethod._rrf([clip, words, in_taxon], 0)
+    assert [i for i, _ in fused][:5] == [10, 11, 12, 1, 2]
+    assert fused[3][1] == fused[4][1] == 1.0
 
 
 def test_hybrid_runs_from_evaluate(twins, demo_encoder, small_demo_collection, capsys):

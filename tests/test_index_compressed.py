@@ -13,6 +13,7 @@ from engine.errors import CorruptIndexError, QuadratError
 from engine.index import VectorIndex, checksum_path, choose_codec, choose_kind
 from engine.indexer import Indexer
 from engine.library import Library
+from engine.methods import SearchQuery, search_hits
 from engine.progress import CancelToken, Progress
 from engine.search import Searcher
 from engine.vectorfile import VectorFile, vector_file_paths
@@ -22,6 +23,12 @@ N = 20_000
 GB = 1024**3
 # Too small for 20k x 128 flat or IVF-Flat (10.4 / 10.9 MB), enough for 8-bit codes (3.5 MB).
 SQ8_BUDGET = 5_000_000
+
+
+def top10(searcher: Searcher, text: str) -> list[int]:
+    """The ids of the first ten photos a text search finds, through the method registry."""
+    hits = search_hits(searcher.library, searcher.encoder, SearchQuery(text), top_k=10)
+    return [h.image_id for h in hits]
 
 
 def normalised(array: np.ndarray) -> np.ndarray:
@@ -292,7 +299,7 @@ def compressed_library(tmp_path: Path, demo_collection, demo_encoder, monkeypatc
     Indexer(lib, demo_encoder).run(demo_collection.root)
     searcher = Searcher(lib, demo_encoder)
     queries = ["red circle", "blue triangle", "green square", "yellow star"]
-    exact = {q: [h.image_id for h in searcher.text(q, top_k=10).hits] for q in queries}
+    exact = {q: top10(searcher, q) for q in queries}
     assert searcher.index.kind == "flat"
     lib.index_memory_budget = 1
     lib.close()
@@ -309,7 +316,7 @@ def test_library_with_the_compressed_kind_ranks_the_demo_as_exact(
     searcher = Searcher(lib, demo_encoder)
     assert searcher.index.kind == "compressed"  # rebuilt at open: the budget says so
     for query, top in exact.items():
-        assert [h.image_id for h in searcher.text(query, top_k=10).hits] == top, query
+        assert top10(searcher, query) == top, query
 
 
 def test_library_rebuilds_a_deleted_vector_file_and_a_damaged_index(
@@ -327,7 +334,7 @@ def test_library_rebuilds_a_deleted_vector_file_and_a_damaged_index(
     reopened.index_memory_budget = 1
     searcher = Searcher(reopened, demo_encoder)
     assert searcher.index.kind == "compressed" and data_path.is_file()
-    assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
+    assert top10(searcher, "red circle") == exact["red circle"]
     assert "rebuilding the vector file" in caplog.text
     reopened.close()
     # A damaged index file fails its checksum: rebuilt from the catalog, same results.
@@ -338,7 +345,7 @@ def test_library_rebuilds_a_deleted_vector_file_and_a_damaged_index(
     again.index_memory_budget = 1
     searcher = Searcher(again, demo_encoder)
     assert searcher.index.kind == "compressed"
-    assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
+    assert top10(searcher, "red circle") == exact["red circle"]
     again.close()
 
 
@@ -417,5 +424,5 @@ def test_library_keeps_index_and_vector_file_in_step_across_sessions(
     assert np.array_equal(index.vectors.ids(), index.ids())  # type: ignore[union-attr]
     assert "rebuilding" not in caplog.text  # both files were trusted and repaired in place
     searcher = Searcher(reopened, demo_encoder)
-    assert [h.image_id for h in searcher.text("red circle", top_k=10).hits] == exact["red circle"]
+    assert top10(searcher, "red circle") == exact["red circle"]
     reopened.close()

@@ -17,8 +17,8 @@ import pytest
 import engine.index as index_module
 from engine.errors import CorruptIndexError, QuadratError
 from engine.index import SCORE_TOLERANCE, VectorIndex, checksum_path
-from engine.indexer import Indexer
 from engine.library import Library
+from engine.methods import SearchQuery, search_hits
 from engine.search import Searcher
 from tests.small_disk import small_tmpfs
 
@@ -42,7 +42,8 @@ def index_of_raw_vectors(ids: np.ndarray, vectors: np.ndarray) -> VectorIndex:
 
 
 def ranking(searcher: Searcher, top_k: int = 10) -> list[tuple[int, float]]:
-    return [(hit.image_id, hit.score) for hit in searcher.text(QUERY, top_k=top_k).hits]
+    hits = search_hits(searcher.library, searcher.encoder, SearchQuery(QUERY), top_k=top_k)
+    return [(hit.image_id, hit.score) for hit in hits]
 
 
 def assert_scores_are_cosines(hits: list[tuple[int, float]]) -> None:
@@ -57,11 +58,11 @@ def warnings_of(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
 
 
 @pytest.fixture
-def indexed(tmp_path: Path, photos: Path, demo_encoder) -> tuple[Path, Path, list]:
-    """A library of the small demo collection: (library folder, index file, top 10 for QUERY)."""
-    root = tmp_path / "lib"
+def indexed(tmp_path: Path, copy_small_demo_library, demo_encoder) -> tuple[Path, Path, list]:
+    """A library of the small demo collection: (library folder, index file, top 10 for QUERY).
+    A copy of the session's indexed library: these tests damage its index, never the photos."""
+    root = copy_small_demo_library(tmp_path / "lib")
     with Library.open(root) as lib:
-        Indexer(lib, demo_encoder).run(photos)
         top10 = ranking(Searcher(lib, demo_encoder))
         path = lib.index_path(demo_encoder.model_key)
     assert len(top10) == 10
@@ -198,7 +199,7 @@ def test_a_second_failure_after_the_rebuild_propagates(
         lib.set_index(demo_encoder.model_key, index_of_raw_vectors(ids, garbage))
         monkeypatch.setattr(lib, "rebuild_index", rebuild_to_garbage)
         with pytest.raises(CorruptIndexError, match="no cosine similarity"):
-            Searcher(lib, demo_encoder).text(QUERY, top_k=5)
+            ranking(Searcher(lib, demo_encoder), top_k=5)
         assert rebuilds == [demo_encoder.model_key]
 
 

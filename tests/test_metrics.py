@@ -1,4 +1,4 @@
-"""Retrieval metrics: SPEC.md §1–§2 worked examples, edge cases, and agreement with
+"""Retrieval metrics: docs/SPEC.md §1–§2 worked examples, edge cases, and agreement with
 independent brute-force definitions on random rankings."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from engine.metrics import (
     yes_probability,
 )
 
-# --- SPEC worked examples -------------------------------------------------------------------
+# --- docs/SPEC.md worked examples -----------------------------------------------------------
 
 
 def test_spec_fullrank_ap_examples() -> None:
@@ -172,6 +172,22 @@ def test_rrf_exact_ties_survive_rounding() -> None:
 def test_rrf_counts_a_repeat_once_at_its_first_rank() -> None:
     fused = reciprocal_rank_fusion([(1, 1, 2)])
     assert fused == [(1, pytest.approx(1 / 61)), (2, pytest.approx(1 / 63))]
+
+
+def test_rrf_with_shared_ties_gives_equal_scores_one_rank() -> None:
+    # Words scores 5, 3, 3, 1: the two 3s share rank 2, so the 1 is at rank 4, not 3.
+    words = [("a", 5.0), ("b", 3.0), ("c", 3.0), ("d", 1.0)]
+    fused = dict(reciprocal_rank_fusion([words], k_rrf=0, ties="shared"))
+    assert fused == {"a": 1.0, "b": 0.5, "c": 0.5, "d": 0.25}
+    # Without ties the two rules agree; with them, "position" would rank b above c by place.
+    distinct = [("a", 5.0), ("b", 3.0), ("c", 2.0)]
+    assert reciprocal_rank_fusion([distinct], ties="shared") == reciprocal_rank_fusion(
+        [["a", "b", "c"]]
+    )
+    by_place = dict(reciprocal_rank_fusion([["a", "b", "c", "d"]], k_rrf=0))
+    assert by_place["c"] == pytest.approx(1 / 3) and by_place["d"] == pytest.approx(1 / 4)
+    with pytest.raises(ValueError, match="ties"):
+        reciprocal_rank_fusion([["a"]], ties="nearest")  # type: ignore[call-overload]
 
 
 # --- evaluate_ranking and means -------------------------------------------------------------

@@ -24,8 +24,8 @@ from engine.errors import QuadratError
 from engine.export import copy_relevant_photos
 from engine.indexer import Indexer
 from engine.library import Library
+from engine.methods import SearchQuery, search_hits
 from engine.queries import QueryStore
-from engine.search import Searcher
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def judgment_count(library: Library) -> int:
 
 
 def search_paths(library: Library, encoder, top_k: int = 500) -> list[str]:
-    return [h.path for h in Searcher(library, encoder).text("red circle", top_k=top_k).hits]
+    return [h.path for h in search_hits(library, encoder, SearchQuery("red circle"), top_k=top_k)]
 
 
 def test_photos_that_go_away_keep_their_judgments_and_take_them_back_on_return(

@@ -18,7 +18,7 @@ from engine.catalog.db import PASSWORD_ENV
 from engine.errors import BadInputError, CatalogError
 from engine.indexer import Indexer
 from engine.library import Library
-from engine.search import Searcher
+from engine.methods import SearchQuery, search_hits
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,11 +64,11 @@ def test_indexing_stores_nanosecond_mtimes_and_two_workstations_search_alike(
             r: (st.st_mtime_ns, st.st_size) for r, st in on_disk.items()
         }
         assert max(m for _, m, _ in rows) > 2**31
-        expected = Searcher(first, demo_encoder).text("red circle", top_k=10).hits
+        expected = search_hits(first, demo_encoder, SearchQuery("red circle"), top_k=10)
     with Library.open(tmp_path / "second") as unbound:  # a new folder: its own catalog
         assert unbound.model_key is None
     with Library.open(tmp_path / "third", database_url=plain) as third:
-        hits = Searcher(third, demo_encoder).text("red circle", top_k=10).hits
+        hits = search_hits(third, demo_encoder, SearchQuery("red circle"), top_k=10)
         assert third.index_path(demo_encoder.model_key).is_file()  # local to the folder
     assert [(h.image_id, h.path) for h in hits] == [(h.image_id, h.path) for h in expected]
     assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-6)

@@ -111,3 +111,22 @@ def test_a_step_that_gives_wrong_results_says_what_was_wrong(
 def test_self_test_takes_no_arguments(capsys: pytest.CaptureFixture[str]):
     assert main(["--self-test", "gui"]) == 2
     assert "takes no arguments" in capsys.readouterr().err
+
+
+def test_the_search_step_runs_the_text_method_users_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # The self-test searches the way `quadrat search` and the window do, through the method
+    # registry: a broken text method must fail it at the search step.
+    from engine.methods.text import TextMethod
+
+    def broken_run(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("text method broken")
+
+    monkeypatch.setattr(TextMethod, "run", broken_run)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["--self-test"]) == 1
+    assert capsys.readouterr().err.startswith(
+        "self-test failed at step 'search': RuntimeError: text method broken — "
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -64,8 +64,8 @@ def _library(out: Path, work: Path) -> list[dict[str, object]]:
     from engine.encoders import load_encoder
     from engine.indexer import Indexer
     from engine.library import Library
+    from engine.methods import SearchQuery, search_hits
     from engine.queries import QueryStore
-    from engine.search import Searcher
 
     demo = write_demo_collection(work / "demo", images_per_class=1, photos_per_query=1)
     photos = work / "photos"
@@ -79,10 +79,9 @@ def _library(out: Path, work: Path) -> list[dict[str, object]]:
     saved: list[dict[str, object]] = []
     with Library.open(library_dir) as library:
         Indexer(library, encoder, batch_size=16, workers=1).run(photos, metadata=demo.metadata_path)
-        searcher = Searcher(library, encoder)
         store = QueryStore(library, user="fixture")
         for text, name, notes, judged in QUERIES:
-            hits = searcher.text(text, top_k=12).hits
+            hits = search_hits(library, encoder, SearchQuery(text), top_k=12)
             query_id = store.find_or_create_query(text)
             store.save_run(
                 query_id, "text", [(h.image_id, h.score) for h in hits], model_key=encoder.model_key

@@ -24,6 +24,7 @@ from engine.methods.registry import (
     methods,
     reload,
     resolve_spec,
+    search_hits,
     spec_from_params,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "params_to_dict",
     "reload",
     "resolve_spec",
+    "search_hits",
     "spec_from_params",
     "spec_label",
 ]

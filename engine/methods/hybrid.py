@@ -14,7 +14,7 @@ helps where the image alone fails. Up to three signals are fused:
   the rest of the words; `taxon=off` ignores taxa (the mention is still reported in details).
 
 Fusion is a weighted sum of normalised scores (`weighted`, the default) or reciprocal rank
-fusion (`rrf`, SPEC.md §2, tied scores sharing their rank).
+fusion (`rrf`, docs/SPEC.md §2.1, tied scores sharing their rank).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import numpy as np
 from engine.errors import BadInputError
 from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
 from engine.methods.text import TextMethod, TextParams
-from engine.terms import combine_vectors, parse_terms
+from engine.metrics import reciprocal_rank_fusion, shared_ranks
+from engine.terms import combine_vectors
 
 FUSIONS = ("rrf", "weighted")
 TAXON_MODES = ("boost", "restrict", "off")
@@ -82,22 +83,6 @@ def _listed(ids: np.ndarray | None) -> list[int] | None:
     return None if ids is None else [int(i) for i in ids.tolist()]
 
 
-def _shared_ranks(pairs: Sequence[tuple[int, float]]) -> dict[int, int]:
-    """1-based ranks where equal scores share the best rank of their group ("1, 2, 2, 4").
-
-    bm25 gives every photo of one species without notes the same score; counting them 1, 2, 3…
-    in id order would make the fusion favour low ids."""
-    ranks: dict[int, int] = {}
-    previous: float | None = None
-    rank = 0
-    for position, (image_id, score) in enumerate(pairs, start=1):
-        if previous is None or score != previous:
-            rank = position
-            previous = score
-        ranks[image_id] = rank
-    return ranks
-
-
 def _scaled(scores: dict[int, float]) -> dict[int, float]:
     """Min-max scaling to [0, 1] (all 1.0 when every score is the same)."""
     if not scores:
@@ -128,7 +113,7 @@ class HybridMethod(Method):
         top_k: int,
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
-        from engine.search import validate_query_text
+        from engine.search import searchable_terms, validate_query_text
         from engine.textsearch import (
             fts_query,
             matched_words,
@@ -137,12 +122,7 @@ class HybridMethod(Method):
             text_ranked,
         )
 
-        text = validate_query_text(query.text)
-        terms = parse_terms(text)
-        if not terms.base and not terms.plus:
-            raise BadInputError(
-                "the query has only - terms: add words to search for (e.g. circle -red)"
-            )
+        terms = searchable_terms(validate_query_text(query.text))
         catalog = context.library.catalog
         mentions = taxa_in_query(catalog, terms.base)
         mention = mentions[0] if mentions and params.taxon != "off" else None
@@ -217,7 +197,7 @@ class HybridMethod(Method):
 
         shown = ranking.ids
         clip_rank = {i: r for r, (i, _) in enumerate(clip, start=1)}
-        text_rank = _shared_ranks(bm25)
+        text_rank = shared_ranks(bm25)
         taxon_set = set(taxon_ids.tolist()) if taxon_ids is not None else set()
         found_words = matched_words(catalog, shown, words_text)
         for image_id in shown:
@@ -243,16 +223,10 @@ class HybridMethod(Method):
 
     @staticmethod
     def _rrf(lists: Sequence[Sequence[tuple[int, float]]], k_rrf: int) -> list[tuple[int, float]]:
-        """Reciprocal rank fusion (SPEC.md §2) with tied scores sharing their rank; ties of the
-        fused score by best single rank, then id."""
-        score: dict[int, float] = {}
-        best: dict[int, int] = {}
-        for pairs in lists:
-            for image_id, rank in _shared_ranks(pairs).items():
-                score[image_id] = score.get(image_id, 0.0) + 1.0 / (k_rrf + rank)
-                best[image_id] = min(best.get(image_id, rank), rank)
-        order = sorted(score, key=lambda i: (-score[i], best[i], i))
-        return [(i, score[i]) for i in order]
+        """Reciprocal rank fusion (docs/SPEC.md §2.1), tied scores sharing their rank (bm25 gives
+        many photos one score); ties of the fused score, summed exactly, by best single rank,
+        then id."""
+        return reciprocal_rank_fusion(lists, k_rrf, ties="shared")
 
     @staticmethod
     def _weighted(

@@ -16,16 +16,23 @@ import logging
 import threading
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BadInputError
 from engine.methods.base import (
     Method,
+    MethodContext,
     MethodSpec,
+    SearchQuery,
     make_params,
     param_defaults,
     split_spec,
 )
+
+if TYPE_CHECKING:
+    from engine.encoders import Encoder
+    from engine.library import Library
+    from engine.search import SearchFilters, SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,7 @@ class _Broken(Method):
 
 @dataclass(frozen=True)
 class MethodInfo:
-    """What `quadrat methods --json` says of one method (SPEC.md §6)."""
+    """What `quadrat methods --json` says of one method (docs/SPEC.md §6.1)."""
 
     key: str
     label: str
@@ -185,3 +192,21 @@ def spec_from_params(key: str, params: dict[str, Any]) -> MethodSpec:
     spec_params = make_params(method, known)
     changed = ",".join(f"{n}={v}" for n, v in known.items() if defaults.get(n) != v)
     return MethodSpec(method, spec_params, f"{key}:{changed}" if changed else key)
+
+
+def search_hits(
+    library: Library,
+    encoder: Encoder,
+    query: SearchQuery,
+    spec: str = "text",
+    *,
+    top_k: int,
+    filters: SearchFilters | None = None,
+) -> list[SearchHit]:
+    """One search the way `quadrat search` runs it: the method `spec` from this registry over
+    `query` in a fresh `MethodContext`, its ranking turned into hits (paths, taxa) best first.
+    For scripts, the self-test and tests; the window and the command line build their own
+    context (progress, cancel, a generator, a language model) and take the same path."""
+    context = MethodContext(library, lambda: encoder, filters=filters)
+    ranking = resolve_spec(spec).run(query, context, top_k=top_k)
+    return context.searcher.hits_for(ranking.pairs())

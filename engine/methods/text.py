@@ -97,13 +97,11 @@ class TextMethod(Method):
         """The unit vector of the query's words. With + and - terms ("red circle -square
         +yellow", engine/terms.py): normalise(v(base) + Σ v(plus) − Σ v(minus)), each v under
         the template and normalised first; without any, exactly `text_vector(text)`."""
-        terms = parse_terms(text)
+        from engine.search import searchable_terms
+
+        terms = searchable_terms(text)
         if not terms.has_terms:
             return cls.text_vector(text, params, encoder)
-        if not terms.base and not terms.plus:
-            raise BadInputError(
-                "the query has only - terms: add words to search for (e.g. circle -red)"
-            )
         base = cls.text_vector(terms.base, params, encoder) if terms.base else None
         plus = [cls.text_vector(term, params, encoder) for term in terms.plus]
         minus = [cls.text_vector(term, params, encoder) for term in terms.minus]
