@@ -325,6 +325,24 @@ class MethodsBenchmark:
         return dict(sorted(self.results[spec].by_category.get("supercategory", {}).items()))
 
 
+@dataclass(frozen=True)
+class BenchmarkRequest:
+    """What a benchmark of several methods runs: the queries and judgments, each method as a
+    `KEY[:NAME=VALUE,…]` spec, and the options of `run_methods` (documented there)."""
+
+    queries: Sequence[BenchmarkQuery]
+    judgments: Sequence[Judgment]
+    specs: Sequence[str]
+    k: int = 50
+    protocol: str = "fullrank"
+    permutations: int = PERMUTATIONS
+    collection: str | None = None
+    generator: str = ""
+    llm: LanguageModelEndpoint | None = None
+    candidates: Mapping[str, Sequence[Candidate]] | None = None
+    filters: SearchFilters | None = None
+
+
 def run_methods(
     library: Library,
     encoder_loader: Callable[[], Any],
@@ -357,13 +375,78 @@ def run_methods(
     pass them. Their collections narrow the collection choice (a judgment naming a photo of a
     collection left out is left out of R, as with `collection`); the other filters keep R
     whole, and `relevant_outside_filters` counts the relevant judgments they put out of reach."""
-    if candidates is not None and protocol != "rerank":
+    request = BenchmarkRequest(
+        queries,
+        judgments,
+        specs,
+        k=k,
+        protocol=protocol,
+        permutations=permutations,
+        collection=collection,
+        generator=generator,
+        llm=llm,
+        candidates=candidates,
+        filters=filters,
+    )
+    return run_request(library, encoder_loader, request, progress=progress, cancel=cancel)
+
+
+def run_request(
+    library: Library,
+    encoder_loader: Callable[[], Any],
+    request: BenchmarkRequest,
+    *,
+    progress: ProgressCallback = no_progress,
+    cancel: CancelToken | None = None,
+) -> MethodsBenchmark:
+    """`run_methods` with its options in one record: set up, run each method, score."""
+    resolved = _checked_specs(request)  # every spec checked before any work
+    setup = _set_up(library, encoder_loader, request, cancel or CancelToken())
+    results = _run_each(setup, request, resolved, progress)
+    first = resolved[0].text
+    baseline = _averaged_ap(results[first])
+    comparisons = [
+        compare(spec.text, _averaged_ap(results[spec.text]), first, baseline, request.permutations)
+        for spec in resolved[1:]
+    ]
+    filters = request.filters
+    return MethodsBenchmark(
+        list(request.queries),
+        results,
+        comparisons,
+        setup.resolver,
+        request.k,
+        request.protocol,
+        setup.chosen,
+        setup.unresolved_candidates,
+        filters=filters if filters is not None and filters.active else None,
+        relevant_outside_filters=setup.relevant_outside_filters,
+    )
+
+
+@dataclass
+class _Setup:
+    """What every method of a benchmark shares: the ranked collections, the method context,
+    the judgments' resolver and the rerank protocol's candidates (None under fullrank)."""
+
+    judgments: list[Judgment]
+    chosen: CollectionChoice
+    context: MethodContext
+    resolver: JudgmentResolver
+    candidates_of: Callable[[BenchmarkQuery], list[int]] | None = None
+    unresolved_candidates: int = 0
+    relevant_outside_filters: int = 0
+
+
+def _checked_specs(request: BenchmarkRequest) -> list[MethodSpec]:
+    """The request's methods, resolved; a one-line refusal for a request that cannot run."""
+    if request.candidates is not None and request.protocol != "rerank":
         raise BadInputError("fixed candidates belong to the rerank protocol: use --protocol rerank")
-    if not specs:
+    if not request.specs:
         raise BadInputError("choose at least one method")
-    if len(set(specs)) != len(specs):
+    if len(set(request.specs)) != len(request.specs):
         raise BadInputError("a method is given twice; give each method (with its options) once")
-    resolved = [resolve_spec(text) for text in specs]  # every spec checked before any work
+    resolved = [resolve_spec(text) for text in request.specs]
     learning = [spec.text for spec in resolved if spec.method.needs_judgments]
     if learning:
         raise BadInputError(
@@ -371,8 +454,19 @@ def run_methods(
             "measure learning methods with the simulation (tests/bench/bench_feedback.py) or "
             "use 'quadrat refine' on a saved query"
         )
-    judgments = list(judgments)
-    chosen = choose_collections(library, judgments, collection)
+    return resolved
+
+
+def _set_up(
+    library: Library,
+    encoder_loader: Callable[[], Any],
+    request: BenchmarkRequest,
+    cancel: CancelToken,
+) -> _Setup:
+    """Choose what is ranked, build the shared context and resolver, and fix the candidates."""
+    judgments = list(request.judgments)
+    filters = request.filters
+    chosen = choose_collections(library, judgments, request.collection)
     if filters is not None and filters.collection_ids:
         chosen = _narrowed(chosen, filters.collection_ids)
     ranking_filters = replace(filters or SearchFilters(), collection_ids=chosen.ids or ())
@@ -380,39 +474,55 @@ def run_methods(
         library,
         encoder_loader,
         filters=ranking_filters if ranking_filters.active else None,
-        cancel=cancel or CancelToken(),
-        generator=generator,
-        llm=llm or LanguageModelEndpoint(),
+        cancel=cancel,
+        generator=request.generator,
+        llm=request.llm or LanguageModelEndpoint(),
     )
-    resolver = JudgmentResolver(library, chosen.ids)
-    depth = max(k, RERANK_CANDIDATES)
-    unresolved_candidates = 0
-    candidates_of = candidate_lists(context) if protocol == "rerank" else None
-    outside = 0
+    setup = _Setup(judgments, chosen, context, JudgmentResolver(library, chosen.ids))
+    if request.protocol == "rerank":
+        setup.candidates_of = candidate_lists(context)
     allowed: set[int] | None = None
     if ranking_filters.without("collection_ids").active:
         allowed = set(filtered_ids(library.catalog, ranking_filters).tolist())
-        found = (resolver(j) for j in judgments if j.relevant > 0)
-        outside = sum(1 for image_id in found if image_id is not None and image_id not in allowed)
-    if candidates is not None:
-        fixed, unresolved_candidates = _resolve_candidates(candidates, resolver)
+        found = (setup.resolver(j) for j in judgments if j.relevant > 0)
+        setup.relevant_outside_filters = sum(
+            1 for image_id in found if image_id is not None and image_id not in allowed
+        )
+    if request.candidates is not None:
+        fixed, setup.unresolved_candidates = _resolve_candidates(
+            request.candidates, setup.resolver
+        )
         if allowed is not None:  # the filters restrict the fixed candidates too
             fixed = {qid: [i for i in ids if i in allowed] for qid, ids in fixed.items()}
+        setup.candidates_of = lambda query: fixed.get(query.query_id, [])
+    if setup.candidates_of is not None:
+        setup.candidates_of = _once_per_query(setup.candidates_of)
+    return setup
 
-        def listed(query: BenchmarkQuery) -> list[int]:
-            return fixed.get(query.query_id, [])
 
-        candidates_of = listed
-    if candidates_of is not None:
-        # The same fixed candidates for every method: computed once per query.
-        cache: dict[str, list[int]] = {}
-        base = candidates_of
+def _once_per_query(
+    candidates_of: Callable[[BenchmarkQuery], list[int]],
+) -> Callable[[BenchmarkQuery], list[int]]:
+    """The same fixed candidates for every method: computed once per query."""
+    cache: dict[str, list[int]] = {}
 
-        def candidates_of(query: BenchmarkQuery) -> list[int]:
-            if query.query_id not in cache:
-                cache[query.query_id] = list(base(query))
-            return cache[query.query_id]
+    def cached(query: BenchmarkQuery) -> list[int]:
+        if query.query_id not in cache:
+            cache[query.query_id] = list(candidates_of(query))
+        return cache[query.query_id]
 
+    return cached
+
+
+def _run_each(
+    setup: _Setup,
+    request: BenchmarkRequest,
+    resolved: Sequence[MethodSpec],
+    progress: ProgressCallback,
+) -> dict[str, BenchmarkResult]:
+    """Each method over every query, in the order given; progress counts queries of all."""
+    queries = request.queries
+    depth = max(request.k, RERANK_CANDIDATES)
     total = len(queries) * len(resolved)
     results: dict[str, BenchmarkResult] = {}
     for number, spec in enumerate(resolved):
@@ -423,33 +533,16 @@ def run_methods(
 
         results[spec.text] = run_benchmark(
             queries,
-            judgments,
-            method_search(context, spec, depth),
-            resolver,
-            k=k,
-            protocol=protocol,
-            candidates=candidates_of,
+            setup.judgments,
+            method_search(setup.context, spec, depth),
+            setup.resolver,
+            k=request.k,
+            protocol=request.protocol,
+            candidates=setup.candidates_of,
             progress=method_progress,
-            cancel=context.cancel,
+            cancel=setup.context.cancel,
         )
-    first = resolved[0].text
-    baseline = _averaged_ap(results[first])
-    comparisons = [
-        compare(spec.text, _averaged_ap(results[spec.text]), first, baseline, permutations)
-        for spec in resolved[1:]
-    ]
-    return MethodsBenchmark(
-        list(queries),
-        results,
-        comparisons,
-        resolver,
-        k,
-        protocol,
-        chosen,
-        unresolved_candidates,
-        filters=filters if filters is not None and filters.active else None,
-        relevant_outside_filters=outside,
-    )
+    return results
 
 
 def _narrowed(chosen: CollectionChoice, wanted: Sequence[int]) -> CollectionChoice:

@@ -16,10 +16,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Container, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 from sqlalchemy import delete, func, insert, or_, select, update
@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
 from engine.catalog.db import catalog_faults
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
-from engine.collections import FolderRows
+from engine.collections import CatalogRow, FolderRows
 from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
 from engine.library import Library
@@ -68,7 +68,7 @@ class SkippedFile:
 
 @dataclass
 class IndexReport:
-    """What one indexing run did. Counts follow SPEC.md §5 (`quadrat index --json`)."""
+    """What one indexing run did. Counts follow docs/SPEC.md §5.3 (`quadrat index --json`)."""
 
     collection: str
     total_files: int = 0
@@ -295,6 +295,163 @@ def _status_counts(session: Session, collection_id: int) -> dict[str, int]:
     return {str(status): int(count) for status, count in rows}
 
 
+# -- the plan: what a scan found, file by file, before anything is written ----------------------
+
+
+class RowLookup(Protocol):
+    """The catalog's rows of a collection as a folder walk asks for them (`FolderRows`)."""
+
+    def take(self, rel_path: str) -> CatalogRow | None: ...
+
+    def untaken(self) -> dict[str, CatalogRow]: ...
+
+
+# The content hashes of some files, by relative path (None: the file could not be read).
+HashFiles = Callable[[list[FileEntry]], Mapping[str, str | None]]
+
+PLAN_CANCEL_EVERY = 4096  # files walked between two cancel checks
+
+
+@dataclass
+class FilePlan:
+    """Every walked file sorted against the catalog: a plain value, nothing written yet.
+
+    A file is new (a job without a row), unchanged (size and mtime, or content, as the catalog
+    has them), changed (a job on its row), moved (a new path whose content is a vanished row's),
+    skipped before, or back after being missing; a row no file claimed is gone."""
+
+    total_files: int = 0
+    jobs: list[_Job] = field(default_factory=list)  # to encode, in walk order then new files
+    unchanged: int = 0  # already encoded with this model (touched, moved and returned included)
+    moved: int = 0  # new paths taken back by content
+    returned: int = 0  # rows that were missing and whose file is on disk again
+    skipped: list[SkippedFile] = field(default_factory=list)  # skipped before, not changed since
+    relinked: list[tuple[int, FileEntry]] = field(default_factory=list)  # row -> its file now
+    restored: list[int] = field(default_factory=list)  # missing rows back with their vectors
+    gone: list[int] = field(default_factory=list)  # rows whose file is gone: now missing
+
+
+def classify_files(
+    entries: Iterable[FileEntry],
+    rows: AbstractContextManager[RowLookup],
+    embedded: Container[int],
+    hash_files: HashFiles,
+    check: Callable[[], None] = lambda: None,
+) -> FilePlan:
+    """Sort the walked `entries` against the catalog `rows` (held open only for the walk) into a
+    `FilePlan`. `embedded` holds the ids with a vector of this model; `hash_files` is asked
+    only for files whose size or mtime changed and, when rows vanished, for new files (a
+    touched file is not re-encoded, a moved one keeps its row). `check` may raise to cancel."""
+    plan = FilePlan()
+    with rows as lookup:
+        new, changed = _sort_by_stat(plan, entries, lookup, embedded, check)
+        check()
+        vanished = {path: _Row(*found) for path, found in lookup.untaken().items()}
+    _sort_changed(plan, changed, embedded, hash_files)
+    _take_moves(plan, new, vanished, embedded, hash_files)
+    plan.gone = [row.id for row in vanished.values() if row.status != STATUS_MISSING]
+    return plan
+
+
+def _sort_by_stat(
+    plan: FilePlan,
+    entries: Iterable[FileEntry],
+    lookup: RowLookup,
+    embedded: Container[int],
+    check: Callable[[], None],
+) -> tuple[list[FileEntry], list[tuple[FileEntry, _Row]]]:
+    """The walk's pass: files with a row of the same size and mtime are settled now; returns
+    the files without a row and those whose size or mtime differ."""
+    new: list[FileEntry] = []
+    changed: list[tuple[FileEntry, _Row]] = []
+    for entry in entries:
+        plan.total_files += 1
+        if plan.total_files % PLAN_CANCEL_EVERY == 0:
+            check()  # walking millions of files takes a while
+        found = lookup.take(entry.rel_path)
+        if found is None:
+            new.append(entry)
+            continue
+        row = _Row(*found)
+        if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
+            _known_content(plan, entry, row, embedded)
+        else:
+            changed.append((entry, row))
+    return new, changed
+
+
+def _known_content(plan: FilePlan, entry: FileEntry, row: _Row, embedded: Container[int]) -> None:
+    """A file whose content the catalog already knows: skipped before, indexed, pending for
+    this model, or missing until now (it takes its row back)."""
+    if row.status == STATUS_MISSING:
+        plan.returned += 1
+        if row.id in embedded:
+            plan.restored.append(row.id)
+            plan.unchanged += 1
+        else:  # never encoded with this model (or skipped before): try it now
+            plan.jobs.append(_Job(entry, row.id, row.content_hash))
+    elif row.status == STATUS_SKIPPED:
+        plan.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or "skipped"))
+    elif row.id in embedded:
+        plan.unchanged += 1
+    else:
+        plan.jobs.append(_Job(entry, row.id, row.content_hash))
+
+
+def _sort_changed(
+    plan: FilePlan,
+    changed: list[tuple[FileEntry, _Row]],
+    embedded: Container[int],
+    hash_files: HashFiles,
+) -> None:
+    """Size or mtime differ: the content hash decides (a touched file is not re-encoded)."""
+    if not changed:
+        return
+    hashes = hash_files([e for e, _ in changed])
+    for entry, row in changed:
+        digest = hashes[entry.rel_path]
+        if digest is not None and digest == row.content_hash and row.id in embedded:
+            plan.relinked.append((row.id, entry))
+            plan.unchanged += 1
+            if row.status == STATUS_MISSING:
+                plan.returned += 1
+                plan.restored.append(row.id)
+        else:
+            if row.status == STATUS_MISSING:
+                plan.returned += 1
+            plan.jobs.append(_Job(entry, row.id, digest))
+
+
+def _take_moves(
+    plan: FilePlan,
+    new: list[FileEntry],
+    vanished: dict[str, _Row],
+    embedded: Container[int],
+    hash_files: HashFiles,
+) -> None:
+    """Vanished rows may be moved files: a new file with a vanished row's content takes that
+    row (out of `vanished`); the files still new become jobs, with their hash when known."""
+    new_hashes: Mapping[str, str | None] = {}
+    if vanished and new:
+        new_hashes = hash_files(new)
+        by_hash: dict[str, list[str]] = {}
+        for path, row in vanished.items():
+            if row.content_hash:
+                by_hash.setdefault(row.content_hash, []).append(path)
+        still_new = []
+        for entry in new:
+            candidates = by_hash.get(new_hashes.get(entry.rel_path) or "", [])
+            if candidates:
+                row = vanished.pop(candidates.pop(0))
+                plan.relinked.append((row.id, entry))
+                plan.moved += 1
+                _known_content(plan, entry, row, embedded)
+            else:
+                still_new.append(entry)
+        new = still_new
+    plan.jobs.extend(_Job(e, None, new_hashes.get(e.rel_path)) for e in new)
+
+
 class Indexer:
     """Indexes folders into a library with one encoder."""
 
@@ -430,7 +587,7 @@ class Indexer:
 
         self._claimed = set()
         self._returned_elsewhere = 0
-        jobs = self._plan(root, entries, rows, embedded, report, collection_id, index, cancel)
+        jobs = self._plan(entries, rows, embedded, report, index, cancel)
         try:
             self._encode_all(collection_id, jobs, coco, index, report, progress, cancel)
         except Cancelled:
@@ -612,112 +769,36 @@ class Indexer:
                 zip((e.rel_path for e in entries), pool.map(safe_hash, entries), strict=True)
             )
 
-    @staticmethod
-    def _known_content(
-        entry: FileEntry,
-        row: _Row,
-        embedded: Container[int],
-        report: IndexReport,
-        jobs: list[_Job],
-        returned: list[int],
-    ) -> None:
-        """A file whose content the catalog already knows: skipped before, indexed, pending for
-        this model, or missing until now (it takes its row back)."""
-        if row.status == STATUS_MISSING:
-            report.returned += 1
-            if row.id in embedded:
-                returned.append(row.id)
-                report.unchanged += 1
-            else:  # never encoded with this model (or skipped before): try it now
-                jobs.append(_Job(entry, row.id, row.content_hash))
-        elif row.status == STATUS_SKIPPED:
-            report.skipped.append(SkippedFile(entry.rel_path, row.skip_reason or "skipped"))
-        elif row.id in embedded:
-            report.unchanged += 1
-        else:
-            jobs.append(_Job(entry, row.id, row.content_hash))
-
     def _plan(
         self,
-        root: Path,
         entries: Iterable[FileEntry],
         rows: _CatalogRows,
         embedded: Container[int],
         report: IndexReport,
-        collection_id: int,
         index: Any,
         cancel: CancelToken,
     ) -> list[_Job]:
-        """Sort files into unchanged, to encode, moved, returned and missing; apply them.
-        Counts the files into `report.total_files`."""
-        jobs: list[_Job] = []
-        returned: list[int] = []  # missing photos back on disk with their vectors
-        new: list[FileEntry] = []
-        changed: list[tuple[FileEntry, _Row]] = []
-        total = 0
-        with rows as folder_rows:
-            take = folder_rows.take
-            for entry in entries:
-                total += 1
-                if total % 4096 == 0:
-                    cancel.check()  # walking millions of files takes a while
-                found = take(entry.rel_path)
-                if found is None:
-                    new.append(entry)
-                    continue
-                row = _Row(*found)
-                if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
-                    self._known_content(entry, row, embedded, report, jobs, returned)
-                else:
-                    changed.append((entry, row))
-            report.total_files = total
-            cancel.check()
-            vanished = {path: _Row(*found) for path, found in folder_rows.untaken().items()}
+        """Sort files into unchanged, to encode, moved, returned and missing (`classify_files`),
+        apply that, and return the files to encode. Counts the files into `report`."""
+        plan = classify_files(entries, rows, embedded, self._hash_many, cancel.check)
+        report.total_files = plan.total_files
+        report.unchanged += plan.unchanged
+        report.moved += plan.moved
+        report.returned += plan.returned
+        report.skipped.extend(plan.skipped)
+        self._apply_plan(plan, index)
+        if plan.gone:
+            report.missing = len(plan.gone)
+        return plan.jobs
 
-        # Size or mtime differ: the content hash decides (a touched file is not re-encoded).
-        touched: list[tuple[int, FileEntry]] = []
-        if changed:
-            hashes = self._hash_many([e for e, _ in changed])
-            for entry, row in changed:
-                digest = hashes[entry.rel_path]
-                if digest is not None and digest == row.content_hash and row.id in embedded:
-                    touched.append((row.id, entry))
-                    report.unchanged += 1
-                    if row.status == STATUS_MISSING:
-                        report.returned += 1
-                        returned.append(row.id)
-                else:
-                    if row.status == STATUS_MISSING:
-                        report.returned += 1
-                    jobs.append(_Job(entry, row.id, digest))
-
-        # Vanished rows may be moved files: match new files by content.
-        moves: list[tuple[int, FileEntry]] = []
-        new_hashes: dict[str, str | None] = {}
-        if vanished and new:
-            new_hashes = self._hash_many(new)
-            by_hash: dict[str, list[str]] = {}
-            for path, row in vanished.items():
-                if row.content_hash:
-                    by_hash.setdefault(row.content_hash, []).append(path)
-            still_new = []
-            for entry in new:
-                candidates = by_hash.get(new_hashes.get(entry.rel_path) or "", [])
-                if candidates:
-                    row = vanished.pop(candidates.pop(0))
-                    moves.append((row.id, entry))
-                    report.moved += 1
-                    self._known_content(entry, row, embedded, report, jobs, returned)
-                else:
-                    still_new.append(entry)
-            new = still_new
-        jobs.extend(_Job(e, None, new_hashes.get(e.rel_path)) for e in new)
-
-        # Gone from disk: kept as missing, with their vectors and judgments, out of search.
-        gone = [row.id for row in vanished.values() if row.status != STATUS_MISSING]
+    def _apply_plan(self, plan: FilePlan, index: Any) -> None:
+        """Write what the plan found: re-pointed rows take their file's path, size and mtime;
+        rows gone from disk are kept as missing, with their vectors and judgments, out of
+        search (and out of `index`); returned rows come back into both."""
+        gone, restored = plan.gone, plan.restored
         with self.library.catalog.session() as s:
-            self._load_rows(s, [image_id for image_id, _ in touched + moves])
-            for image_id, entry in touched + moves:
+            self._load_rows(s, [image_id for image_id, _ in plan.relinked])
+            for image_id, entry in plan.relinked:
                 img = s.get(Image, image_id)
                 if img is not None:
                     img.rel_path, img.size, img.mtime_ns = (
@@ -733,20 +814,18 @@ class Indexer:
                     .values(status=STATUS_MISSING, missing_since=now)
                     .execution_options(synchronize_session=False)  # a plain UPDATE
                 )
-            for start in range(0, len(returned), 900):
+            for start in range(0, len(restored), 900):
                 s.execute(
                     update(Image)
-                    .where(Image.id.in_(returned[start : start + 900]))
+                    .where(Image.id.in_(restored[start : start + 900]))
                     .values(status=STATUS_OK, missing_since=None, skip_reason=None)
                     .execution_options(synchronize_session=False)
                 )
         if gone:
-            report.missing = len(gone)
             index.remove(np.asarray(gone, dtype=np.int64))
-        if returned:
-            ids, vectors = self.library.load_vectors(self.model_key, np.asarray(returned))
+        if restored:
+            ids, vectors = self.library.load_vectors(self.model_key, np.asarray(restored))
             index.add(ids, vectors)
-        return jobs
 
     # -- encoding ----------------------------------------------------------------------------
 

@@ -17,11 +17,18 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import BadInputError
 from engine.methods.base import Method, MethodContext, MethodSpec, Ranking, SearchQuery
 from engine.progress import Progress
-from engine.rerank.base import AGGREGATIONS, Answer, Decomposer, Question, aggregate
+from engine.rerank.base import (
+    AGGREGATIONS,
+    Answer,
+    Decomposer,
+    Decomposition,
+    Question,
+    aggregate,
+)
 
 if TYPE_CHECKING:
     from engine.library import Library
-    from engine.rerank.base import Scorer
+    from engine.rerank.base import Photo, Scorer
 
 DECOMPOSERS = ("builtin", "llm")
 MAX_DEPTH = 10_000
@@ -112,83 +119,17 @@ class RerankMethod(Method):
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
         from engine.methods.registry import resolve_spec
-        from engine.rerank.cache import ScoreCache, photos_for
         from engine.search import validate_query_text
 
         text = validate_query_text(query.text)
         base_spec: MethodSpec = resolve_spec(params.base)
         started = time.perf_counter()
-        if candidates is not None:
-            # Under the rerank protocol the candidates are the list; the base only orders them.
-            given = [int(c) for c in candidates]
-            base = context.run_method(base_spec, query, top_k=max(1, len(given)), candidates=given)
-            seen = set(base.ids)
-            order = [i for i in base.ids if i in set(given)] + [i for i in given if i not in seen]
-        else:
-            base = context.run_method(base_spec, query, top_k=max(top_k, params.depth))
-            order = list(base.ids)
+        base, order = _base_order(base_spec, query, context, params.depth, top_k, candidates)
         base_seconds = time.perf_counter() - started
-        head, tail = order[: params.depth], order[params.depth :]
-
-        decomposer = decomposer_for(params, context)
-        decomposition = decomposer.decompose(
-            text, context=params.context, known_names=known_names(context.library)
-        )
-        questions = decomposition.questions
-        if not questions:
-            raise BadInputError(f"rerank has no subqueries for {text!r}")
-        scorer = load_scorer_for(params.scorer, context)
-        cache = ScoreCache(context.library)
-        photos = photos_for(context.library, head)
-        head = [i for i in head if i in photos]  # a photo removed meanwhile cannot be asked
-        base_rank = {image_id: rank for rank, image_id in enumerate(order, 1)}
-        answers: dict[int, list[tuple[Question, Answer]]] = {}
-        calls = cached = 0
-        batch_size = max(1, int(getattr(scorer, "batch_size", 16) or 16))
-        context.progress(Progress(0, len(head), message="asking subqueries"))
-        context.notify("rerank-progress", (0, len(head)))
-        scoring_started = time.perf_counter()
-        for start in range(0, len(head), batch_size):
-            batch = [photos[i] for i in head[start : start + batch_size]]
-            for question in questions:
-                context.cancel.check()
-                found = cache.get(batch, question, decomposition.context, scorer.identity)
-                todo = [p for p in batch if p.content_hash not in found]
-                cached += len(batch) - len(todo)
-                fresh: dict[int, Answer] = {}
-                if todo:
-                    history = [answers.get(p.image_id, []) if params.chain else [] for p in todo]
-                    got = scorer.score(
-                        todo,
-                        question,
-                        history=history,
-                        context=decomposition.context,
-                        cancel=context.cancel,
-                    )
-                    if len(got) != len(todo):
-                        raise BadInputError(
-                            f"scorer {scorer.identity} gave {len(got)} answers for {len(todo)} "
-                            "photos"
-                        )
-                    calls += len(todo)
-                    fresh = {p.image_id: a for p, a in zip(todo, got, strict=True)}
-                    # Committed now: a cancel later keeps this batch's answers.
-                    cache.put(zip(todo, got, strict=True), question, decomposition.context,
-                              scorer.identity)  # fmt: skip
-                for photo in batch:
-                    answer = fresh.get(photo.image_id) or found.get(photo.content_hash)
-                    if answer is None:  # pragma: no cover - every photo was found or asked
-                        raise BadInputError(f"no answer for photo {photo.image_id}")
-                    answers.setdefault(photo.image_id, []).append((question, answer))
-            done = min(len(head), start + batch_size)
-            context.progress(Progress(done, len(head), message="asking subqueries"))
-            context.notify("rerank-progress", (done, len(head)))
-            if done < len(head):
-                context.notify(
-                    "rerank-partial",
-                    self._ranking(order, answers, base_rank, params.aggregate),
-                )
-        ranking = self._ranking(order, answers, base_rank, params.aggregate)
+        decomposer, decomposition = _questions(text, params, context)
+        scoring = _Scoring(load_scorer_for(params.scorer, context), decomposition, params, context)
+        head = scoring.ask_all(order[: params.depth], order)
+        ranking = _ranking(order, scoring.answers, _base_ranks(order), params.aggregate)
         keep = max(top_k, len(candidates)) if candidates is not None else top_k
         ranking = Ranking(ranking.ids[:keep], ranking.scores[:keep], ranking.evidence)
         if candidates is None:  # the base search as it stands alone, for comparison
@@ -196,51 +137,168 @@ class RerankMethod(Method):
         ranking.evidence = {i: e for i, e in ranking.evidence.items() if i in set(ranking.ids)}
         ranking.details = {
             "questions": [
-                {"text": q.text, "source": q.source, "target": q.target} for q in questions
+                {"text": q.text, "source": q.source, "target": q.target}
+                for q in decomposition.questions
             ],
-            "scorer": scorer.identity,
+            "scorer": scoring.scorer.identity,
             "decomposer": decomposer.identity,
             "note": decomposition.note,
-            "calls": calls,
-            "cached": cached,
+            "calls": scoring.calls,
+            "cached": scoring.cached,
             "depth": params.depth,
             "reranked": len(head),
-            "not_reranked": len(tail),
+            "not_reranked": len(order[params.depth :]),
             "context": decomposition.context,
             "aggregate": params.aggregate,
             "base": base_spec.text,
             "base_details": base.details,
             "timings": {
                 "base": base_seconds,
-                "scoring": time.perf_counter() - scoring_started,
+                "scoring": time.perf_counter() - scoring.started,
             },
         }
         return ranking
 
-    @staticmethod
-    def _ranking(
-        order: Sequence[int],
-        answers: dict[int, list[tuple[Question, Answer]]],
-        base_rank: dict[int, int],
-        how: str,
-    ) -> Ranking:
-        """Photos with every answer first, by score (ties in base order); then the rest in base
-        order, scored below them (-1, -2, ...)."""
-        # Answers arrive a whole batch at a time, so every photo in `answers` has them all.
-        complete = {i: pairs for i, pairs in answers.items() if pairs}
-        scores = {i: aggregate([a.p_yes for _, a in pairs], how) for i, pairs in complete.items()}
-        ranked = sorted(scores, key=lambda i: (-scores[i], base_rank[i]))
-        rest = [i for i in order if i not in scores]
-        ids = ranked + rest
-        values = [scores[i] for i in ranked] + [-1.0 - n for n in range(len(rest))]
-        evidence: dict[int, dict[str, Any]] = {
-            i: {
-                "answers": [
-                    {"question": q.text, "answer": a.answer, "p": a.p_yes} for q, a in complete[i]
-                ],
-                "score": scores[i],
-                "base_rank": base_rank[i],
-            }
-            for i in ranked
+
+def _base_order(
+    base_spec: MethodSpec,
+    query: SearchQuery,
+    context: MethodContext,
+    depth: int,
+    top_k: int,
+    candidates: Sequence[int] | None,
+) -> tuple[Ranking, list[int]]:
+    """The base method's ranking and the order reranking starts from: its top photos, or under
+    the rerank protocol the candidates in the base's order (those it left out last)."""
+    if candidates is None:
+        base = context.run_method(base_spec, query, top_k=max(top_k, depth))
+        return base, list(base.ids)
+    # Under the rerank protocol the candidates are the list; the base only orders them.
+    given = [int(c) for c in candidates]
+    base = context.run_method(base_spec, query, top_k=max(1, len(given)), candidates=given)
+    seen = set(base.ids)
+    return base, [i for i in base.ids if i in set(given)] + [i for i in given if i not in seen]
+
+
+def _questions(
+    text: str, params: RerankParams, context: MethodContext
+) -> tuple[Decomposer, Decomposition]:
+    """The decomposer and the subqueries it gives for `text`; refused when it gives none."""
+    decomposer = decomposer_for(params, context)
+    decomposition = decomposer.decompose(
+        text, context=params.context, known_names=known_names(context.library)
+    )
+    if not decomposition.questions:
+        raise BadInputError(f"rerank has no subqueries for {text!r}")
+    return decomposer, decomposition
+
+
+def _base_ranks(order: Sequence[int]) -> dict[int, int]:
+    """Each photo's 1-based rank in the order reranking started from (the tie-break)."""
+    return {image_id: rank for rank, image_id in enumerate(order, 1)}
+
+
+class _Scoring:
+    """Asks every question of a batch of photos at a time, answers from the cache first; the
+    scorer's answers are committed batch by batch, so a cancel keeps them."""
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        decomposition: Decomposition,
+        params: RerankParams,
+        context: MethodContext,
+    ) -> None:
+        from engine.rerank.cache import ScoreCache
+
+        self.scorer = scorer
+        self.decomposition = decomposition
+        self.params = params
+        self.context = context
+        self.cache = ScoreCache(context.library)
+        self.answers: dict[int, list[tuple[Question, Answer]]] = {}
+        self.calls = 0  # photos the scorer was asked about, per question
+        self.cached = 0  # answers found in the cache
+        self.started = time.perf_counter()  # when the first batch was asked
+
+    def ask_all(self, head: list[int], order: Sequence[int]) -> list[int]:
+        """Answer every question on the photos of `head` still in the catalog (returned),
+        reporting progress and, between batches, the partial ranking over `order`."""
+        from engine.rerank.cache import photos_for
+
+        context = self.context
+        photos = photos_for(context.library, head)
+        head = [i for i in head if i in photos]  # a photo removed meanwhile cannot be asked
+        base_rank = _base_ranks(order)
+        batch_size = max(1, int(getattr(self.scorer, "batch_size", 16) or 16))
+        context.progress(Progress(0, len(head), message="asking subqueries"))
+        context.notify("rerank-progress", (0, len(head)))
+        self.started = time.perf_counter()
+        for start in range(0, len(head), batch_size):
+            batch = [photos[i] for i in head[start : start + batch_size]]
+            for question in self.decomposition.questions:
+                context.cancel.check()
+                self._ask(batch, question)
+            done = min(len(head), start + batch_size)
+            context.progress(Progress(done, len(head), message="asking subqueries"))
+            context.notify("rerank-progress", (done, len(head)))
+            if done < len(head):
+                partial = _ranking(order, self.answers, base_rank, self.params.aggregate)
+                context.notify("rerank-partial", partial)
+        return head
+
+    def _ask(self, batch: list[Photo], question: Question) -> None:
+        """One question on one batch: cached answers, then the scorer for the rest."""
+        scorer, where = self.scorer, self.decomposition.context
+        found = self.cache.get(batch, question, where, scorer.identity)
+        todo = [p for p in batch if p.content_hash not in found]
+        self.cached += len(batch) - len(todo)
+        fresh: dict[int, Answer] = {}
+        if todo:
+            chain = self.params.chain
+            history = [self.answers.get(p.image_id, []) if chain else [] for p in todo]
+            got = scorer.score(
+                todo, question, history=history, context=where, cancel=self.context.cancel
+            )
+            if len(got) != len(todo):
+                raise BadInputError(
+                    f"scorer {scorer.identity} gave {len(got)} answers for {len(todo)} photos"
+                )
+            self.calls += len(todo)
+            fresh = {p.image_id: a for p, a in zip(todo, got, strict=True)}
+            # Committed now: a cancel later keeps this batch's answers.
+            self.cache.put(zip(todo, got, strict=True), question, where, scorer.identity)
+        for photo in batch:
+            answer = fresh.get(photo.image_id) or found.get(photo.content_hash)
+            if answer is None:  # pragma: no cover - every photo was found or asked
+                raise BadInputError(f"no answer for photo {photo.image_id}")
+            self.answers.setdefault(photo.image_id, []).append((question, answer))
+
+
+def _ranking(
+    order: Sequence[int],
+    answers: dict[int, list[tuple[Question, Answer]]],
+    base_rank: dict[int, int],
+    how: str,
+) -> Ranking:
+    """Photos with every answer first, by score (ties in base order); then the rest in base
+    order, scored below them (-1, -2, ...). Each answered photo's evidence: its answers, its
+    score and its base rank."""
+    # Answers arrive a whole batch at a time, so every photo in `answers` has them all.
+    complete = {i: pairs for i, pairs in answers.items() if pairs}
+    scores = {i: aggregate([a.p_yes for _, a in pairs], how) for i, pairs in complete.items()}
+    ranked = sorted(scores, key=lambda i: (-scores[i], base_rank[i]))
+    rest = [i for i in order if i not in scores]
+    ids = ranked + rest
+    values = [scores[i] for i in ranked] + [-1.0 - n for n in range(len(rest))]
+    evidence: dict[int, dict[str, Any]] = {
+        i: {
+            "answers": [
+                {"question": q.text, "answer": a.answer, "p": a.p_yes} for q, a in complete[i]
+            ],
+            "score": scores[i],
+            "base_rank": base_rank[i],
         }
-        return Ranking(ids, values, evidence)
+        for i in ranked
+    }
+    return Ranking(ids, values, evidence)
