@@ -3,7 +3,7 @@
 CLIP's text-to-image similarity misses relations, counts and bindings; its image-to-image
 similarity is much stronger. So a text-to-image generator draws the query a few times (seeds
 seed … seed+images-1), each drawing is encoded with the library's own encoder and searches the
-collection, and the rankings are fused by reciprocal rank fusion (SPEC.md §2) or by mean
+collection, and the rankings are fused by reciprocal rank fusion (docs/SPEC.md §2.1) or by mean
 similarity. Drawings are cached on disk, so leaving one out of the fusion re-fuses without
 drawing again.
 """
@@ -24,7 +24,7 @@ from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
 from engine.metrics import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
-    from engine.visret.generator import Drawing, Generator
+    from engine.visret.base import Drawing, Generator
 
 DEMO_PAINTER = "demo-painter"
 FUSIONS = ("rrf", "mean")
@@ -167,7 +167,8 @@ class VisRetMethod(Method):
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
         from engine.search import validate_query_text
-        from engine.visret.generator import DrawingCache, DrawSettings, draw_all
+        from engine.visret.base import DrawSettings
+        from engine.visret.generator import DrawingCache, draw_all
         from engine.visret.prompt import DEFAULT_TEMPLATE, render_prompt
 
         text = validate_query_text(query.text)

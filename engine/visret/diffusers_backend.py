@@ -28,7 +28,7 @@ from PIL import Image
 from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
 from engine.files import file_sha256
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
-from engine.visret.generator import DrawSettings
+from engine.visret.base import DrawSettings
 
 log = logging.getLogger(__name__)
 
@@ -540,7 +540,7 @@ def _files_to_fetch(files: list[str], *, fp16: bool, configs_only: bool) -> list
 
 def _progress_bar(progress: ProgressCallback, cancel: CancelToken, hub_id: str) -> type:
     """A tqdm class that forwards the hub client's byte counts to `progress`."""
-    from tqdm.auto import tqdm  # type: ignore[import-untyped]
+    from tqdm.auto import tqdm
 
     class _Bar(tqdm):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -15,15 +15,27 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from PIL import Image
 
 from engine.errors import Cancelled, ModelLoadError, one_line
 from engine.files import atomic_write_bytes
 from engine.progress import CancelToken, Progress, ProgressCallback
+from engine.visret.base import Drawing, DrawSettings, Generator
+
+# Drawing, DrawSettings and Generator live in `engine.visret.base` (so the backends need not
+# import this module, which loads them); importers of this module may still name them here.
+__all__ = [
+    "DEMO_DIFFUSION_SPEC",
+    "DEMO_PAINTER_SPEC",
+    "DrawSettings",
+    "Drawing",
+    "DrawingCache",
+    "Generator",
+    "draw_all",
+    "load_generator",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,55 +44,6 @@ DEMO_DIFFUSION_SPEC = "demo-diffusion"
 # The demo diffusion model's guidance: 7.5 (the SD family default) washes its backgrounds out
 # to white or black; 3 drew the asked colour as often (0.92 vs 0.90 on held-out captions).
 _DEMO_DIFFUSION_DEFAULTS = "guidance=3"
-
-
-@dataclass(frozen=True)
-class DrawSettings:
-    """How a drawing is made: denoising steps, guidance scale and size in pixels."""
-
-    steps: int
-    guidance: float
-    width: int
-    height: int
-
-
-@dataclass(frozen=True)
-class Drawing:
-    """One drawing of a query, made now or taken from the cache, or why it failed."""
-
-    index: int  # 0-based position among the query's drawings
-    seed: int
-    prompt: str
-    image: Image.Image | None  # None when this drawing failed
-    error: str = ""  # one line, when it failed
-    key: str = ""  # cache key (sha256 hex of identity, prompt, seed, settings)
-    path: Path | None = None  # the cached PNG
-    cached: bool = False  # taken from the cache, not drawn now
-    seconds: float = 0.0
-
-
-@runtime_checkable
-class Generator(Protocol):
-    """Draws one picture of a prompt. Implementations: the demo painter, diffusers pipelines."""
-
-    identity: str  # stable id for cache keys ("demo-painter:1", "diffusers:sha256-<16 hex>")
-    label: str
-
-    def default_settings(self) -> DrawSettings:
-        """The settings this generator draws with unless the user says otherwise."""
-        ...
-
-    def draw(
-        self,
-        prompt: str,
-        seed: int,
-        settings: DrawSettings,
-        progress: ProgressCallback,
-        cancel: CancelToken,
-    ) -> Image.Image:
-        """Draw `prompt` with `seed`; `progress` counts this drawing's steps and `cancel` is
-        checked between steps (raises `Cancelled`)."""
-        ...
 
 
 def load_generator(

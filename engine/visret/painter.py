@@ -39,7 +39,7 @@ from engine.demo import COLOURS, SHAPES, DemoScene, draw_demo_scene
 from engine.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
-    from engine.visret.generator import DrawSettings
+    from engine.visret.base import DrawSettings
 
 IDENTITY = "demo-painter:1"
 LABEL = "Demo painter"
@@ -247,7 +247,7 @@ class DemoPainter:
     label = LABEL
 
     def default_settings(self) -> DrawSettings:
-        from engine.visret.generator import DrawSettings
+        from engine.visret.base import DrawSettings
 
         return DrawSettings(steps=1, guidance=0.0, width=160, height=160)
 
