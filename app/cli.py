@@ -1,4 +1,4 @@
-"""The `quadrat` command (SPEC.md §5). Never imports Qt unless the GUI is asked for.
+"""The `quadrat` command (docs/SPEC.md §5). Never imports Qt unless the GUI is asked for.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line on stderr); 1 any other failure.
 """
@@ -208,18 +208,34 @@ def _no_display() -> bool:
     return not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def _window_import_failure(exc: ImportError) -> str:
+    """One line for an import the window needed and could not make: what, and how to fix it."""
+    name = exc.name or "a module"
+    detail = " ".join(str(exc).split())
+    if name.split(".")[0] in ("PySide6", "shiboken6"):
+        if isinstance(exc, ModuleNotFoundError):
+            how = "install Qt for Python (pip install PySide6-Essentials)"
+        else:  # the module is there but a system library it links to is not
+            how = "install the missing system library with your package manager"
+        what = f"Qt could not be imported ({name}: {detail})"
+    else:
+        what, how = f"{name} could not be imported ({detail})", "reinstall Quadrat"
+    return f"the window cannot start: {what}; {how}, or use the command line (quadrat --help)"
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     if _no_display():
         raise QuadratError(
             "no display found for the window; run it on a desktop, or use the command line "
             "(quadrat --help)"
         )
+    # Qt is imported inside run_gui, not at the top of app.main: both failures land here.
     try:
         from app.main import run_gui
-    except ImportError:
-        build_parser().print_help()
-        return EXIT_OK
-    return run_gui(folder=args.folder, demo=args.demo)
+
+        return run_gui(folder=args.folder, demo=args.demo)
+    except ImportError as exc:
+        raise QuadratError(_window_import_failure(exc)) from exc
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -281,10 +281,6 @@ class Library:
             row = s.get(LibraryMeta, key)
             return row.value if row else None
 
-    def set_meta(self, key: str, value: str) -> None:
-        with self.catalog.session() as s:
-            s.merge(LibraryMeta(key=key, value=value))
-
     @property
     def model_key(self) -> str | None:
         return self.meta(META_MODEL_KEY)

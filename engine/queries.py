@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RELEVANT, NOT_RELEVANT = 1, 0
-
 
 @dataclass(frozen=True)
 class QueryInfo:
@@ -108,7 +106,7 @@ class JudgmentChange:
 
 @dataclass(frozen=True)
 class LiveMetrics:
-    """Metrics of one run at cut-off k against the query's judgments (SPEC.md §1)."""
+    """Metrics of one run at cut-off k against the query's judgments (docs/SPEC.md §1)."""
 
     run_id: int
     k: int

@@ -195,11 +195,6 @@ class VectorFile:
         """The ids held, sorted ascending."""
         return self._sorted_ids.copy()
 
-    @property
-    def dead_rows(self) -> int:
-        """Rows of removed or replaced vectors, kept in the file until the next rebuild."""
-        return len(self._ids_by_row) - len(self._sorted_ids)
-
     def get(self, ids: np.ndarray) -> np.ndarray:
         """Unit float32 vectors (len(ids), dim) of `ids`, which must all be held. Raises
         CorruptIndexError for a damaged row (its norm far from 1) or an id not held."""

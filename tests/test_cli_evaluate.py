@@ -22,7 +22,7 @@ def evaluate(capsys, demo_collection, lib, *extra: str) -> dict:
 
 
 def test_demo_benchmark_scores_species_near_1_and_relations_lower(
-    capsys, tmp_path, demo_collection
+    capsys, tmp_path, demo_collection, with_plugin
 ):
     lib = tmp_path / "lib"
     assert main(["index", str(demo_collection.root), "--library", str(lib), "--model", "demo"]) == 0
@@ -48,8 +48,33 @@ def test_demo_benchmark_scores_species_near_1_and_relations_lower(
     assert code == 0
     assert abs(json.loads(out)["mAP@10"] - result["mAP@10"]) < 1e-9
 
-    reranked = evaluate(capsys, demo_collection, lib, "--protocol", "rerank")
-    assert reranked["per_supercategory"]["Species"]["mAP@10"] >= 0.9
+    # Under the rerank protocol a method reorders the fixed candidates, text's top 100. The test
+    # plug-in's Reverse turns text's order upside down, so its list is the candidates reversed
+    # (an identity reranker would give text's order back) and the relevant photos text puts
+    # first end up last: the same R, a much lower AP@10.
+    rerank_file = tmp_path / "rerank.trec"
+    reranked = evaluate(
+        capsys, demo_collection, lib, "--protocol", "rerank", "--method", "reverse",
+        "--method", "text", "--permutations", "200", "--run-out", str(rerank_file),
+    )  # fmt: skip
+    reverse, text = reranked["methods"]["reverse"], reranked["methods"]["text"]
+    assert text["per_supercategory"]["Species"]["mAP@10"] >= 0.9
+    assert reverse["per_supercategory"]["Species"]["mAP@10"] < 0.6
+    assert [q["R"] for q in reverse["per_query"]] == [q["R"] for q in text["per_query"]]
+    fullrank, reversed_lists = read_run(run_file), read_run(rerank_file)
+    assert set(reversed_lists) == set(fullrank)
+    for query_id, docids in reversed_lists.items():
+        assert len(docids) == 100
+        assert docids == fullrank[query_id][:100][::-1], query_id
+
+
+def read_run(path) -> dict[str, list[str]]:
+    """A TREC run file: query id -> its docids in rank order."""
+    ranked: dict[str, list[tuple[int, str]]] = {}
+    for line in path.read_text().splitlines():
+        query_id, _, docid, rank, *_ = line.split()
+        ranked.setdefault(query_id, []).append((int(rank), docid))
+    return {query_id: [docid for _, docid in sorted(pairs)] for query_id, pairs in ranked.items()}
 
 
 def test_malformed_benchmark_file_gives_exit_2_naming_file_and_line(

@@ -53,9 +53,39 @@ def _metadata(collection) -> dict:
     return json.loads(Path(collection.metadata_path).read_text(encoding="utf-8"))
 
 
-def test_colours_and_shapes() -> None:
-    assert len(COLOURS) >= 4 and len(SHAPES) >= 3
-    assert {"red", "green", "blue", "yellow"} <= set(COLOURS)
+def test_species_folders_metadata_and_judgments_agree(small_collection) -> None:
+    """What is on disk, read back without the writer's constants: each species folder holds
+    the photos metadata.json files there, its species has one query, and that query's
+    judgments are every photo the metadata shows the species in (filed there or elsewhere)."""
+    root = small_collection.root
+    metadata = _metadata(small_collection)
+    on_disk = Counter(p.parent.name for p in (root / "train").rglob("*") if p.is_file())
+    in_metadata = Counter(i["file_name"].split("/")[1] for i in metadata["images"])
+    assert on_disk == in_metadata and sum(on_disk.values()) == len(metadata["images"])
+    assert {p.relative_to(root).as_posix() for p in (root / "train").rglob("*.jpg")} == {
+        i["file_name"] for i in metadata["images"]
+    }
+
+    queries = _read_csv(root / "queries.csv")
+    species_query = {q["query_text"]: q["query_id"] for q in queries if q["category"] == "species"}
+    judged = defaultdict(set)
+    for row in _read_csv(root / "judgments.csv"):
+        judged[row["query_id"]].add(row["image_path"])
+    files = {i["id"]: i["file_name"] for i in metadata["images"]}
+    showing = defaultdict(set)  # category id -> every photo with an object of it
+    for a in metadata["annotations"]:
+        showing[a["category_id"]].add(files[a["image_id"]])
+    categories = metadata["categories"]
+    assert sorted(c["image_dir_name"] for c in categories) == sorted(on_disk)
+    assert len(species_query) == len(categories)
+    for category in categories:
+        folder = category["image_dir_name"]
+        relevant = judged[species_query[category["common_name"]]]
+        assert relevant == showing[category["id"]], category["common_name"]
+        filed_here = {f for f in files.values() if f.split("/")[1] == folder}
+        assert len(filed_here) == on_disk[folder] and filed_here <= relevant
+    # Photos of two or three species are relevant to a species filed in another folder too.
+    assert sum(len(judged[qid]) for qid in species_query.values()) > len(files)
 
 
 def test_folders_are_inat_style_with_the_promised_counts(small_collection) -> None:

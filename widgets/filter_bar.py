@@ -50,7 +50,6 @@ from PySide6.QtWidgets import (
     QToolButton,
     QVBoxLayout,
     QWidget,
-    QWidgetItem,
 )
 
 MONTH_NAMES = (
@@ -109,11 +108,6 @@ class FlowLayout(QLayout):
 
     def addItem(self, item: QLayoutItem) -> None:  # noqa: N802
         self._items.append(item)
-
-    def insert_widget(self, index: int, widget: QWidget) -> None:
-        self.addChildWidget(widget)
-        self._items.insert(index, QWidgetItem(widget))
-        self.invalidate()
 
     def count(self) -> int:
         return len(self._items)

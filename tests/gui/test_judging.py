@@ -294,7 +294,12 @@ def test_export_and_import_judgments(qtbot, judging_app, tmp_path) -> None:
     qrels = tmp_path / "judgments.qrels"
     handle = app.transfers.export_judgments(qrels)
     qtbot.waitUntil(lambda: handle.done, timeout=5_000)
-    assert len(qrels.read_text().split("\n")) >= 3
+    # Exactly the three judgments, as `qid 0 docid rel` lines agreeing with the CSV export.
+    lines = [line.split() for line in qrels.read_text().splitlines()]
+    assert len(lines) == 3
+    assert sorted((qid, zero, doc, rel) for qid, zero, doc, rel in lines) == sorted(
+        (r["query_id"], "0", r["image_id"], r["relevant"]) for r in rows
+    )
 
     results = tmp_path / "results.csv"
     handle = app.transfers.export_results(results)
