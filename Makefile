@@ -14,7 +14,8 @@ install-test:
 demo: install
 	quadrat gui --demo
 
-# Install, lint, type-check engine/, then run the default test suite (benchmarks excluded).
+# Install, lint, type-check engine/, app/ and widgets/ (strict), then run the default test suite
+# (benchmarks excluded).
 test: install-test
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy

@@ -4,23 +4,31 @@ here, never from `app.cli`, so the command modules form no import cycle."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app import paths
 from engine.errors import BadInputError
+
+if TYPE_CHECKING:  # imported where used, so a command loads only what it needs
+    from app.settings import Settings
+    from engine.encoders import Encoder
+    from engine.library import Library
+    from engine.methods.base import MethodSpec
+    from engine.progress import Progress
 
 log = logging.getLogger("quadrat.cli")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
-_settings: Any = None  # read once per command, see main()
+_settings: Settings | None = None  # read once per command, see main()
 
 
-def user_settings():  # -> Settings
+def user_settings() -> Settings:
     """The settings the window also uses, read once per command; a bad file falls back to
     defaults (logged once)."""
     global _settings
@@ -43,7 +51,7 @@ def set_database_url(url: str | None) -> None:
     _database_url = url
 
 
-def open_library(path: Path | None):  # -> Library
+def open_library(path: Path | None) -> Library:
     """The library at `path`, else the one the settings name (as the window opens it).
 
     Its catalog: the one the folder records, else --database-url, else the settings' database
@@ -61,12 +69,12 @@ def open_library(path: Path | None):  # -> Library
     return library
 
 
-def resolve_model_spec(requested: str | None, library: Any) -> str:
+def resolve_model_spec(requested: str | None, library: Library) -> str:
     """The model to use: the one asked for, else the library's, else the settings' default."""
     return requested or library.model_spec or user_settings().model
 
 
-def load_encoder_for(spec: str, device: str | None):  # -> Encoder
+def load_encoder_for(spec: str, device: str | None) -> Encoder:
     from engine.encoders import load_encoder
     from engine.models import preflight
 
@@ -98,7 +106,7 @@ class TqdmProgress:
             leave=True,
         )
 
-    def __call__(self, p: Any) -> None:
+    def __call__(self, p: Progress) -> None:
         if self._bar.disable:  # no terminal: tqdm keeps no state to update
             return
         # Reading a metadata file reports bytes through the same callback as the photos.
@@ -137,7 +145,7 @@ VISRET_SHORTCUTS: dict[str, str] = {
 }
 
 
-def add_visret_options(p: Any) -> None:
+def add_visret_options(p: argparse.ArgumentParser) -> None:
     """`--generator`, `--images`, `--seed`, `--rrf-k`: shortcuts for `--method visret:…`."""
     from app.cli_args import positive_int
 
@@ -153,7 +161,7 @@ def add_visret_options(p: Any) -> None:
     group.add_argument("--rrf-k", type=int, help="k of reciprocal rank fusion (default 1)")
 
 
-def visret_spec(args: Any) -> str:
+def visret_spec(args: argparse.Namespace) -> str:
     """`args.method` with the visret shortcuts given on the command line joined to it
     (`--images 5` -> `visret:images=5`); the shortcuts with another method are refused."""
     given = {
@@ -184,7 +192,7 @@ RERANK_SHORTCUTS: dict[str, str] = {
 }
 
 
-def add_rerank_options(p: Any) -> None:
+def add_rerank_options(p: argparse.ArgumentParser) -> None:
     """`--base`, `--subqueries`, `--scorer`, `--depth`, ...: shortcuts for `--method rerank:…`."""
     from app.cli_args import positive_int
 
@@ -214,7 +222,7 @@ def add_rerank_options(p: Any) -> None:
     )
 
 
-def method_from_args(args: Any) -> Any:
+def method_from_args(args: argparse.Namespace) -> MethodSpec:
     """The MethodSpec of `args.method` with the visret and rerank shortcuts applied; a
     shortcut given with another method is refused. Rerank's values are set on its parameters
     directly (a --base spec or a question may hold commas and "=")."""

@@ -1,5 +1,5 @@
 """`quadrat evaluate`: run benchmark queries against a library with one or more methods, score
-them, and compare each method with the first (SPEC.md §5–6)."""
+them, and compare each method with the first (docs/SPEC.md §5–6)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_args import positive_int
 from app.cli_common import EXIT_OK, TqdmProgress
 from app.cli_filters import add_filter_options, filters_from_args
 from app.cli_methods import method_option_help
 from engine.errors import BadInputError
+
+if TYPE_CHECKING:
+    from engine.benchmark import CollectionChoice, MethodsBenchmark
+    from engine.encoders import Encoder
+    from engine.evaluate import BenchmarkResult
+    from engine.library import Library
 
 
 def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -94,9 +100,9 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         if several:
             filters = dataclasses.replace(filters, collection_ids=_collection_ids(library, several))
         model = resolve_model_spec(args.model, library)
-        encoder: list[Any] = []
+        encoder: list[Encoder] = []
 
-        def encoder_loader() -> Any:
+        def encoder_loader() -> Encoder:
             if not encoder:
                 encoder.append(load_encoder_for(model, args.device))
             return encoder[0]
@@ -145,11 +151,12 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     filters_note = _filters_note(bench)
     if filters_note:
         print(f"note: {filters_note}", file=sys.stderr)
+    note = _ranked(bench).note
     if args.json:
-        print(f"note: {bench.collections.note}", file=sys.stderr)
+        print(f"note: {note}", file=sys.stderr)
         print(json.dumps(evaluation_json(bench, specs, args.k)))
     else:
-        print(f"{bench.collections.note[:1].upper()}{bench.collections.note[1:]}")
+        print(f"{note[:1].upper()}{note[1:]}")
         print_tables(bench, specs, args.k)
     return EXIT_OK
 
@@ -166,7 +173,14 @@ def _collection_choice(values: list[str] | None) -> tuple[str | None, list[str]]
     return "all", values
 
 
-def _collection_ids(library: Any, names: list[str]) -> tuple[int, ...]:
+def _ranked(bench: MethodsBenchmark) -> CollectionChoice:
+    """What the benchmark ranked, and why."""
+    # `run_methods` always fills it in; only a MethodsBenchmark built by hand leaves it out.
+    assert bench.collections is not None
+    return bench.collections
+
+
+def _collection_ids(library: Library, names: list[str]) -> tuple[int, ...]:
     from engine.filters import find_collections
 
     try:
@@ -175,7 +189,7 @@ def _collection_ids(library: Any, names: list[str]) -> tuple[int, ...]:
         raise BadInputError(f"--collection: {exc}") from None
 
 
-def _filters_note(bench: Any) -> str:
+def _filters_note(bench: MethodsBenchmark) -> str:
     """One line on the filters every ranking was restricted to ("" without filters)."""
     filters = bench.filters
     if filters is None or not filters.without("collection_ids").active:
@@ -190,17 +204,17 @@ def _filters_note(bench: Any) -> str:
     return note
 
 
-def unjudged_in_top_k(result: Any, query_id: str, judged: float, k: int) -> int:
+def unjudged_in_top_k(result: BenchmarkResult, query_id: str, judged: float, k: int) -> int:
     """How many of a query's top k photos carry no judgment (judged@k counts the others)."""
     shown = min(k, len(result.runs.get(query_id, ())))
     return max(0, shown - round(judged * k))
 
 
-def _method_json(bench: Any, spec: str, k: int) -> dict[str, Any]:
+def _method_json(bench: MethodsBenchmark, spec: str, k: int) -> dict[str, Any]:
     from engine.evaluate import metrics_json
 
     result = bench.results[spec]
-    out = metrics_json(result.mean, k)
+    out: dict[str, Any] = metrics_json(result.mean, k)
     # How far to trust the numbers: the share of each query's top k that carries a judgment.
     out[f"judged@{k}"] = result.mean.mean_judged
     judged = {m.query_id: m.judged for m in result.mean.per_query}
@@ -214,9 +228,9 @@ def _method_json(bench: Any, spec: str, k: int) -> dict[str, Any]:
     return out
 
 
-def _collections_json(bench: Any) -> dict[str, Any]:
-    """Which collections were ranked, and why (SPEC §6 keys stay as they are)."""
-    choice = bench.collections
+def _collections_json(bench: MethodsBenchmark) -> dict[str, Any]:
+    """Which collections were ranked, and why (docs/SPEC.md §6.2 keys stay as they are)."""
+    choice = _ranked(bench)
     match = choice.match
     return {
         "collections": [
@@ -228,8 +242,8 @@ def _collections_json(bench: Any) -> dict[str, Any]:
     }
 
 
-def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
-    """SPEC.md §6: the §5 keys of the first method, per supercategory; with two or more
+def evaluation_json(bench: MethodsBenchmark, specs: list[str], k: int) -> dict[str, Any]:
+    """docs/SPEC.md §6.2: the §5.4 keys of the first method, per supercategory; with two or more
     methods, every method's keys and the paired comparisons with the first."""
     out = _method_json(bench, specs[0], k)
     out["protocol"] = bench.protocol
@@ -246,7 +260,7 @@ def evaluation_json(bench: Any, specs: list[str], k: int) -> dict[str, Any]:
     return out
 
 
-def print_tables(bench: Any, specs: list[str], k: int) -> None:
+def print_tables(bench: MethodsBenchmark, specs: list[str], k: int) -> None:
     """Per query, then the methods side by side overall and per supercategory, then the tests."""
     results = [bench.results[spec] for spec in specs]
     texts = {q.query_id: q.text for q in bench.queries}
@@ -268,7 +282,7 @@ def print_tables(bench: Any, specs: list[str], k: int) -> None:
         print(f"{m.query_id:<10} {m.R:4d} {cells} {judged}  {texts.get(m.query_id, '')}{note}")
     print()
     print(f"{'':<22}" + " ".join(f"{n:>9}" for n in names))
-    rows = [
+    rows: list[tuple[str, list[float], str]] = [
         ("queries averaged", [r.mean.queries for r in results], "d"),
         (f"mAP@{k}", [r.mean.mAP for r in results], ".4f"),
         (f"nDCG@{k}", [r.mean.mean_nDCG for r in results], ".4f"),

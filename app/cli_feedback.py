@@ -1,4 +1,4 @@
-"""`quadrat refine` and `quadrat estimate`: learning from a saved query's judgments (SPEC.md §6).
+"""`quadrat refine` and `quadrat estimate`: learning from a query's judgments (docs/SPEC.md §6.3).
 
     quadrat refine --query ID --method rocchio|probe|more-like-these [--min-p 0.9] [--json]
     quadrat estimate --query ID [--sample N] [--json]
@@ -16,11 +16,20 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_args import positive_int
 from app.cli_common import EXIT_OK, load_encoder_for, open_library, resolve_model_spec
 from engine.errors import BadInputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engine.encoders import Encoder
+    from engine.library import Library
+    from engine.methods.feedback import Refinement
+    from engine.queries import LiveMetrics
+    from engine.search import SearchHit
 
 DEFAULT_SAVED = 100  # a refinement's run keeps at least this many results (as the window's do)
 
@@ -93,12 +102,12 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
 
 
-def _encoder_loader(args: argparse.Namespace, library: Any) -> Any:
+def _encoder_loader(args: argparse.Namespace, library: Library) -> Callable[[], Encoder]:
     if library.model_key is None:
         raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
-    loaded: list[Any] = []
+    loaded: list[Encoder] = []
 
-    def loader() -> Any:
+    def loader() -> Encoder:
         if not loaded:
             loaded.append(load_encoder_for(resolve_model_spec(args.model, library), args.device))
         return loaded[0]
@@ -106,7 +115,9 @@ def _encoder_loader(args: argparse.Namespace, library: Any) -> Any:
     return loader
 
 
-def _metrics_json(live: Any) -> dict[str, Any]:
+def _metrics_json(live: LiveMetrics | None) -> dict[str, Any] | None:
+    if live is None:  # no metrics of the run refined from (refine_query always has them)
+        return None
     m, k = live.metrics, live.k
     return {
         "run_id": live.run_id,
@@ -121,8 +132,10 @@ def _metrics_json(live: Any) -> dict[str, Any]:
     }
 
 
-def _metrics_lines(refinement: Any) -> list[str]:
+def _metrics_lines(refinement: Refinement) -> list[str]:
     new, old = refinement.metrics, refinement.from_metrics
+    if old is None:  # no metrics of the run refined from (refine_query always has them)
+        return []
     k = new.k
     rows = [
         (f"AP@{k}", "AP"),
@@ -236,7 +249,7 @@ def run_estimate_command(args: argparse.Namespace) -> int:
     with open_library(args.library) as library:
         loader = _encoder_loader(args, library)
         estimate = estimate_for_query(library, loader, args.query)
-        sample: list[Any] = []
+        sample: list[SearchHit] = []
         if args.sample:
             ids = sample_for_query(library, loader, args.query, args.sample)
             sample = Searcher(library, loader()).hits_for([(i, 0.0) for i in ids])

@@ -11,9 +11,13 @@ import argparse
 import math
 import re
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.errors import BadInputError
+
+if TYPE_CHECKING:
+    from engine.filters import SearchFilters
+    from engine.library import Library
 
 MONTHS = (
     "january", "february", "march", "april", "may", "june",
@@ -113,7 +117,7 @@ def add_filter_options(parser: argparse.ArgumentParser, *, collection: bool = Tr
     # argparse takes "-17,179.9,20" for an option (only a lone number may start with "-"); a
     # comma list of numbers is a value too, so western and southern places need no "=".
     if isinstance(getattr(parser, "_negative_number_matcher", None), re.Pattern):
-        parser._negative_number_matcher = _NEGATIVE_VALUE  # type: ignore[attr-defined]
+        parser._negative_number_matcher = _NEGATIVE_VALUE
     group = parser.add_argument_group("filters (a photo must pass every one given)")
     group.add_argument(
         "--taxon",
@@ -170,7 +174,7 @@ def check_filter_args(args: argparse.Namespace) -> None:
         )
 
 
-def filters_from_args(args: argparse.Namespace, library: Any = None) -> Any:  # -> SearchFilters
+def filters_from_args(args: argparse.Namespace, library: Library | None = None) -> SearchFilters:
     """The SearchFilters the flags ask for; --collection names are looked up in `library`
     (without one they are left to the caller, as `evaluate` does with its own --collection)."""
     from engine.filters import SearchFilters, find_collections

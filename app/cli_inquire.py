@@ -1,6 +1,6 @@
 """`quadrat import-inquire-rerank`: the published INQUIRE-Rerank Parquet files as a collection
 with its INQUIRE-format benchmark files, indexed, and the `quadrat evaluate` command that
-scores it (SPEC.md §6).
+scores it (docs/SPEC.md §6.5).
 
     quadrat import-inquire-rerank DIR [--out DIR2] [--library L] [--split validation|test|all]
                                   [--model SPEC] [--device D] [--no-index] [--json]

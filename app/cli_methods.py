@@ -1,4 +1,4 @@
-"""`quadrat methods`: the search methods of the registry (SPEC.md §6), and the `--method` help
+"""`quadrat methods`: the registry's search methods (docs/SPEC.md §6.1), and the `--method` help
 that `search` and `evaluate` share."""
 
 from __future__ import annotations

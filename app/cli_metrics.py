@@ -1,4 +1,4 @@
-"""`quadrat metrics`: score a TREC run against judgments (SPEC.md §5). No Qt, no library.
+"""`quadrat metrics`: score a TREC run against judgments (docs/SPEC.md §5.4). No Qt, no library.
 
     quadrat metrics --run RUN.trec --qrels QRELS [--k 50] [--protocol fullrank|rerank] [--json]
 

@@ -1,4 +1,4 @@
-"""`quadrat models`: the models offered and installed, downloads and offline packs (SPEC.md §6).
+"""`quadrat models`: models offered and installed, downloads, offline packs (docs/SPEC.md §6.6).
 
     quadrat models list [--json]        the catalogue and what is installed
     quadrat models download SPEC        into the model store (Ctrl+C keeps the partial file)
@@ -17,10 +17,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import paths
 from app.cli_common import EXIT_OK, TqdmProgress
+
+if TYPE_CHECKING:
+    from engine.models import ModelStore
 
 EXIT_INTERRUPTED = 130
 _WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # weights, not a pack
@@ -62,7 +65,7 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
     remove.set_defaults(func=cmd_remove)
 
 
-def _store():  # -> ModelStore
+def _store() -> ModelStore:
     from engine.models import ModelStore
 
     return ModelStore(paths.models_dir())
@@ -122,7 +125,7 @@ def model_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def _partial(store: Any, spec: str) -> int:
+def _partial(store: ModelStore, spec: str) -> int:
     from engine.errors import BadInputError
 
     try:

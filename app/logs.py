@@ -6,15 +6,16 @@ import logging
 import logging.handlers
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from app.paths import log_dir
 
 
-class _CurrentStderrHandler(logging.StreamHandler):
+class _CurrentStderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever `sys.stderr` is at the time of the message (it may be replaced)."""
 
-    @property  # type: ignore[override]
-    def stream(self):  # noqa: ANN201
+    @property
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter

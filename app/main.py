@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +44,18 @@ def run_gui(folder: Path | None, demo: bool) -> int:
         log_file = getattr(handler, "baseFilename", None) or log_file
     if log_file is None:
         log_file = setup_logging()
-    qt_app = QApplication.instance() or QApplication(sys.argv[:1])
+    # The running application is a QApplication (a widget app); Qt's types say QCoreApplication.
+    qt_app = cast(QApplication, QApplication.instance() or QApplication(sys.argv[:1]))
     qt_app.setApplicationName("Quadrat")
     qt_app.setOrganizationName("Quadrat")
     apply_style(qt_app)
     app = Application(folder=folder, demo=demo, log_file=Path(log_file) if log_file else None)
-    app.session.readyChanged.connect(lambda ready, _msg: ready and _milestone("ready", started))
+
+    def ready_changed(ready: bool, _message: str) -> None:
+        if ready:
+            _milestone("ready", started)
+
+    app.session.readyChanged.connect(ready_changed)
     app.show()
     _milestone("window-shown", started)
     QTimer.singleShot(0, app.start)

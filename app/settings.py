@@ -22,6 +22,7 @@ from engine.files import atomic_write_text
 
 if TYPE_CHECKING:
     from engine.library import RootMap
+    from engine.methods.base import LanguageModelEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class SettingsError(BadInputError):
 class Settings:
     """Every user setting, with its default."""
 
-    model: str = DEFAULT_MODEL  # SPEC.md §5 model spec
+    model: str = DEFAULT_MODEL  # docs/SPEC.md §5.2 model spec
     device: str = "auto"
     batch_size: int = 32
     library_dir: str = ""  # empty: the default library folder
@@ -286,7 +287,7 @@ class QueryHistory:
 LLM_API_KEY_ENV = "QUADRAT_LLM_API_KEY"
 
 
-def language_model(settings: Settings):  # -> engine.methods.LanguageModelEndpoint
+def language_model(settings: Settings) -> LanguageModelEndpoint:
     """The configured language-model endpoint, its API key from the environment."""
     import os
 

@@ -23,7 +23,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import (
     QCoreApplication,
@@ -120,6 +120,9 @@ class TaskHandle(QObject):
         self.finished.emit()
 
 
+_T = TypeVar("_T")  # what a task returns, handed to its on_success
+
+
 class _Runnable(QRunnable):
     def __init__(self, fn: Callable[[TaskContext], Any], handle: TaskHandle) -> None:
         super().__init__()
@@ -172,12 +175,12 @@ class TaskRunner(QObject):
 
     def submit(
         self,
-        fn: Callable[[TaskContext], Any],
+        fn: Callable[[TaskContext], _T],
         *,
         title: str,
         pool: str = READ,
         group: str | None = None,
-        on_success: Callable[[Any], None] | None = None,
+        on_success: Callable[[_T], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         on_cancelled: Callable[[], None] | None = None,
@@ -217,12 +220,6 @@ class TaskRunner(QObject):
     def active(self, pool_group: str | None = None) -> list[TaskHandle]:
         """Tasks not finished yet (optionally only those of one group)."""
         return [h for h in self._active if pool_group is None or h.group == pool_group]
-
-    def cancel_pool(self, pool: str) -> None:
-        """Cancel every unfinished task of `pool`; queued ones end at once without running."""
-        for handle in list(self._active):
-            if handle.pool == pool:
-                handle.cancel()
 
     def cancel_all(self) -> None:
         for handle in list(self._active):

@@ -230,12 +230,14 @@ class DetailPane(QWidget):
         self.judgment_label.setObjectName("detailJudgment")
         self.judgment_label.setWordWrap(True)  # never widens the pane past its minimum
         judging = QHBoxLayout()
-        for button, value in (
+        for button, judgment in (
             (self.relevant_button, 1),
             (self.not_relevant_button, 0),
             (self.clear_button, None),
         ):
-            button.clicked.connect(lambda _checked=False, v=value: self.judgmentRequested.emit(v))
+            button.clicked.connect(
+                lambda _checked=False, v=judgment: self.judgmentRequested.emit(v)
+            )
             judging.addWidget(button)
         for button in (self.relevant_button, self.not_relevant_button):
             button.setCheckable(True)
@@ -261,23 +263,24 @@ class DetailPane(QWidget):
         inner.addStretch(0)  # what the photo (capped at its own height) leaves
         # Only ever scrolls vertically: the pane's minimum width (below) keeps every line whole,
         # where a horizontal scrollbar would hide the right of the photo and cut words.
-        self.scroll = QScrollArea(self)
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(body)
+        # Not `self.scroll`: that would hide QWidget.scroll(dx, dy).
+        self.scroll_area = QScrollArea(self)
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area.setWidget(body)
+        self._body = body
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(self.scroll)
+        outer.addWidget(self.scroll_area)
         self.set_item(None)
         self.setMinimumWidth(self.minimum_width())
 
     def minimum_width(self) -> int:
         """The narrowest the pane can be with every button's text whole and room for the
         vertical scrollbar; layouts (the dock) respect it."""
-        body = self.scroll.widget()
-        scrollbar = self.scroll.verticalScrollBar().sizeHint().width()
-        return max(DETAIL_MIN_WIDTH, body.minimumSizeHint().width() + scrollbar)
+        scrollbar = self.scroll_area.verticalScrollBar().sizeHint().width()
+        return max(DETAIL_MIN_WIDTH, self._body.minimumSizeHint().width() + scrollbar)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
         # The style sheet and fonts are final once shown; the buttons' width may have changed.
@@ -288,8 +291,8 @@ class DetailPane(QWidget):
         """What the pane shows only in part at its current size (empty: nothing): a line
         wider than the pane, the photo not whole, a button's text cut."""
         problems = []
-        viewport = self.scroll.viewport()
-        body = self.scroll.widget()
+        viewport = self.scroll_area.viewport()
+        body = self._body
         if body.width() > viewport.width():
             problems.append(f"Photo pane content {body.width()} px wide in {viewport.width()} px")
         shown = self.photo.photo_rect()
@@ -384,12 +387,12 @@ class DetailPane(QWidget):
 
     def answer_rows(self) -> list[tuple[str, str, str]]:
         """The answers table as shown: (question, answer, p) text per row."""
-        return [
-            tuple(  # type: ignore[misc]
-                self.answers.item(r, c).text() for c in range(3)
-            )
-            for r in range(self.answers.rowCount())
-        ]
+
+        def cell(row: int, column: int) -> str:
+            item = self.answers.item(row, column)
+            return item.text() if item is not None else ""
+
+        return [(cell(r, 0), cell(r, 1), cell(r, 2)) for r in range(self.answers.rowCount())]
 
     def set_judgment(self, relevance: int | None, can_judge: bool = True) -> None:
         """Show the selected photo's judgment for the open query."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QResizeEvent
@@ -138,6 +139,38 @@ class IndexProgress(QWidget):
         self.cancelRequested.emit()
 
 
+class SkippedFile(Protocol):
+    """A file that could not be indexed, as the skipped-files dialog lists it."""
+
+    @property
+    def rel_path(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+
+
+class CollectionCounts(Protocol):
+    """What the panel shows of a collection (the engine's collection stats fit it)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def indexed(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def folder_missing(self) -> bool: ...
+    @property
+    def missing(self) -> int: ...
+    @property
+    def skipped_photos(self) -> tuple[SkippedFile, ...]: ...
+
+
 class SkippedDialog(QDialog):
     """The files of one collection that could not be indexed, with the reasons."""
 
@@ -176,8 +209,8 @@ class LibraryPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("libraryPanel")
         self.setAcceptDrops(True)
-        self._stats: dict[int, Any] = {}
-        self._stats_list: list[Any] = []
+        self._stats: dict[int, CollectionCounts] = {}
+        self._stats_list: list[CollectionCounts] = []
         self._runs: dict[str, IndexingRow] = {}  # by folder (the collection's root)
         self._busy = False
 
@@ -250,7 +283,7 @@ class LibraryPanel(QWidget):
 
     # -- contents -----------------------------------------------------------------------------
 
-    def set_collections(self, stats: list[Any]) -> None:
+    def set_collections(self, stats: Sequence[CollectionCounts]) -> None:
         """Show `stats` (objects with id, name, root, indexed, skipped, pending, ...)."""
         self._stats = {s.id: s for s in stats}
         self._stats_list = list(stats)
@@ -315,15 +348,14 @@ class LibraryPanel(QWidget):
                 item.setData(0, _ROOT_ROLE, row.root)
                 self.tree.addTopLevelItem(item)
                 item.setFirstColumnSpanned(True)
-        for row in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(row)
+        for item in self._items():
             run = self._runs.get(item.data(0, _ROOT_ROLE))
             if run is not None:
                 self._show_run_on(item, run)
             if selected is not None and item.data(0, _ROOT_ROLE) == selected:
                 item.setSelected(True)
         if self.tree.selectedItems() == [] and self.tree.topLevelItemCount() == 1:
-            self.tree.topLevelItem(0).setSelected(True)
+            self._items()[0].setSelected(True)
         total = sum(s.indexed for s in stats)
         missing = sum(getattr(s, "missing", 0) for s in stats)
         self.tree.setColumnHidden(4, not missing)
@@ -347,18 +379,22 @@ class LibraryPanel(QWidget):
         font.setItalic(run.state in (WAITING, RUNNING))
         item.setFont(0, font)
 
+    def _items(self) -> list[QTreeWidgetItem]:
+        """The rows, top to bottom."""
+        rows = (self.tree.topLevelItem(r) for r in range(self.tree.topLevelItemCount()))
+        return [item for item in rows if item is not None]
+
     def _item_for_root(self, root: str) -> QTreeWidgetItem | None:
-        for row in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(row)
+        for item in self._items():
             if item.data(0, _ROOT_ROLE) == root:
                 return item
         return None
 
     def row_texts(self) -> list[str]:
         """What the first column of each row says, top to bottom."""
-        return [self.tree.topLevelItem(r).text(0) for r in range(self.tree.topLevelItemCount())]
+        return [item.text(0) for item in self._items()]
 
-    def stats(self, collection_id: int) -> Any:
+    def stats(self, collection_id: int) -> CollectionCounts | None:
         return self._stats.get(collection_id)
 
     def selected_id(self) -> int | None:
@@ -377,8 +413,7 @@ class LibraryPanel(QWidget):
         return self._runs.get(root) if root and self.selected_id() is None else None
 
     def select(self, collection_id: int) -> None:
-        for row in range(self.tree.topLevelItemCount()):
-            item = self.tree.topLevelItem(row)
+        for item in self._items():
             item.setSelected(item.data(0, Qt.ItemDataRole.UserRole) == collection_id)
 
     def _update_buttons(self) -> None:
@@ -389,7 +424,7 @@ class LibraryPanel(QWidget):
         over = run is not None and run.state in (STOPPED, FAILED)
         self.rescan_button.setEnabled(has or over)
         self.remove_button.setEnabled((has and not self._busy) or over)
-        stats = self._stats.get(selected) if has else None
+        stats = self._stats.get(selected) if selected is not None else None
         self.skipped_button.setEnabled(bool(stats and stats.skipped))
         missing = getattr(stats, "missing", 0) if stats else 0
         self.forget_button.setVisible(bool(missing))
@@ -412,7 +447,8 @@ class LibraryPanel(QWidget):
 
     def _one_row_width(self) -> int:
         buttons = (self.add_button, self.rescan_button, self.remove_button, self.skipped_button)
-        margins = self.layout().contentsMargins() if self.layout() else None
+        layout = self.layout()
+        margins = layout.contentsMargins() if layout is not None else None
         edge = margins.left() + margins.right() if margins else 12
         return sum(b.sizeHint().width() for b in buttons) + 3 * self._buttons.spacing() + edge
 
@@ -450,7 +486,8 @@ class LibraryPanel(QWidget):
             self.forgetMissingRequested.emit(selected)
 
     def show_skipped(self) -> SkippedDialog | None:
-        stats = self._stats.get(self.selected_id()) if self.selected_id() is not None else None
+        selected = self.selected_id()
+        stats = self._stats.get(selected) if selected is not None else None
         if not stats or not stats.skipped:
             return None
         dialog = SkippedDialog(

@@ -534,8 +534,9 @@ class MainWindow(QMainWindow):
 
     def _dock_problems(self) -> list[str]:
         problems = []
-        if self.centralWidget().width() < CENTRE_MIN_WIDTH:
-            problems.append(f"results {self.centralWidget().width()} px wide")
+        results = self.centralWidget()
+        if results is not None and results.width() < CENTRE_MIN_WIDTH:
+            problems.append(f"results {results.width()} px wide")
         dock, pane = self.detail_dock, self.detail_pane
         if dock.isVisible() and not dock.isFloating() and pane.width() < pane.minimum_width():
             problems.append(f"Photo pane {pane.width()} px wide")

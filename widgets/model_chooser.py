@@ -209,8 +209,9 @@ class ModelChooser(QDialog):
             self.table.addTopLevelItem(item)
             if row.spec == keep:
                 item.setSelected(True)
-        if not self.table.selectedItems() and self.table.topLevelItemCount():
-            self.table.topLevelItem(0).setSelected(True)
+        first = self.table.topLevelItem(0)
+        if not self.table.selectedItems() and first is not None:
+            first.setSelected(True)
         self._update_buttons()
 
     def rows(self) -> list[ModelRow]:
@@ -223,7 +224,8 @@ class ModelChooser(QDialog):
     def select(self, spec: str) -> None:
         for index in range(self.table.topLevelItemCount()):
             item = self.table.topLevelItem(index)
-            item.setSelected(item.data(0, Qt.ItemDataRole.UserRole) == spec)
+            if item is not None:
+                item.setSelected(item.data(0, Qt.ItemDataRole.UserRole) == spec)
 
     def _selected_row(self) -> ModelRow | None:
         spec = self.selected_spec()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent, QPixmap
@@ -261,7 +262,12 @@ class QueryBar(QWidget):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
         if watched is self.edit and event.type() == QEvent.Type.KeyPress:
-            key = QKeyEvent(event).key() if not isinstance(event, QKeyEvent) else event.key()
+            # PySide hands a key press over as a QKeyEvent; the copy covers a bare QEvent.
+            key = (
+                event.key()
+                if isinstance(event, QKeyEvent)
+                else QKeyEvent(cast(QKeyEvent, event)).key()
+            )
             if key == Qt.Key.Key_Up:
                 self._step_history(-1)
                 return True

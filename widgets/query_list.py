@@ -162,6 +162,8 @@ class QueryListPanel(QWidget):
         self._filling = True
         for row in range(self.tree.topLevelItemCount()):
             item = self.tree.topLevelItem(row)
+            if item is None:
+                continue
             font = QFont(self.tree.font())
             font.setBold(item.data(0, ID_ROLE) == query_id)
             item.setFont(0, font)
@@ -198,7 +200,7 @@ class QueryListPanel(QWidget):
     def item_for(self, query_id: int) -> QTreeWidgetItem | None:
         for row in range(self.tree.topLevelItemCount()):
             item = self.tree.topLevelItem(row)
-            if item.data(0, ID_ROLE) == query_id:
+            if item is not None and item.data(0, ID_ROLE) == query_id:
                 return item
         return None
 

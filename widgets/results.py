@@ -22,6 +22,7 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 from PySide6.QtCore import (
+    QAbstractItemModel,
     QAbstractListModel,
     QModelIndex,
     QObject,
@@ -35,6 +36,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import (
     QAction,
     QColor,
+    QContextMenuEvent,
     QFocusEvent,
     QFont,
     QFontMetrics,
@@ -420,10 +422,12 @@ class ResultsView(QListView):
         self.setDragEnabled(False)
         self._toggle_pressed: int | None = None  # row whose toggle the mouse went down on
 
-    def setModel(self, model: Any) -> None:  # noqa: N802
+    def setModel(self, model: QAbstractItemModel | None) -> None:  # noqa: N802
         super().setModel(model)
         if self.selectionModel() is not None:
             self.selectionModel().currentChanged.connect(self._on_current_changed)
+        if model is None:  # Qt's own call when the view goes: nothing to follow
+            return
         model.modelReset.connect(lambda: self.currentItemChanged.emit(None))
         # New results start at rank 1, not wherever the previous list was scrolled to.
         model.modelReset.connect(self.scrollToTop)
@@ -527,7 +531,7 @@ class ResultsView(QListView):
             return
         super().mouseReleaseEvent(event)
 
-    def contextMenuEvent(self, event: Any) -> None:  # noqa: N802
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802
         index = self.indexAt(event.pos())
         if not index.isValid():
             return

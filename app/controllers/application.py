@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
@@ -38,6 +39,9 @@ from widgets.main_window import WINDOW_TITLE, MainWindow
 from widgets.metrics_panel import K_CHOICES
 from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
 
+if TYPE_CHECKING:
+    from engine.models import ModelStore
+
 log = logging.getLogger(__name__)
 
 DEMO_MODEL = "demo"
@@ -69,7 +73,7 @@ class Application:
         settings: Settings | None = None,
         log_file: Path | None = None,
         encoder_loader: EncoderLoader | None = None,
-        model_store: object | None = None,
+        model_store: ModelStore | None = None,
     ) -> None:
         problems: list[str] = []
         if settings is None:

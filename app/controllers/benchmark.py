@@ -8,7 +8,7 @@ import io
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
@@ -30,6 +30,10 @@ from widgets.benchmark_view import (
     SummaryRow,
 )
 
+if TYPE_CHECKING:
+    from engine.evaluate import BenchmarkResult
+    from engine.significance import Comparison
+
 log = logging.getLogger(__name__)
 
 
@@ -47,16 +51,16 @@ def available_methods() -> tuple[str, ...]:
 class BenchmarkOutcome:
     request: BenchmarkRequest
     tables: BenchmarkTables
-    results: dict[str, Any]  # method -> engine.evaluate.BenchmarkResult
+    results: dict[str, BenchmarkResult]  # method -> its result
     seconds: float
-    comparisons: list[Any] = field(default_factory=list)  # engine.significance.Comparison
+    comparisons: list[Comparison] = field(default_factory=list)
 
 
 def build_tables(
     request: BenchmarkRequest,
     texts: dict[str, str],
-    results: dict[str, Any],
-    comparisons: list[Any] | None = None,
+    results: dict[str, BenchmarkResult],
+    comparisons: list[Comparison] | None = None,
     collections: str = "",
 ) -> BenchmarkTables:
     """The dialog's tables from one `BenchmarkResult` per method, and each later method's
@@ -213,6 +217,7 @@ class BenchmarkController(QObject):
             return None
         session = self.session
         library = session.library
+        assert library is not None  # `_problem` refuses a benchmark before the library is open
 
         def work(ctx: TaskContext) -> BenchmarkOutcome:
             import time

@@ -24,9 +24,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QAction
 
 from app.controllers.judging import JudgingController
 from app.controllers.results import result_items
@@ -37,6 +38,12 @@ from engine.errors import BadInputError
 from widgets.metrics_panel import MetricsPanel, MetricsView
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
+if TYPE_CHECKING:
+    from engine.feedback import RecallEstimate
+    from engine.filters import SearchFilters
+    from engine.library import Library
+    from engine.methods.feedback import Refinement
+
 log = logging.getLogger(__name__)
 
 JUDGE_NEXT_COUNT = 12  # photos per "Judge next" batch: one screenful of the grid
@@ -46,7 +53,7 @@ NO_JUDGMENTS = "Judge a few photos of the open query first (R / N): Refine learn
 NO_QUERY = "Run a search or open a saved query first"
 
 # Opens a saved query on one of its runs: (query id, run id) (SavedQueriesController.open_query).
-OpenRun = Callable[[int, int], Any]
+OpenRun = Callable[[int, int], object]
 
 
 def learning_method_keys() -> set[str]:
@@ -97,11 +104,11 @@ class FeedbackController(QObject):
         view: ResultsView,
         thumbnails: ThumbnailLoader,
         panel: MetricsPanel,
-        judge_next_action: Any,  # QAction, checkable: the mode is on
-        sample_action: Any,  # QAction
-        back_action: Any,  # QAction
-        filters: Callable[[], Any] = lambda: None,  # the window's active SearchFilters or None
-        export_likely_action: Any = None,  # QAction: Export likely relevant photos…
+        judge_next_action: QAction,  # checkable: the mode is on
+        sample_action: QAction,
+        back_action: QAction,
+        filters: Callable[[], SearchFilters | None] = lambda: None,  # the window's active ones
+        export_likely_action: QAction | None = None,  # Export likely relevant photos…
     ) -> None:
         super().__init__()
         self.runner = runner
@@ -121,7 +128,7 @@ class FeedbackController(QObject):
         self._run_items: list[ResultItem] = []  # the run's cards, back when the mode ends
         self._run_row = 0
         self._estimated: tuple[int, frozenset[tuple[int, int]]] | None = None
-        self.estimate: Any = None  # the newest engine.feedback.RecallEstimate shown
+        self.estimate: RecallEstimate | None = None  # the newest shown
         self._estimate_timer = QTimer(self)
         self._estimate_timer.setSingleShot(True)
         self._estimate_timer.setInterval(ESTIMATE_DELAY_MS)
@@ -188,7 +195,7 @@ class FeedbackController(QObject):
         the ranking is saved as a new run and the query opened on it."""
         judging, library = self.judging, self.session.library
         query_id = judging.query_id
-        if not self._can_learn():
+        if not self._can_learn() or library is None or query_id is None:
             return None
         judgments = dict(judging.judgments)
         from_run = judging.run_id if judging.current_run() is not None else None
@@ -196,7 +203,7 @@ class FeedbackController(QObject):
         filters = self.filters()
         encoder = self.session.ensure_encoder
 
-        def work(ctx: TaskContext) -> Any:
+        def work(ctx: TaskContext) -> Refinement:
             from engine.methods.feedback import refine_query
 
             return refine_query(
@@ -221,7 +228,7 @@ class FeedbackController(QObject):
             on_failure=lambda exc: self._failed(exc, "Refining the query"),
         )
 
-    def _refined(self, refinement: Any) -> None:
+    def _refined(self, refinement: Refinement) -> None:
         new, old = refinement.metrics, refinement.from_metrics
         k = new.k
         gain = f"AP@{k} {old.metrics.AP:.3f} → {new.metrics.AP:.3f}" if old is not None else ""
@@ -248,7 +255,7 @@ class FeedbackController(QObject):
         probability beside the metadata; nothing is written when no photo reaches it."""
         judging, library = self.judging, self.session.library
         query_id = judging.query_id
-        if not self._can_learn():
+        if not self._can_learn() or library is None or query_id is None:
             return None
         judgments = dict(judging.judgments)
         filters = self.filters()
@@ -298,7 +305,7 @@ class FeedbackController(QObject):
 
         filters = self.filters()  # read here: the worker must not touch the controller
 
-        def work(library: Any, query_id: int, judgments: dict[int, int]) -> JudgingList:
+        def work(library: Library, query_id: int, judgments: dict[int, int]) -> JudgingList:
             from engine.methods.feedback import judge_next_for_query
 
             proposal = judge_next_for_query(
@@ -317,7 +324,7 @@ class FeedbackController(QObject):
         """Show the `n` photos whose judgment tightens the recall estimate most."""
         encoder = self.session.ensure_encoder
 
-        def work(library: Any, query_id: int, judgments: dict[int, int]) -> JudgingList:
+        def work(library: Library, query_id: int, judgments: dict[int, int]) -> JudgingList:
             from engine.methods.feedback import sample_for_query
 
             ids = sample_for_query(library, encoder, query_id, n, judgments=judgments)
@@ -331,7 +338,7 @@ class FeedbackController(QObject):
         return self._show_list(work, "Drawing a sample to judge")
 
     def _show_list(
-        self, make: Callable[[Any, int, dict[int, int]], JudgingList], title: str
+        self, make: Callable[[Library, int, dict[int, int]], JudgingList], title: str
     ) -> TaskHandle | None:
         library, query_id = self.session.library, self.judging.query_id
         if query_id is None or library is None:
@@ -410,12 +417,12 @@ class FeedbackController(QObject):
         key = (query_id, frozenset(judgments.items()))
         encoder = self.session.ensure_encoder
 
-        def work(ctx: TaskContext) -> Any:
+        def work(ctx: TaskContext) -> RecallEstimate:
             from engine.methods.feedback import estimate_for_query
 
             return estimate_for_query(library, encoder, query_id, judgments=judgments)
 
-        def shown(estimate: Any) -> None:
+        def shown(estimate: RecallEstimate) -> None:
             if self.judging.query_id != query_id:
                 return
             self._estimated = key

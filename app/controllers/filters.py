@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QModelIndex, QObject, Signal
 
@@ -29,6 +29,10 @@ from widgets.filter_bar import FacetChoice, FilterBar, TaxonChoice
 from widgets.map_view import MapPoint, MapView, read_coastlines
 from widgets.month_histogram import MonthHistogram
 from widgets.results import ResultItem, ResultRole, ResultsModel, ResultsView
+
+if TYPE_CHECKING:
+    from engine.filters import SearchFilters
+    from engine.library import Library
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ class ResultSummary:
         return len(self.image_ids) - len(self.places)
 
 
-def summarise(library: Any, image_ids: list[int]) -> ResultSummary:
+def summarise(library: Library, image_ids: list[int]) -> ResultSummary:
     """Facet counts, observation months and places of `image_ids`. Runs in a worker."""
     from engine.filters import facet_counts, locations, month_counts
 
@@ -65,7 +69,7 @@ def summarise(library: Any, image_ids: list[int]) -> ResultSummary:
     return ResultSummary(list(image_ids), facets, months, len(image_ids) - sum(months), places)
 
 
-def taxon_choices(library: Any, prefix: str) -> list[TaxonChoice]:
+def taxon_choices(library: Library, prefix: str) -> list[TaxonChoice]:
     """Taxa of the catalog whose name or common name starts with `prefix`. Runs in a worker."""
     from engine.filters import taxon_suggestions
 
@@ -75,7 +79,7 @@ def taxon_choices(library: Any, prefix: str) -> list[TaxonChoice]:
     ]
 
 
-def _empty_filters() -> Any:
+def _empty_filters() -> SearchFilters:
     from engine.filters import SearchFilters
 
     return SearchFilters()
@@ -131,7 +135,7 @@ class FiltersController(QObject):
 
     # -- the filters -------------------------------------------------------------------------
 
-    def set_filters(self, filters: Any, rerun: bool = True) -> None:
+    def set_filters(self, filters: SearchFilters, rerun: bool = True) -> None:
         """Make `filters` the window's; the open search runs again with them if `rerun`."""
         self.filters = filters
         self.search.filters = filters

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -25,11 +25,14 @@ from widgets.detail_pane import DetailPane
 from widgets.metrics_panel import MetricsPanel, MetricsView, RunMetrics
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
+if TYPE_CHECKING:
+    from engine.queries import JudgmentChange, QueryStore
+
 log = logging.getLogger(__name__)
 
 NEXT_IN_CYCLE: dict[int | None, int | None] = {None: 1, 1: 0, 0: None}
 
-StoreProvider = Callable[[], Any | None]  # the library's engine.queries.QueryStore, once open
+StoreProvider = Callable[[], "QueryStore | None"]  # the library's, once it is open
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class JudgingController(QObject):
         self.run_id: int | None = None
         self.judgments: dict[int, int] = {}
         self.k = metrics.k()
-        self._undo: dict[int, list[Any]] = {}  # query id -> JudgmentChange stack
+        self._undo: dict[int, list[JudgmentChange]] = {}  # query id -> its undo stack
 
         view.currentItemChanged.connect(self._show_item_judgment)
         view.judgmentCycleRequested.connect(self.cycle)
@@ -97,7 +100,7 @@ class JudgingController(QObject):
         metrics.kChanged.connect(self.set_k)
 
     @property
-    def store(self) -> Any | None:
+    def store(self) -> QueryStore | None:
         return self._stores()
 
     # -- which query is open -------------------------------------------------------------------
@@ -195,14 +198,14 @@ class JudgingController(QObject):
             self.view.select_row(row)
         return self._write(back, lambda: stack.append(change))
 
-    def _write(self, change: Any, on_reverted: Callable[[], None]) -> TaskHandle:
+    def _write(self, change: JudgmentChange, on_reverted: Callable[[], None]) -> TaskHandle:
         store = self.store
         assert store is not None
 
-        def write(ctx: TaskContext) -> Any:
+        def write(ctx: TaskContext) -> JudgmentChange:
             return store.judge(change.query_id, change.image_id, change.current)
 
-        def saved(_result: Any) -> None:
+        def saved(_result: JudgmentChange) -> None:
             self.judgmentSaved.emit(change.query_id, change.image_id, change.current)
 
         def failed(exc: BaseException) -> None:
@@ -217,7 +220,7 @@ class JudgingController(QObject):
             write, title="Saving the judgment", pool=WRITE, on_success=saved, on_failure=failed
         )
 
-    def _forget_change(self, change: Any) -> None:
+    def _forget_change(self, change: JudgmentChange) -> None:
         stack = self._undo.get(change.query_id, [])
         if change in stack:
             stack.remove(change)

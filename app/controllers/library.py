@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -29,12 +29,17 @@ from widgets.library_panel import (
     LibraryPanel,
 )
 
+if TYPE_CHECKING:
+    from engine.collections import CollectionStats, MissingPhotos, MovedCollection
+    from engine.indexer import IndexReport
+    from engine.library import Library
+
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class IndexOutcome:
-    report: Any  # engine.indexer.IndexReport
+    report: IndexReport
     model_key: str | None
     model_spec: str | None
 
@@ -48,7 +53,11 @@ class LibraryController(QObject):
     message = Signal(str)  # for the status line
 
     def __init__(
-        self, runner: TaskRunner, session: LibrarySession, panel: LibraryPanel, ask: Any
+        self,
+        runner: TaskRunner,
+        session: LibrarySession,
+        panel: LibraryPanel,
+        ask: Callable[[str, str], bool],
     ) -> None:
         super().__init__()
         self.runner = runner
@@ -59,8 +68,8 @@ class LibraryController(QObject):
         # Asked before an indexing run starts: (folder, start) -> True to start now; False when
         # the model is not on disk and `start` runs once one is (the models controller).
         self.model_gate: Callable[[Path, Callable[[], object]], bool] | None = None
-        self.last_report: Any = None
-        self.stats: list[Any] = []
+        self.last_report: IndexReport | None = None
+        self.stats: list[CollectionStats] = []
         panel.addFolderRequested.connect(self.add_folder)
         panel.rescanRequested.connect(self.rescan)
         panel.removeRequested.connect(self.remove)
@@ -75,7 +84,7 @@ class LibraryController(QObject):
         if library is None:
             return None
 
-        def read(ctx: TaskContext) -> list[Any]:
+        def read(ctx: TaskContext) -> list[CollectionStats]:
             from engine.collections import collection_stats
 
             return collection_stats(library, self.session.model_key, scan_disk=True)
@@ -88,7 +97,7 @@ class LibraryController(QObject):
             on_success=self._show_stats,
         )
 
-    def _show_stats(self, stats: list[Any]) -> None:
+    def _show_stats(self, stats: list[CollectionStats]) -> None:
         self.stats = stats
         for run in self.panel.runs():
             if run.state == DONE:  # kept until now so the row never blinks out
@@ -114,23 +123,24 @@ class LibraryController(QObject):
         if library is None:
             return self.index_folder(folder)
 
-        def look(ctx: TaskContext) -> Any:
+        def look(ctx: TaskContext) -> MovedCollection | None:
             from engine.collections import find_moved_collection
 
             return find_moved_collection(library, folder)
+
+        def failed(exc: BaseException) -> None:
+            self._set_run(folder, FAILED, f"failed: {_one_line(exc)}")
+            self.runner.report_error(exc, f"Adding {folder.name}")
 
         return self.runner.submit(
             look,
             title=f"Looking at {folder.name}",
             pool=READ,
             on_success=lambda moved: self._index_added(folder, moved),
-            on_failure=lambda exc: (
-                self._set_run(folder, FAILED, f"failed: {_one_line(exc)}"),
-                self.runner.report_error(exc, f"Adding {folder.name}"),
-            ),
+            on_failure=failed,
         )
 
-    def _index_added(self, folder: Path, moved: Any) -> None:
+    def _index_added(self, folder: Path, moved: MovedCollection | None) -> None:
         if moved is None:
             self.index_folder(folder)
             return
@@ -206,7 +216,7 @@ class LibraryController(QObject):
             self.show_waiting(folder, "waiting for a model")
         return handle
 
-    def _submit_index(self, run: Any, folder: Path) -> TaskHandle:
+    def _submit_index(self, run: Callable[[TaskContext], IndexOutcome], folder: Path) -> TaskHandle:
         name = folder.name or str(folder)
         handle = self.runner.submit(
             run,
@@ -272,7 +282,7 @@ class LibraryController(QObject):
         self.refresh()
         self.indexingFinished.emit(outcome)
 
-    def _show_end(self, folder: Path, report: Any) -> None:
+    def _show_end(self, folder: Path, report: IndexReport | None) -> None:
         """A finished run's row turns plain at the next counts; a stopped one stays listed."""
         if report is None:  # cancelled before it began
             self._set_run(folder, STOPPED, "not indexed (stopped) — Re-scan to index it")
@@ -326,6 +336,8 @@ class LibraryController(QObject):
         ):
             return None
         library = self.session.library
+        if library is None:  # not open yet: nothing is listed to remove
+            return None
 
         def run(ctx: TaskContext) -> tuple[int, str | None, str | None]:
             from engine.collections import remove_collection
@@ -351,12 +363,12 @@ class LibraryController(QObject):
             self.message.emit("Wait for indexing to finish (or cancel it) before forgetting photos")
             return None
 
-        def count(ctx: TaskContext) -> Any:
+        def count(ctx: TaskContext) -> tuple[MissingPhotos, str | None]:
             from engine.collections import missing_photos, unmounted_reason
 
             return missing_photos(library, collection_id), unmounted_reason(library, collection_id)
 
-        def ask(counted: Any) -> None:
+        def ask(counted: tuple[MissingPhotos, str | None]) -> None:
             found, unmounted = counted
             if not found.photos:
                 self.refresh()
@@ -377,9 +389,10 @@ class LibraryController(QObject):
             # A folder that looks unmounted is forgotten only on a second, explicit answer
             # (without a dialog, the engine refuses it).
             anyway = bool(unmounted) and confirm
+            reason = unmounted or ""
             if anyway and not self._ask(
                 "Forget photos of a folder that looks unmounted?",
-                f"{unmounted[0].upper()}{unmounted[1:]}.\n\nMount it and rescan instead, unless "
+                f"{reason[0].upper()}{reason[1:]}.\n\nMount it and rescan instead, unless "
                 f"the files are really gone. Forget the {found.photos:,} photos anyway?",
             ):
                 return
@@ -388,14 +401,14 @@ class LibraryController(QObject):
         return self.runner.submit(count, title="Counting missing photos", pool=READ, on_success=ask)
 
     def _forget(
-        self, library: Any, collection_id: int, name: str, *, even_if_unmounted: bool = False
+        self, library: Library, collection_id: int, name: str, *, even_if_unmounted: bool = False
     ) -> TaskHandle:
-        def run(ctx: TaskContext) -> Any:
+        def run(ctx: TaskContext) -> MissingPhotos:
             from engine.collections import forget_missing
 
             return forget_missing(library, collection_id, even_if_unmounted=even_if_unmounted)
 
-        def done(forgotten: Any) -> None:
+        def done(forgotten: MissingPhotos) -> None:
             self.message.emit(
                 f"Forgot {forgotten.photos:,} missing photos of {name} "
                 f"({forgotten.judgments:,} judgments)"
@@ -416,19 +429,24 @@ class LibraryController(QObject):
 
             return write_demo_collection(dest, progress=ctx.progress).root
 
+        def written(root: Path) -> None:
+            self.panel.progress.finish()
+            self.index_folder(Path(root))
+
+        def failed(exc: BaseException) -> None:
+            self.panel.progress.finish()
+            self._set_run(dest, FAILED, f"failed: {_one_line(exc)}")
+            self.runner.report_error(exc, "Writing the demo collection")
+
         self.panel.progress.start("Preparing the demo collection")
         self.show_waiting(dest, "preparing the demo collection…")
         return self.runner.submit(
             write,
             title="Writing the demo collection",
             pool=WRITE,
-            on_success=lambda root: (self.panel.progress.finish(), self.index_folder(Path(root))),
+            on_success=written,
             on_progress=self._index_progress,
-            on_failure=lambda exc: (
-                self.panel.progress.finish(),
-                self._set_run(dest, FAILED, f"failed: {_one_line(exc)}"),
-                self.runner.report_error(exc, "Writing the demo collection"),
-            ),
+            on_failure=failed,
         )
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
@@ -25,6 +25,10 @@ from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.progress import Progress
 from widgets.model_chooser import DEMO_SPEC, ModelChooser, ModelRow, format_bytes
+
+if TYPE_CHECKING:
+    from engine.library import Library
+    from engine.models import InstalledModel, ModelOffer, ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -122,14 +126,14 @@ def one_sentence(text: str, limit: int = 220) -> str:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
-def default_store() -> Any:
+def default_store() -> ModelStore:
     """The user's model store (`engine.models.ModelStore` in the models folder)."""
     from engine.models import ModelStore
 
     return ModelStore(paths.models_dir())
 
 
-def _add_collection(library: Any, folder: Path) -> None:
+def _add_collection(library: Library, folder: Path) -> None:
     from engine.collections import add_collection
 
     add_collection(library, folder)
@@ -147,7 +151,7 @@ class ModelsController(QObject):
         session: LibrarySession,
         parent: QWidget | None,
         *,
-        store: Any | None = None,
+        store: ModelStore | None = None,
         confirm: Callable[[str], bool] = lambda spec: True,
         refresh_library: Callable[[], object] = lambda: None,
     ) -> None:
@@ -172,7 +176,7 @@ class ModelsController(QObject):
     # -- the store --------------------------------------------------------------------------------
 
     @property
-    def store(self) -> Any:
+    def store(self) -> ModelStore:
         if self._store is None:
             self._store = default_store()
         return self._store
@@ -189,7 +193,7 @@ class ModelsController(QObject):
             log.info("cannot tell whether %s is installed", spec, exc_info=True)
             return True
 
-    def offers(self) -> list[Any]:
+    def offers(self) -> list[ModelOffer]:
         """The catalogue (`engine.models.model_offers`)."""
         from engine.models import model_offers
 
@@ -328,7 +332,7 @@ class ModelsController(QObject):
         self._last_bytes = (0, 0)
         store = self.store
 
-        def run(ctx: TaskContext) -> Any:
+        def run(ctx: TaskContext) -> InstalledModel:
             return store.download(spec, progress=ctx.progress, cancel=ctx.cancel)
 
         self._task = self.runner.submit(
@@ -392,7 +396,7 @@ class ModelsController(QObject):
             arch = next((a for a in KNOWN_ARCHS if a.lower() in name), None)
             target = f"{arch}:{source}" if arch else target  # else the store asks which one
 
-        def run(ctx: TaskContext) -> Any:
+        def run(ctx: TaskContext) -> InstalledModel:
             if is_pack:
                 return store.import_pack(source, progress=ctx.progress)
             return store.import_file(target)
@@ -408,7 +412,7 @@ class ModelsController(QObject):
         )
         return self._task
 
-    def _imported(self, installed: Any) -> None:
+    def _imported(self, installed: InstalledModel) -> None:
         self._task = None
         spec = str(installed.spec)
         self.message.emit(f"Imported {spec}")
@@ -436,19 +440,19 @@ class ModelsController(QObject):
         self._waiting.append((None, go))
         self._chosen(spec)
 
-    def waiting_folders(self) -> list[Path]:
-        """Folders added while no model was on disk, in the order they were added."""
-        return [folder for folder, _go in self._waiting if folder is not None]
-
     # -- keeping added folders ---------------------------------------------------------------------
 
     def _keep(self, folder: Path) -> None:
         library = self.session.library
         if library is None:
             return
+
+        def added(_none: None) -> None:
+            self._refresh_library()
+
         self.runner.submit(
             lambda ctx: _add_collection(library, folder),
             title=f"Adding {folder.name}",
             pool=WRITE,
-            on_success=lambda _none: self._refresh_library(),
+            on_success=added,
         )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage, QPixmap
@@ -29,6 +29,11 @@ from app.controllers.session import LibrarySession
 from app.workers import THUMBNAILS, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.query_list import QueryListPanel, QueryRow
 from widgets.results import ResultItem
+
+if TYPE_CHECKING:
+    from app.controllers.search import SearchOutcome
+    from engine.library import Library
+    from engine.queries import QueryInfo, QueryStore, RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,7 @@ def _local_time(moment: datetime) -> str:
 class PhotoNames:
     """Names query photos from the catalog, each path read once. Used in a worker."""
 
-    def __init__(self, library: Any) -> None:
+    def __init__(self, library: Library | None) -> None:
         self.library = library
         self._known: dict[str, QueryPhoto] = {}
 
@@ -69,7 +74,7 @@ class PhotoNames:
         return photo
 
 
-def _run_label(run: Any, names: PhotoNames) -> str:
+def _run_label(run: RunInfo, names: PhotoNames) -> str:
     """The method with its non-default options and the query kind ("Text · image"), the
     photo searched with (its taxon, else its file name), and the time."""
     image = (run.params or {}).get("image")
@@ -80,14 +85,14 @@ def _run_label(run: Any, names: PhotoNames) -> str:
     return f"{what} · {_local_time(run.created_at)}"
 
 
-def _query_title(info: Any, names: PhotoNames) -> str:
+def _query_title(info: QueryInfo, names: PhotoNames) -> str:
     """The name, else the words, else “photo NAME”: never a bare file path."""
     if info.name or info.text:
         return str(info.name or info.text)
     return f"photo “{names(info.image_path).reference}”" if info.image_path else ""
 
 
-def query_rows(store: Any, names: PhotoNames | None = None) -> list[QueryRow]:
+def query_rows(store: QueryStore, names: PhotoNames | None = None) -> list[QueryRow]:
     """Every saved query as the list shows it, with the labels of its runs (what tells two
     queries with the same words apart). Runs in a worker."""
     from sqlalchemy import select
@@ -126,7 +131,7 @@ def query_rows(store: Any, names: PhotoNames | None = None) -> list[QueryRow]:
     ]
 
 
-def read_query(store: Any, query_id: int, run_id: int | None) -> _Loaded:
+def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
     """A saved query with the latest run of each method (and run `run_id`, if older); its
     judgments; the whole query list. Runs in a worker."""
     names = PhotoNames(store.library)
@@ -274,7 +279,7 @@ class SavedQueriesController(QObject):
         if self.judging.query_id is not None:
             self._more_like_this = (item.path, self.judging.query_id)
 
-    def on_search_finished(self, outcome: Any) -> TaskHandle | None:
+    def on_search_finished(self, outcome: SearchOutcome) -> TaskHandle | None:
         """Save the search as a run of its query and load that query's judgments."""
         store = self.session.query_store()
         if store is None:
@@ -342,7 +347,7 @@ class SavedQueriesController(QObject):
     def open_query(self, query_id: int, run_id: int | None = None) -> TaskHandle | None:
         """Show a saved query's run (default: its newest) with its judgments."""
         store, library = self.session.query_store(), self.session.library
-        if store is None:
+        if store is None or library is None:  # a store only exists for an open library
             return None
         self._generation += 1
         generation = self._generation

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
@@ -29,6 +29,11 @@ from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.detail_pane import DetailPane
 from widgets.results import ResultItem, ResultsView
 from widgets.subquery_editor import SORT_BY_RANK, QuestionRow, SubqueryEditor
+
+if TYPE_CHECKING:
+    from engine.library import Library
+    from engine.queries import RunInfo
+    from engine.rerank.base import Decomposer, Decomposition
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +101,7 @@ def sorted_by_question(
     return answered + [i for i in order if p_of(i) is None]
 
 
-def known_names(library: Any) -> list[str]:
+def known_names(library: Library) -> list[str]:
     """The catalog's taxon and common names (for the built-in subject question). Runs in a
     worker."""
     from sqlalchemy import select
@@ -276,18 +281,18 @@ class RerankController(QObject):
         llm = language_model(self.session.settings)
         context = self.editor.context_text()
 
-        def work(ctx: TaskContext) -> Any:
+        def work(ctx: TaskContext) -> Decomposition:
             from engine.rerank.decompose import BuiltinDecomposer, LlmDecomposer
 
             names = known_names(library) if library is not None else []
-            decomposer: Any = (
+            decomposer: Decomposer = (
                 LlmDecomposer(llm.url, llm.model, llm.api_key)
                 if llm.configured
                 else BuiltinDecomposer()
             )
             return decomposer.decompose(text, context=context, known_names=names)
 
-        def done(decomposition: Any) -> None:
+        def done(decomposition: Decomposition) -> None:
             self.editor.set_questions(question_rows(decomposition.questions))
             self._on_edited()
             note = f"  ·  {decomposition.note}" if decomposition.note else ""
@@ -446,19 +451,19 @@ class RerankController(QObject):
             return None
         to_save, self._to_save = self._to_save, None
         if to_save is not None:
-            self._save(query_id, to_save)
+            self._save(library, query_id, to_save)
         if self._live is not None:
             return None  # a search is filling the grid
         self._generation += 1
         generation = self._generation
 
-        def load(ctx: TaskContext) -> tuple[Any, list[QuestionRow]]:
+        def load(ctx: TaskContext) -> tuple[RunInfo | None, list[QuestionRow]]:
             from engine.rerank.store import load_questions
 
             run = next((r for r in store.runs_for(query_id) if r.id == run_id), None)
             return run, question_rows(load_questions(library, query_id))
 
-        def loaded(result: tuple[Any, list[QuestionRow]]) -> None:
+        def loaded(result: tuple[RunInfo | None, list[QuestionRow]]) -> None:
             if generation != self._generation or self._live is not None:
                 return
             run, saved = result
@@ -484,9 +489,7 @@ class RerankController(QObject):
             on_failure=lambda exc: log.info("the query's questions: %s", exc),
         )  # fmt: skip
 
-    def _save(self, query_id: int, rows: list[QuestionRow]) -> TaskHandle:
-        library = self.session.library
-
+    def _save(self, library: Library, query_id: int, rows: list[QuestionRow]) -> TaskHandle:
         def save(ctx: TaskContext) -> None:
             from engine.rerank.base import Question
             from engine.rerank.decompose import question_target
@@ -499,12 +502,6 @@ class RerankController(QObject):
             )
 
         return self.runner.submit(save, title="Saving the questions", pool=WRITE)
-
-    def save_edited(self) -> TaskHandle | None:
-        """Save the editor's questions with the open query now (without a run)."""
-        if self.judging.query_id is None:
-            return None
-        return self._save(self.judging.query_id, self.editor.questions())
 
 
 def _duration(seconds: float) -> str:

@@ -7,9 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from widgets.results import ResultItem
+
+if TYPE_CHECKING:
+    from engine.library import Library
+    from engine.search import SearchHit
+    from engine.thumbnails import ThumbnailCache
 
 
 def taxon_label(taxon: str | None, common_name: str | None) -> str | None:
@@ -36,7 +41,7 @@ class QueryPhoto:
         return f"{self.name} #{self.image_id}" if self.image_id is not None else self.name
 
 
-def query_photo(library: Any, path: str | Path) -> QueryPhoto:
+def query_photo(library: Library | None, path: str | Path) -> QueryPhoto:
     """Name the photo at `path` from the catalog (taxon and common name), falling back to
     the file name. Runs in a worker (it reads the catalog)."""
     from sqlalchemy import select
@@ -60,14 +65,14 @@ def query_photo(library: Any, path: str | Path) -> QueryPhoto:
                 )
                 if image_id is not None:
                     break
-    if image_id is None:
+    if image_id is None or library is None:
         return QueryPhoto(str(path), path.name)
     d = photo_details(library, [image_id]).get(image_id)
     name = (taxon_label(d.taxon, d.common_name) if d else None) or path.name
     return QueryPhoto(str(path), name, image_id, d.content_hash if d else None)
 
 
-def photo_thumbnail_bytes(cache: Any, photo: QueryPhoto) -> bytes | None:
+def photo_thumbnail_bytes(cache: ThumbnailCache | None, photo: QueryPhoto) -> bytes | None:
     """The JPEG thumbnail of a query photo from the library's disk cache (made on first
     use), or None when it cannot be read. Runs in the thumbnails pool."""
     from engine.errors import BadImageError
@@ -82,7 +87,7 @@ def photo_thumbnail_bytes(cache: Any, photo: QueryPhoto) -> bytes | None:
 
 
 def result_items(
-    library: Any, ranking: Sequence[tuple[int, float]], hits: Iterable[Any] = ()
+    library: Library, ranking: Sequence[tuple[int, float]], hits: Iterable[SearchHit] = ()
 ) -> list[ResultItem]:
     """Cards for `ranking` ((image id, score), best first), numbered from 1, with each photo's
     catalog details read in one query. Runs in a worker (it reads the catalog).

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
@@ -39,6 +39,12 @@ from widgets.detail_pane import DetailPane
 from widgets.method_options import MethodOptionsDialog, ParamField
 from widgets.query_bar import MethodChoice, QueryBar
 from widgets.results import ResultItem, ResultsModel
+
+if TYPE_CHECKING:  # the engine loads in a worker, not with the window
+    import PIL.Image
+
+    from engine.filters import SearchFilters
+    from engine.methods import ModelManager
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +149,7 @@ def describe_query(text: str, photo: QueryPhoto | None) -> str:
     return " + ".join(parts)
 
 
-def pil_to_qimage(image: Any) -> QImage:
+def pil_to_qimage(image: PIL.Image.Image) -> QImage:
     """An RGB PIL image as a QImage that owns its pixels (safe to hand to another thread)."""
     rgb = image.convert("RGB")
     data = rgb.tobytes("raw", "RGB")
@@ -190,10 +196,10 @@ class SearchController(QObject):
         # (a reranked run's answers, shown again when the run is reopened).
         self.evidence_kept: set[str] = set()
         self._searches = 0
-        self._model_manager: Any = None  # kept across searches: a generator loads once
-        # The window's metadata filters (`engine.filters.SearchFilters`, set by the
-        # FiltersController): every search runs within them and saves them with its run.
-        self.filters: Any = None
+        self._model_manager: ModelManager | None = None  # kept: a generator loads once
+        # The window's metadata filters (set by the FiltersController): every search runs
+        # within them and saves them with its run.
+        self.filters: SearchFilters | None = None
         self._last_request: SearchRequest | None = None  # what `rerun` runs again
         query_bar.set_methods(method_choices())
         query_bar.optionsRequested.connect(self.edit_options)
@@ -214,7 +220,8 @@ class SearchController(QObject):
     def on_search_requested(self, text: str, image: object, method: str) -> None:
         request = SearchRequest(
             text=text,
-            image=Path(image) if image is not None else None,
+            # The query bar's photo: a path (a Signal carries it as an object).
+            image=Path(cast("str | Path", image)) if image is not None else None,
             method=method or "text",
             top_k=self.session.settings.top_k,
             params=dict(self.options.get(method or "text", {})),
@@ -351,6 +358,7 @@ class SearchController(QObject):
         session = self.session
         filters = self.filters if self.filters is not None and self.filters.active else None
         library = session.library
+        assert library is not None  # searches are ready only once the library is open
         self._searches += 1
         search_id, hook = self._searches, self.event_hook
         keep_evidence = request.method in self.evidence_kept

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -22,12 +22,19 @@ from app import paths
 from app.settings import ROOT_MAP_ENV, Settings, index_memory_bytes, root_map_of
 from app.workers import READ, TaskContext, TaskRunner
 
+if TYPE_CHECKING:  # the engine loads in a worker at start-up, not with the window
+    from engine.encoders import Encoder
+    from engine.library import Library
+    from engine.progress import Progress
+    from engine.queries import QueryStore
+    from engine.thumbnails import ThumbnailCache
+
 log = logging.getLogger(__name__)
 
-EncoderLoader = Callable[[str, str], Any]
+EncoderLoader = Callable[[str, str], "Encoder"]
 
 
-def default_encoder_loader(spec: str, device: str) -> Any:
+def default_encoder_loader(spec: str, device: str) -> Encoder:
     from engine.encoders import load_encoder
 
     return load_encoder(
@@ -37,8 +44,8 @@ def default_encoder_loader(spec: str, device: str) -> Any:
 
 @dataclass(frozen=True)
 class _Opened:
-    library: Any
-    encoder: Any | None
+    library: Library
+    encoder: Encoder | None
     detected_device: str
     model_key: str | None
     model_spec: str | None
@@ -72,9 +79,10 @@ class LibrarySession(QObject):
         # never loaded here, since loading would try to download it (the chooser does that).
         self.model_available: Callable[[str], bool] = lambda spec: True
         self._lock = threading.Lock()
-        self.library: Any | None = None
-        self._queries: Any | None = None  # engine.queries.QueryStore of `library`
-        self._encoder: Any | None = None
+        self.library: Library | None = None
+        self._queries: QueryStore | None = None  # the saved queries of `library`
+        self._thumbs: ThumbnailCache | None = None
+        self._encoder: Encoder | None = None
         self._encoder_spec: str | None = None
         self.target_model: str | None = None  # a model chosen for the next re-index
         self.model_key: str | None = None  # the library's, as last read by a worker
@@ -98,7 +106,7 @@ class LibrarySession(QObject):
             on_progress=self._on_open_progress,
         )
 
-    def _on_open_progress(self, progress: Any) -> None:
+    def _on_open_progress(self, progress: Progress) -> None:
         if progress.total:
             self.readyChanged.emit(
                 False, f"Preparing the search index: {progress.done:,} of {progress.total:,}…"
@@ -170,7 +178,7 @@ class LibrarySession(QObject):
         self.modelChanged.emit(self.search_model())
         self.update_ready()
 
-    def ensure_encoder(self, spec: str | None = None) -> Any:
+    def ensure_encoder(self, spec: str | None = None) -> Encoder:
         """The encoder for `spec` (default: the search model), loading it if needed.
         Blocks: call from a worker."""
         spec = spec or self.search_model()
@@ -182,7 +190,7 @@ class LibrarySession(QObject):
             return self._encoder
 
     @property
-    def encoder(self) -> Any | None:
+    def encoder(self) -> Encoder | None:
         return self._encoder
 
     def update_ready(self) -> None:
@@ -226,17 +234,17 @@ class LibrarySession(QObject):
             self.library.root_map = root_map_of(os.environ.get(ROOT_MAP_ENV, ""), settings.root_map)
         self.modelChanged.emit(self.search_model())
 
-    def thumbnail_cache(self) -> Any | None:
+    def thumbnail_cache(self) -> ThumbnailCache | None:
         if self.library is None:
             return None
         from engine.thumbnails import ThumbnailCache
 
-        cache = getattr(self, "_thumbs", None)
+        cache = self._thumbs
         if cache is None:
             cache = self._thumbs = ThumbnailCache(self.library.root / "cache" / "thumbnails")
         return cache
 
-    def query_store(self) -> Any | None:
+    def query_store(self) -> QueryStore | None:
         """The open library's saved queries, runs and judgments (one store per library)."""
         if self.library is None:
             return None

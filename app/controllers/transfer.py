@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
 from app.controllers.judging import JudgingController
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
+
+if TYPE_CHECKING:
+    from engine.export import ImportReport
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +89,12 @@ class TransferController(QObject):
         if library is None:
             return None
 
-        def do_import(ctx: TaskContext) -> Any:
+        def do_import(ctx: TaskContext) -> ImportReport:
             from engine.export import import_benchmark
 
             return import_benchmark(library, queries_file, judgments_file)
 
-        def done(report: Any) -> None:
+        def done(report: ImportReport) -> None:
             note = (
                 f", {report.unresolved:,} name photos not in the library"
                 if report.unresolved

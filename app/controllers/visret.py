@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QImage
@@ -26,6 +26,9 @@ from app.controllers.judging import JudgingController
 from app.controllers.search import SearchController, SearchOutcome, SearchRequest, pil_to_qimage
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 from widgets.drawings_strip import DrawingCard, DrawingsStrip
+
+if TYPE_CHECKING:
+    from engine.visret import Drawing
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ _NOT_DRAWING = frozenset({"leave_out", "k_rrf", "fusion", "include_text", "detai
 _RUN_ONLY = ("details", "top_k", "image")
 
 
-def drawing_card(drawing: Any, left_out: bool = False) -> DrawingCard:
+def drawing_card(drawing: Drawing, left_out: bool = False) -> DrawingCard:
     """An engine `Drawing` as the strip shows it (its PIL image as a QImage). Runs in a
     worker."""
     image = drawing.image
@@ -53,7 +56,7 @@ def drawing_card(drawing: Any, left_out: bool = False) -> DrawingCard:
 
 def saved_cards(details: dict[str, Any]) -> list[DrawingCard]:
     """The drawings a saved run used, read back from the cache files. Runs in a worker."""
-    cards = []
+    cards: list[DrawingCard] = []
     for row in details.get("drawings", []):
         path = row.get("path")
         image = QImage(str(path)) if path and Path(str(path)).is_file() else None

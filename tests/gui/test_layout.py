@@ -76,12 +76,12 @@ def test_every_pane_is_whole_on_each_screen(qtbot, width: int, height: int) -> N
     shown = pane.photo.photo_rect()
     assert shown.width() >= pane.width() * 0.8
     assert abs(shown.width() * 3 - shown.height() * 4) <= 4
-    viewport = pane.scroll.viewport()
+    viewport = pane.scroll_area.viewport()
     on_view = shown.translated(pane.photo.mapTo(viewport, shown.topLeft() * 0))
     assert viewport.rect().contains(on_view)
 
-    assert not pane.scroll.horizontalScrollBar().isVisible()
-    assert pane.scroll.widget().width() <= viewport.width()
+    assert not pane.scroll_area.horizontalScrollBar().isVisible()
+    assert pane.scroll_area.widget().width() <= viewport.width()
     for button in (pane.relevant_button, pane.not_relevant_button, pane.clear_button):
         assert button.width() >= button.sizeHint().width(), button.text()
 
@@ -149,7 +149,7 @@ def test_a_long_path_wraps_inside_the_pane(qtbot) -> None:
     path_label = window.detail_pane.fields["path"]
     assert breakable("/a/b_c.jpg").replace("\u200b", "") == "/a/b_c.jpg"
     assert path_label.heightForWidth(path_label.width()) > 2 * path_label.fontMetrics().height()
-    assert path_label.x() + path_label.width() <= window.detail_pane.scroll.viewport().width()
+    assert path_label.x() + path_label.width() <= window.detail_pane.scroll_area.viewport().width()
 
 
 def _saved(window: MainWindow, path: Path, version: int | None = None) -> QSettings:
