@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,63 @@ def photos(tmp_path: Path, small_demo_collection) -> Path:
     dest = tmp_path / "photos"
     shutil.copytree(small_demo_collection.root, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def indexed_small_demo(
+    tmp_path_factory: pytest.TempPathFactory, small_demo_collection, demo_encoder
+) -> Path:
+    """A library folder of the small demo collection indexed with the demo model, built once
+    per session (read-only: take a copy with `copy_small_demo_library` to change it).
+
+    Its catalog records the session's `small_demo_collection.root` as the collection root, so a
+    copy of the folder (its own `catalog.sqlite3`, no `catalog.url`) opens as a library of that
+    same, shared photo folder."""
+    from engine.indexer import Indexer
+    from engine.library import Library
+
+    lib = tmp_path_factory.mktemp("indexed-small-demo") / "lib"
+    with Library.open(lib) as library:
+        Indexer(library, demo_encoder).run(small_demo_collection.root)
+    return lib
+
+
+@pytest.fixture(scope="session")
+def cli_indexed_small_demo(
+    tmp_path_factory: pytest.TempPathFactory, small_demo_collection
+) -> Path:
+    """The small demo collection indexed once through `quadrat index --model demo` (read-only:
+    take a copy with `copy_cli_small_demo_library`)."""
+    from app.cli import main
+
+    lib = tmp_path_factory.mktemp("cli-indexed-small-demo") / "lib"
+    with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
+        patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
+        code = main(["index", str(small_demo_collection.root), "--library", str(lib),
+                     "--model", "demo", "--json"])  # fmt: skip
+    assert code == 0
+    return lib
+
+
+def _copier(template: Path) -> Callable[[Path], Path]:
+    def copy(dest: Path) -> Path:
+        shutil.copytree(template, dest)
+        return dest
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def copy_small_demo_library(indexed_small_demo: Path) -> Callable[[Path], Path]:
+    """Copy the indexed small demo library to a new folder (returned): indexing it again would
+    cost seconds per module, a copy milliseconds. The copy belongs to the caller."""
+    return _copier(indexed_small_demo)
+
+
+@pytest.fixture(scope="session")
+def copy_cli_small_demo_library(cli_indexed_small_demo: Path) -> Callable[[Path], Path]:
+    """Copy the small demo library indexed through the command line to a new folder."""
+    return _copier(cli_indexed_small_demo)
 
 
 @pytest.fixture(scope="session")

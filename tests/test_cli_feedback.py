@@ -18,13 +18,8 @@ QUERY = "a blue circle beside a red square"
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory, small_demo_collection) -> Path:
-    lib = tmp_path_factory.mktemp("cli-feedback") / "lib"
-    code = main(
-        ["index", str(small_demo_collection.root), "--library", str(lib), "--model", "demo"]
-    )
-    assert code == 0
-    return lib
+def indexed(tmp_path_factory, copy_cli_small_demo_library) -> Path:
+    return copy_cli_small_demo_library(tmp_path_factory.mktemp("cli-feedback") / "lib")
 
 
 @pytest.fixture

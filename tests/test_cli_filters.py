@@ -35,11 +35,8 @@ def found(capsys, library: Path, *flags: object, text: str = "a photo") -> set[s
 
 
 @pytest.fixture(scope="module")
-def demo_lib(tmp_path_factory, small_demo_collection) -> Path:
-    lib = tmp_path_factory.mktemp("cli-filters") / "lib"
-    assert main(["index", str(small_demo_collection.root), "--library", str(lib),
-                 "--model", "demo", "--json"]) == 0  # fmt: skip
-    return lib
+def demo_lib(tmp_path_factory, copy_cli_small_demo_library) -> Path:
+    return copy_cli_small_demo_library(tmp_path_factory.mktemp("cli-filters") / "lib")
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from engine.feedback import (
     rocchio,
     sample_to_judge,
 )
-from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, get_method, resolve_spec
 
@@ -284,11 +283,8 @@ def test_the_interval_holds_the_true_count_about_as_often_as_it_says():
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory, small_demo_collection, demo_encoder) -> Path:
-    lib = tmp_path_factory.mktemp("feedback") / "lib"
-    with Library.open(lib) as library:
-        Indexer(library, demo_encoder).run(small_demo_collection.root)
-    return lib
+def indexed(tmp_path_factory, copy_small_demo_library) -> Path:
+    return copy_small_demo_library(tmp_path_factory.mktemp("feedback") / "lib")
 
 
 def demo_relevant(library, collection, text: str) -> set[int]:  # type: ignore[no-untyped-def]

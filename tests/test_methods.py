@@ -14,17 +14,13 @@ import pytest
 
 from app.cli import main
 from engine.errors import BadInputError
-from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory, small_demo_collection, demo_encoder) -> Path:
-    lib = tmp_path_factory.mktemp("methods") / "lib"
-    with Library.open(lib) as library:
-        Indexer(library, demo_encoder).run(small_demo_collection.root)
-    return lib
+def indexed(tmp_path_factory, copy_small_demo_library) -> Path:
+    return copy_small_demo_library(tmp_path_factory.mktemp("methods") / "lib")
 
 
 def test_the_registry_lists_text_with_its_parameters():

@@ -30,11 +30,8 @@ from engine.rerank.store import load_questions, save_questions
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory, small_demo_collection, demo_encoder) -> Path:
-    lib = tmp_path_factory.mktemp("rerank") / "lib"
-    with Library.open(lib) as library:
-        Indexer(library, demo_encoder).run(small_demo_collection.root)
-    return lib
+def indexed(tmp_path_factory, copy_small_demo_library) -> Path:
+    return copy_small_demo_library(tmp_path_factory.mktemp("rerank") / "lib")
 
 
 class FakeScorer:

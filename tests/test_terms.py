@@ -9,7 +9,6 @@ from sqlalchemy import select
 
 from engine.catalog import Image, Taxon
 from engine.errors import BadInputError
-from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, resolve_spec
 from engine.methods.text import TextMethod, TextParams
@@ -54,9 +53,8 @@ def test_the_query_vector_is_the_normalised_sum_of_unit_vectors():
 
 
 @pytest.fixture(scope="module")
-def library(tmp_path_factory, small_demo_collection, demo_encoder):
-    lib = Library.open(tmp_path_factory.mktemp("terms") / "lib")
-    Indexer(lib, demo_encoder).run(small_demo_collection.root)
+def library(tmp_path_factory, copy_small_demo_library):
+    lib = Library.open(copy_small_demo_library(tmp_path_factory.mktemp("terms") / "lib"))
     yield lib
     lib.close()
 

@@ -64,11 +64,39 @@ def _found(library: Library, text: str) -> set[int]:
     return {i for i, _ in text_ranked(library.catalog, text, 10_000)}
 
 
-@pytest.fixture
-def indexed(photos: Path, tmp_path: Path, demo_encoder):
-    """The small demo collection (a private copy), two photos with notes, indexed."""
+def _with_notes(photos: Path) -> list[str]:
+    """Give two of `photos` notes; the photos' relative paths, sorted."""
     files = sorted(p.relative_to(photos).as_posix() for p in photos.rglob("*.jpg"))
     _write_metadata(photos, {files[0]: "Basking on warm granite", files[-1]: "near a pond"})
+    return files
+
+
+@pytest.fixture(scope="module")
+def notes_library(tmp_path_factory, small_demo_collection, demo_encoder):
+    """(photos, library folder, files): the small demo collection with two photos' notes,
+    indexed once for the module. Read-only: `indexed` hands each test a copy of the library."""
+    root = tmp_path_factory.mktemp("textsearch")
+    photos = Path(shutil.copytree(small_demo_collection.root, root / "photos"))
+    files = _with_notes(photos)
+    with Library.open(root / "lib") as library:
+        Indexer(library, demo_encoder).run(photos)
+    return photos, root / "lib", files
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, notes_library):
+    """A private copy of the notes library; its photos are shared, so a test that changes
+    photos takes `indexed_own_photos`."""
+    photos, template, files = notes_library
+    library = Library.open(shutil.copytree(template, tmp_path / "lib"))
+    yield library, photos, files
+    library.close()
+
+
+@pytest.fixture
+def indexed_own_photos(photos: Path, tmp_path: Path, demo_encoder):
+    """The small demo collection (a private copy), two photos with notes, indexed."""
+    files = _with_notes(photos)
     library = Library.open(tmp_path / "lib")
     Indexer(library, demo_encoder).run(photos)
     yield library, photos, files
@@ -207,8 +235,10 @@ def test_allowed_ids_restrict_the_ranking(indexed):
 # -- keeping the index right ----------------------------------------------------------------------
 
 
-def test_the_index_follows_reindexing_missing_photos_and_removal(indexed, demo_encoder):
-    library, photos, files = indexed
+def test_the_index_follows_reindexing_missing_photos_and_removal(
+    indexed_own_photos, demo_encoder
+):
+    library, photos, files = indexed_own_photos
     ids = _ids(library)
     # New notes, picked up when the changed photos are indexed again (the indexer applies a
     # record when it encodes the photo).
@@ -261,9 +291,9 @@ def test_the_index_follows_taxon_changes(indexed):
     assert _found(library, "orphan") == {orphan}
 
 
-def test_the_index_matches_a_rebuild_from_the_catalog(indexed, demo_encoder):
+def test_the_index_matches_a_rebuild_from_the_catalog(indexed_own_photos, demo_encoder):
     """What the triggers kept equals what the migration's fill computes from scratch."""
-    library, photos, files = indexed
+    library, photos, files = indexed_own_photos
     _write_metadata(photos, {files[2]: "Third", files[3]: "fourth one"})
     for name in files[:4] + files[-1:]:
         _resave(photos / name)

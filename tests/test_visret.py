@@ -1,4 +1,4 @@
-"""Visualize-then-retrieve: reciprocal rank fusion as SPEC.md §2 says, the demo painter (the
+"""Visualize-then-retrieve: reciprocal rank fusion as docs/SPEC.md §2.1 says, the demo painter (the
 prompt's words alone, seeded, no file read), the `visret` method on the demo library (rankings,
 leaving a drawing out without drawing again, details) and the command line."""
 
@@ -17,7 +17,6 @@ import pytest
 from app.cli import main
 from engine.benchmark import JudgmentResolver
 from engine.errors import BadInputError
-from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
 from engine.metrics import reciprocal_rank_fusion
@@ -27,18 +26,15 @@ from tests.test_prompt import server  # noqa: F401 - the local chat endpoint fix
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory, small_demo_collection, demo_encoder) -> Path:
-    lib = tmp_path_factory.mktemp("visret") / "lib"
-    with Library.open(lib) as library:
-        Indexer(library, demo_encoder).run(small_demo_collection.root)
-    return lib
+def indexed(tmp_path_factory, copy_small_demo_library) -> Path:
+    return copy_small_demo_library(tmp_path_factory.mktemp("visret") / "lib")
 
 
 # -- reciprocal rank fusion ------------------------------------------------------------------
 
 
 def _reference_rrf(lists: list[list[int]], k_rrf: int) -> list[int]:
-    """SPEC.md §2 written out plainly: exact sums, ties by best single rank, then id."""
+    """docs/SPEC.md §2.1 written out plainly: exact sums, ties by best single rank, then id."""
     score: dict[int, Fraction] = {}
     best: dict[int, int] = {}
     for ranking in lists:
