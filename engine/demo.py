@@ -25,7 +25,7 @@ A photo with two species lives in the folder (taxon) of the first one named in t
 was drawn for, the sentence's subject ("a red circle beside a blue square" is filed under red
 circle), as an iNat observation has one observed taxon; its first annotation is that object.
 
-`metadata.json` describes what each photo shows (SPEC.md §6): one annotation per drawn object
+`metadata.json` describes what each photo shows (docs/SPEC.md §6.4): one annotation per drawn object
 (`category_id` of its colour-shape species, `bbox` [x, y, w, h] in pixels, `attributes` with
 `size` tiny/normal/large and `occluded`) and, per image, `attributes` with `count` (objects
 drawn) and `background` (solid, gradient, noise, blotches, striped or spotted). Every judgment
@@ -888,7 +888,7 @@ def write_demo_collection(
         if number in notes:
             record["notes"] = notes[number]
         images.append(record)
-        for obj in photo.objects:  # the first is the photo's taxon (SPEC.md §3 reads it)
+        for obj in photo.objects:  # the first is the photo's taxon (docs/SPEC.md §3 reads it)
             annotations.append(_annotation(len(annotations) + 1, image_id, obj))
         file_names.append(file_name)
     info = {

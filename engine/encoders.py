@@ -1,6 +1,6 @@
 """CLIP encoders: model specs, device choice, safe weight loading and the open_clip encoder.
 
-A model is named by a spec string (SPEC.md §5):
+A model is named by a spec string (docs/SPEC.md §5.2):
 
 - ``demo`` - the tiny model shipped in ``resources/models``;
 - ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, from the model store

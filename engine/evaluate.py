@@ -1,4 +1,4 @@
-"""Benchmark files and benchmark runs (SPEC.md §3–§5).
+"""Benchmark files and benchmark runs (docs/SPEC.md §3–§5).
 
 Reads INQUIRE query and judgment CSVs and TREC qrels and runs; writes TREC runs and qrels and
 INQUIRE-style CSVs; scores runs with `engine.metrics` under the FULLRANK or RERANK protocol.
@@ -351,7 +351,7 @@ def _load_trec_qrels(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
 def load_trec_run(path: StrPath) -> dict[str, list[tuple[str, float]]]:
     """A TREC run, `qid Q0 docid rank score tag` per line, as query id -> [(docid, score)].
 
-    Each query's results are a strict order (SPEC §1): by score, descending; ties by the earlier
+    Per query, a strict order (docs/SPEC.md §1.6): by score, descending; ties by the earlier
     rank column, then by docid. The rank column only breaks ties, as in trec_eval, so a run whose
     ranks contradict its scores is read by its scores. A docid repeated within one query is an
     error, as in trec_eval, and so is a run with no results.
@@ -531,7 +531,7 @@ def evaluate_run(
 
 
 def metrics_json(mean: MeanMetrics, k: int) -> dict[str, object]:
-    """The JSON object of `quadrat evaluate --json` / `quadrat metrics --json` (SPEC §5)."""
+    """The JSON object of `quadrat evaluate --json` / `metrics --json` (docs/SPEC.md §5.4)."""
     return {
         "queries": mean.queries,
         f"mAP@{k}": mean.mAP,

@@ -1,4 +1,4 @@
-"""Exports and imports: results and judgments as CSV (SPEC.md §4, §6), TREC qrels,
+"""Exports and imports: results and judgments as CSV (docs/SPEC.md §4), TREC qrels,
 INQUIRE-style judgment files, and copying the photos judged relevant to a folder.
 
 Every write is all or nothing: a file is written whole or not at all (`engine.files`), copies
@@ -214,7 +214,7 @@ JUDGMENT_COLUMNS = [
     "query_name",
     "query_notes",
 ]
-"""An exported judgments CSV (SPEC.md §6): the INQUIRE columns first, then what makes the file
+"""An exported judgments CSV (docs/SPEC.md §4): the INQUIRE columns first, then what makes the file
 readable alone and its paths unambiguous across collections."""
 
 

@@ -1,4 +1,4 @@
-"""INQUIRE-Rerank as published (Parquet, SPEC.md §6) turned into a Quadrat collection and
+"""INQUIRE-Rerank as published (Parquet, docs/SPEC.md §6.5) turned into a Quadrat collection and
 INQUIRE-format benchmark files.
 
 `import_inquire_rerank(source, out)` streams the Parquet files of `source` a batch at a time
@@ -66,7 +66,7 @@ COLUMNS: tuple[str, ...] = (
     "license",
     "rights_holder",
 )
-"""The published columns (SPEC.md §6); a file without any of them is refused."""
+"""The published columns (docs/SPEC.md §6.5); a file without any of them is refused."""
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
 QUERY_COLUMNS: tuple[str, ...] = ("supercategory", "category", "iconic_group")
@@ -436,7 +436,7 @@ def _read_row(
 
 
 def _write_metadata(path: Path, images: dict[int, dict[str, Any]], species: dict[int, str]) -> None:
-    """COCO-style metadata of the photos (SPEC.md §3), in image id order."""
+    """COCO-style metadata of the photos (docs/SPEC.md §3.2), in image id order."""
     records: list[dict[str, Any]] = []
     annotations: list[dict[str, int]] = []
     for image_id in sorted(images):

@@ -105,7 +105,7 @@ def unavailable(spec: str, reason: str) -> ModelUnavailableError:
 class ModelOffer:
     """One entry of the model chooser's catalogue."""
 
-    spec: str  # SPEC §5 model spec
+    spec: str  # docs/SPEC.md §5.2 model spec
     label: str
     download_bytes: int  # 0 for the bundled demo model
     memory_bytes: int  # approximate memory to run it

@@ -2,7 +2,7 @@
 
 - `walk_images` lists image files under a collection root (sorted, no symlink loops).
 - `parse_inat_dirname` / `taxon_for_path` read taxonomy from iNat21/iNat24 folder names.
-- `load_coco_metadata` reads COCO-style metadata JSON (SPEC.md §3).
+- `load_coco_metadata` reads COCO-style metadata JSON (docs/SPEC.md §3.2).
 - `read_exif` reads the date, GPS position and orientation of a photo.
 - `decode_image` opens one photo safely: bad files become `BadImageError` with a short reason,
   huge images are refused from their header before any pixels are decoded.
@@ -955,7 +955,7 @@ def _syntax_error(path: Path, error: Exception, position: int) -> BadInputError:
 
 
 def load_coco_metadata(path: Path, progress: ProgressCallback = no_progress) -> CocoMetadata:
-    """Read a COCO-style metadata file (SPEC.md §3), keyed by `metadata_key(file_name)`.
+    """Read a COCO-style metadata file (docs/SPEC.md §3.2), keyed by `metadata_key(file_name)`.
 
     One streaming pass, record by record, so a multi-GB iNat train.json never sits in memory
     whole (its records do: `MetadataStore.load` keeps them on disk instead). Missing or null

@@ -63,7 +63,7 @@ def test_the_default_ranks_the_judged_collection_alone_and_says_so(capsys, tmp_p
     assert [c["name"] for c in default["collections"]] == ["photos"]
     assert default["all_collections"] is False
     assert "alone" in default["collection_note"] and "'photos'" in default["collection_note"]
-    # SPEC §5/§6 keys stay; judged@k comes per query, and it drops with the unjudged copies.
+    # docs/SPEC.md §5.4 keys stay; judged@k comes per query, and it drops with the unjudged copies.
     assert {"queries", "mAP@10", "nDCG@10", "MRR@10", "per_query", "per_supercategory"} <= set(
         default
     )

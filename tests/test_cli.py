@@ -1,4 +1,4 @@
-"""The `quadrat` command line, end to end on the demo collection (SPEC.md §5)."""
+"""The `quadrat` command line, end to end on the demo collection (docs/SPEC.md §5)."""
 
 from __future__ import annotations
 

@@ -302,7 +302,7 @@ def test_trec_run_is_ordered_by_rank(tmp_path: Path) -> None:
 
 
 def test_trec_run_is_ordered_by_score_ties_by_rank_then_docid(tmp_path: Path) -> None:
-    # SPEC §1 (and trec_eval): the score orders; the rank column only breaks ties.
+    # docs/SPEC.md §1.6 (and trec_eval): the score orders; the rank column only breaks ties.
     text = (
         "q1 Q0 a 1 0.1 sys\n"  # rank 1 but the lowest score
         "q1 Q0 b 2 0.9 sys\n"

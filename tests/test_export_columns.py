@@ -89,7 +89,7 @@ def test_the_judgments_csv_reads_alone_and_names_each_photos_collection(two_coll
     assert export_judgments(lib, out) == 4
     rows = read_rows(out)
     assert list(rows[0]) == JUDGMENT_COLUMNS
-    assert list(rows[0])[:3] == ["query_id", "image_id", "image_path"]  # SPEC §6 keeps them
+    assert list(rows[0])[:3] == ["query_id", "image_id", "image_path"]  # docs/SPEC.md §4 keeps them
     by_key = {(r["collection"], r["image_path"], r["query_id"]): r for r in rows}
     night = by_key["field", "a/frog.jpg", str(frogs)]
     assert night["query_text"] == "frog calling at night"

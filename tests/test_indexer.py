@@ -20,6 +20,7 @@ from engine.catalog import Embedding, Image, Judgment, Query, Taxon
 from engine.errors import BadInputError, ModelMismatchError, QuadratError
 from engine.indexer import Indexer
 from engine.library import Library
+from engine.methods import SearchQuery, search_hits
 from engine.progress import CancelToken, Progress
 from engine.search import Searcher
 
@@ -230,7 +231,7 @@ def test_a_damaged_or_stale_index_file_is_repaired_from_the_catalog(
         assert len(lib.vector_index(demo_encoder.model_key)) == n
     path.write_bytes(b"garbage")
     with Library.open(tmp_path / "lib") as lib:
-        hits = Searcher(lib, demo_encoder).text("red circle", top_k=5).hits
+        hits = search_hits(lib, demo_encoder, SearchQuery("red circle"), top_k=5)
         assert len(hits) == 5
         assert len(lib.vector_index(demo_encoder.model_key)) == n
 
@@ -345,7 +346,7 @@ def test_crossing_the_exact_search_limit_switches_to_an_approximate_index(
     assert "building the search index" in messages
     n = small_demo_collection.image_count
     assert consistency(library, demo_encoder.model_key) == (n, n, n)
-    hits = Searcher(library, demo_encoder).text("green square", top_k=3).hits
+    hits = search_hits(library, demo_encoder, SearchQuery("green square"), top_k=3)
     assert len(hits) == 3
 
 

@@ -1,5 +1,5 @@
 """`quadrat import-inquire-rerank` on Parquet files written here with INQUIRE-Rerank's published
-schema (SPEC.md §6), then `quadrat evaluate --protocol rerank --candidates` on what it wrote."""
+schema (docs/SPEC.md §6.5), then `quadrat evaluate --protocol rerank --candidates` on its output."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_clip_scorer_says_yes_to_red_circles_on_red_circle_photos(
     on_other = [x for x, red in zip(p, is_red_circle, strict=True) if not red]
     assert min(on_red) > float(np.median(on_other))
     assert _ap(p, is_red_circle) > 0.8
-    # The answer is the two-way softmax of the logits it reports (SPEC.md §2).
+    # The answer is the two-way softmax of the logits it reports (docs/SPEC.md §2.2).
     first = answers[0]
     assert first.p_yes == pytest.approx(yes_probability(first.l_yes, first.l_no))
     assert scorer.identity == f"clip:{demo_encoder.model_key}"

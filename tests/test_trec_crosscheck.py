@@ -8,7 +8,7 @@ extension, so it is not a project dependency). Where the definitions meet:
 - nDCG@k is trec_eval's `ndcg_cut.k`, and `ndcg` when k covers the list (binary judgments).
 - RR (MRR@k per query) is `recip_rank` when k covers the list.
 
-trec_eval orders a run by score and ignores the rank column (ties: docid, descending); SPEC §1
+trec_eval orders by score and ignores the rank column (ties: docid, descending); docs/SPEC.md §1.6
 orders by score with ties by the earlier rank. Scores here are distinct, and half of the queries
 carry a rank column that contradicts them.
 """
@@ -118,7 +118,7 @@ def test_metrics_agree_with_trec_eval(
         for query_id in common:
             ours, theirs = at_k[query_id], trec[query_id]
             assert ours["nDCG"] == pytest.approx(theirs[f"ndcg_cut_{k}"], abs=1e-9), query_id
-            if ours["R"] <= k:  # trec_eval divides by R, SPEC by min(k, R)
+            if ours["R"] <= k:  # trec_eval divides by R, docs/SPEC.md by min(k, R)
                 assert ours["AP"] == pytest.approx(theirs[f"map_cut_{k}"], abs=1e-9), query_id
                 compared += 1
     assert compared > len(common) + 100

@@ -329,7 +329,7 @@ _PAIR_SPLIT = re.compile(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
 
 
 def split_spec(text: str) -> tuple[str, dict[str, str]]:
-    """`KEY` or `KEY:NAME=VALUE[,NAME=VALUE…]` -> (key, {name: raw value}) (SPEC.md §6)."""
+    """`KEY` or `KEY:NAME=VALUE[,NAME=VALUE…]` -> (key, {name: raw value}) (docs/SPEC.md §6.1)."""
     key, _, rest = text.strip().partition(":")
     values: dict[str, str] = {}
     if rest.strip():

@@ -1,6 +1,6 @@
 """The shared vocabulary of structured reranking: yes/no subqueries, their sources
 (decomposers), the photos a scorer answers them on, the answers, and how answers aggregate
-into one score per photo (SPEC.md §2)."""
+into one score per photo (docs/SPEC.md §2.2)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class Photo:
 class Answer:
     """A scorer's answer to one question on one photo."""
 
-    p_yes: float  # in [0, 1], SPEC.md §2 (neither token -> 0.0)
+    p_yes: float  # in [0, 1], docs/SPEC.md §2.2 (neither token -> 0.0)
     answer: str = ""  # "yes" / "no" / the model's words
     l_yes: float | None = None  # the logits or log-probabilities it came from, when any
     l_no: float | None = None

@@ -1,4 +1,4 @@
-"""Scorers: answer one yes/no subquery per photo with p(yes) in [0, 1] (SPEC.md §2).
+"""Scorers: answer one yes/no subquery per photo with p(yes) in [0, 1] (docs/SPEC.md §2.2).
 
 Three kinds behind the `Scorer` protocol of `engine.rerank.base`:
 
@@ -20,7 +20,7 @@ Three kinds behind the `Scorer` protocol of `engine.rerank.base`:
   "No" tokens among the top 20 log-probabilities of the first token, 0 when neither is there
   (as INQUIRE's code does). Failures raise `ScorerError` with one line, never a silent 0.
 
-Chaining (SPEC.md §2): the VLM and the endpoint see the photo's earlier questions and their
+Chaining (docs/SPEC.md §2.2): the VLM and the endpoint see the photo's earlier questions and their
 own answers as earlier turns of the conversation; CLIP answers each question on its own.
 `load_scorer(spec, context)` builds one from a spec string.
 """
@@ -629,7 +629,7 @@ class EndpointScorer:
             raise ScorerError(str(error)) from error
 
     def _answer(self, reply: Any) -> Answer:
-        """p from the first token's top log-probabilities (SPEC.md §2; neither token -> 0)."""
+        """p from the first token's top log-probabilities (docs/SPEC.md §2; neither token -> 0)."""
         where = f"endpoint scorer: {self.url}"
         try:
             choice = reply["choices"][0]
