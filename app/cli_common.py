@@ -77,12 +77,14 @@ def resolve_model_spec(requested: str | None, library: Library) -> str:
 def load_encoder_for(spec: str, device: str | None) -> Encoder:
     from engine.encoders import load_encoder
     from engine.models import preflight
+    from engine.modelspec import parse_model_spec
 
+    model = parse_model_spec(spec)  # once: both steps take the parsed value
     # Offline with a model not on disk: one line now, before seconds of importing torch.
-    preflight(spec, paths.models_dir(), paths.model_cache_dir())
+    preflight(model, paths.models_dir(), paths.model_cache_dir())
     device = device or user_settings().device
     return load_encoder(
-        spec, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
+        model, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
     )
 
 

@@ -1,13 +1,8 @@
-"""CLIP encoders: model specs, device choice, safe weight loading and the open_clip encoder.
+"""CLIP encoders: device choice, safe weight loading and the open_clip encoder.
 
-A model is named by a spec string (docs/SPEC.md §5.2):
-
-- ``demo`` - the tiny model shipped in ``resources/models``;
-- ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, from the model store
-  (`engine.models`) or downloaded on first use;
-- ``hf-hub:ORG/NAME`` - an open_clip model on the Hugging Face hub, likewise;
-- ``ARCH:/path/to/checkpoint`` - an open_clip architecture with a local weights file;
-- ``local-dir:/path`` - a folder with ``open_clip_config.json`` and the weights.
+A model is named by a spec string, parsed into a `ModelSpec` by `engine.modelspec` (the
+grammar is described there). A named model installed in the model store (`engine.models`)
+loads from there, offline; otherwise open_clip's download cache is used.
 
 Local weights are read by this module, never by a general unpickler: safetensors files with
 safetensors, anything else with ``torch.load(weights_only=True)``, so a checkpoint that would
@@ -17,7 +12,6 @@ runs the code it carries (its ``__setstate__`` methods), whatever the file name 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import difflib
 import json
@@ -26,15 +20,24 @@ import os
 import re
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from engine.errors import BadInputError, ModelLoadError, one_line
 from engine.files import file_sha256
+from engine.modelspec import DEMO_ARCH as DEMO_ARCH
+from engine.modelspec import DEMO_SPEC as DEMO_SPEC
+from engine.modelspec import ModelSpec as ModelSpec  # re-exported: callers import it from here
+from engine.modelspec import (
+    as_model_spec,
+    bundled_model_file,
+    demo_weights_path,
+    store_key,
+)
+from engine.modelspec import demo_model_spec as demo_model_spec
+from engine.modelspec import parse_model_spec as parse_model_spec
 
 if TYPE_CHECKING:
     import torch
@@ -42,15 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEMO_SPEC = "demo"
-DEMO_ARCH = "quadrat-demo"
-"""open_clip name of the demo architecture: the stem of its config JSON in resources/models."""
-
-_WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
-_ACCEPTED_FORMS = (
-    "use demo, ARCH:PRETRAINED (e.g. ViT-B-32:laion2b_s34b_b79k), hf-hub:ORG/NAME, "
-    "ARCH:/path/to/checkpoint or local-dir:/path/to/folder"
-)
 _TEXT_BATCH = 256
 _IMAGE_BATCH = 64
 
@@ -92,64 +86,6 @@ class Encoder(Protocol):
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """A parsed model spec. `spec` is the text the user gave."""
-
-    spec: str
-    kind: Literal["demo", "pretrained", "hf-hub", "checkpoint", "local-dir"]
-    arch: str | None = None
-    pretrained: str | None = None
-    path: Path | None = None
-    hub_id: str | None = None
-
-
-def _bad_spec(spec: str, why: str) -> BadInputError:
-    return BadInputError(f"bad model '{spec}': {why}; {_ACCEPTED_FORMS}")
-
-
-def _looks_like_path(text: str) -> bool:
-    return (
-        "/" in text
-        or "\\" in text
-        or os.sep in text
-        or text.lower().endswith(_WEIGHT_SUFFIXES)
-        or Path(text).expanduser().exists()
-    )
-
-
-def parse_model_spec(spec: str) -> ModelSpec:
-    """Parse a model spec (see the module docstring). Malformed -> `BadInputError`."""
-    text = spec.strip()
-    if not text:
-        raise _bad_spec(spec, "empty")
-    if text.lower() == DEMO_SPEC:
-        return ModelSpec(spec=text, kind="demo", arch=DEMO_ARCH)
-    if text.startswith("hf-hub:"):
-        hub_id = text.removeprefix("hf-hub:").strip()
-        if not re.fullmatch(r"[\w.\-]+/[\w.\-]+", hub_id):
-            raise _bad_spec(spec, "a hub id is ORG/NAME")
-        return ModelSpec(spec=text, kind="hf-hub", hub_id=hub_id)
-    if text.startswith("local-dir:"):
-        folder = text.removeprefix("local-dir:").strip()
-        if not folder:
-            raise _bad_spec(spec, "no folder after local-dir:")
-        return ModelSpec(spec=text, kind="local-dir", path=Path(folder).expanduser())
-    arch, colon, rest = text.partition(":")
-    arch, rest = arch.strip(), rest.strip()
-    if not colon:
-        raise _bad_spec(spec, "no ':' between architecture and weights")
-    if not arch or not rest:
-        raise _bad_spec(spec, "architecture and weights must both be given")
-    if _looks_like_path(arch):
-        raise _bad_spec(spec, f"'{arch}' is not an architecture name")
-    if _looks_like_path(rest):
-        return ModelSpec(spec=text, kind="checkpoint", arch=arch, path=Path(rest).expanduser())
-    if not re.fullmatch(r"[\w.\-]+", rest):
-        raise _bad_spec(spec, f"'{rest}' is neither a pretrained tag nor a file path")
-    return ModelSpec(spec=text, kind="pretrained", arch=arch, pretrained=rest)
-
-
 def choose_device(requested: str = "auto") -> str:
     """The torch device to use: for "auto" cuda, then mps, then cpu. An unavailable device
     -> `BadInputError` naming the available ones."""
@@ -174,17 +110,7 @@ def choose_device(requested: str = "auto") -> str:
 # Resources
 
 
-_resource_files = contextlib.ExitStack()
-atexit.register(_resource_files.close)
 _demo_config_registered = False
-
-
-def _resource_path(name: str) -> Path:
-    """A real file path for a file of the `resources.models` package (installed or frozen)."""
-    ref = resources.files("resources.models") / name
-    if isinstance(ref, Path):
-        return ref
-    return _resource_files.enter_context(resources.as_file(ref))
 
 
 def _register_demo_config() -> None:
@@ -193,13 +119,8 @@ def _register_demo_config() -> None:
     if not _demo_config_registered:
         import open_clip
 
-        open_clip.add_model_config(_resource_path(f"{DEMO_ARCH}.json"))
+        open_clip.add_model_config(bundled_model_file(f"{DEMO_ARCH}.json"))
         _demo_config_registered = True
-
-
-def demo_model_spec() -> str:
-    """The spec the "demo" model resolves to: the demo architecture and its shipped weights."""
-    return f"{DEMO_ARCH}:{_resource_path(f'{DEMO_ARCH}.safetensors')}"
 
 
 def default_cache_dir() -> Path:
@@ -340,7 +261,7 @@ def _as_state_dict(loaded: Any, path: Path) -> dict[str, torch.Tensor]:
     return state_dict
 
 
-def _apply_state_dict(
+def apply_state_dict(
     model: Any, state_dict: dict[str, torch.Tensor], source: Path, arch: str
 ) -> None:
     """Load `state_dict` into `model` with open_clip's compatibility fixes (old text layout,
@@ -506,7 +427,7 @@ class _DropRandomInitWarning(logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_random_init() -> Iterator[None]:
+def quiet_random_init() -> Iterator[None]:
     root = logging.getLogger()
     drop = _DropRandomInitWarning()
     root.addFilter(drop)
@@ -516,7 +437,7 @@ def _quiet_random_init() -> Iterator[None]:
         root.removeFilter(drop)
 
 
-def _known_arch(arch: str) -> None:
+def known_arch(arch: str) -> None:
     import open_clip
 
     names = open_clip.list_models()
@@ -564,7 +485,7 @@ def load_encoder(
     """
     import open_clip
 
-    model_spec = parse_model_spec(spec) if isinstance(spec, str) else spec
+    model_spec = as_model_spec(spec)  # parsed once; the value is what travels on
     device = choose_device(device)
     if device == "cpu":
         _set_cpu_threads()
@@ -573,17 +494,13 @@ def load_encoder(
 
     if model_spec.kind in ("demo", "checkpoint"):
         arch = DEMO_ARCH if model_spec.kind == "demo" else model_spec.arch
-        path = (
-            _resource_path(f"{DEMO_ARCH}.safetensors")
-            if model_spec.kind == "demo"
-            else model_spec.path
-        )
+        path = demo_weights_path() if model_spec.kind == "demo" else model_spec.path
         assert arch is not None and path is not None
-        _known_arch(arch)
+        known_arch(arch)
         state_dict = read_weights(path)
-        with _quiet_random_init():
+        with quiet_random_init():
             model, _, preprocess = open_clip.create_model_and_transforms(arch)
-        _apply_state_dict(model, state_dict, path, arch)
+        apply_state_dict(model, state_dict, path, arch)
         tokenizer = open_clip.get_tokenizer(arch)
         key = f"{arch}:sha256-{file_sha256(path)[:16]}"
     elif model_spec.kind == "local-dir":
@@ -591,25 +508,22 @@ def load_encoder(
         model, preprocess, tokenizer, key = _load_local_dir(model_spec.path)
     elif model_spec.kind == "pretrained":
         assert model_spec.arch is not None and model_spec.pretrained is not None
-        key = f"{model_spec.arch}:{model_spec.pretrained}"
+        key = store_key(model_spec)
         _known_pretrained(model_spec.arch, model_spec.pretrained)
-        stored = _store_folder(model_spec, store_dir)
+        stored = _stored(model_spec, store_dir)
         if stored is not None:
-            key = _stored_key(stored, key)
-            model, preprocess, tokenizer, _ = _load_local_dir(stored, key)
+            folder, key = stored
+            model, preprocess, tokenizer, _ = _load_local_dir(folder, key)
         else:
-            model, preprocess, tokenizer = _load_pretrained(
-                model_spec.arch, model_spec.pretrained, cache
-            )
+            model, preprocess, tokenizer = _load_pretrained(model_spec, cache)
     else:
-        assert model_spec.hub_id is not None
-        key = f"hf-hub:{model_spec.hub_id}"
-        stored = _store_folder(model_spec, store_dir)
+        key = store_key(model_spec)
+        stored = _stored(model_spec, store_dir)
         if stored is not None:
-            key = _stored_key(stored, key)
-            model, preprocess, tokenizer, _ = _load_local_dir(stored, key)
+            folder, key = stored
+            model, preprocess, tokenizer, _ = _load_local_dir(folder, key)
         else:
-            model, preprocess, tokenizer = _load_from_hub(model_spec.hub_id, cache)
+            model, preprocess, tokenizer = _load_from_hub(model_spec, cache)
     encoder = OpenClipEncoder(model, preprocess, tokenizer, key, device, model_spec)
     log.info("loaded %s on %s (%d dimensions)", key, device, encoder.dim)
     return encoder
@@ -647,45 +561,38 @@ def _load_local_dir(folder: Path, key: str | None = None) -> tuple[Any, Any, Any
     state_dict = read_weights(weights)
     name = f"local-dir:{folder}"
     try:
-        with _quiet_random_init():
+        with quiet_random_init():
             model, _, preprocess = open_clip.create_model_and_transforms(name, load_weights=False)
         tokenizer = open_clip.get_tokenizer(name)
     except Exception as error:
         raise ModelLoadError(
             f"could not build the model described in {config_path}: {error}"
         ) from error
-    _apply_state_dict(model, state_dict, weights, name)
+    apply_state_dict(model, state_dict, weights, name)
     return model, preprocess, tokenizer, key or f"local-dir:sha256-{file_sha256(weights)[:16]}"
 
 
 def _known_pretrained(arch: str, tag: str) -> None:
     import open_clip
 
-    _known_arch(arch)
+    known_arch(arch)
     tags = open_clip.list_pretrained_tags_by_model(arch)
     if tag not in tags:
         known = ", ".join(tags) if tags else "none (give a checkpoint file: ARCH:/path/to/file)"
         raise ModelLoadError(f"unknown pretrained tag '{tag}' for {arch}; known tags: {known}")
 
 
-def _store_folder(spec: ModelSpec, store_dir: Path | None) -> Path | None:
+def _stored(spec: ModelSpec, store_dir: Path | None) -> tuple[Path, str] | None:
+    """The store folder of a named model installed at `store_dir` and the model key the store
+    gives it (`engine.models.ModelStore.model_key`), or None when it is not installed there."""
     if store_dir is None:
         return None
+    # Lazy: the store is the layer above; only a load from a store needs it.
     from engine.models import ModelStore
 
-    return ModelStore(store_dir).folder(spec)
-
-
-def _stored_key(folder: Path, key: str) -> str:
-    """The model key the store gives a model: its name, or for one installed from a pack the
-    name and weights hash (`engine.models.pack_model_key`), so its vectors stay apart."""
-    from engine.models import MANIFEST_NAME, _read_manifest, pack_model_key
-
-    manifest = _read_manifest(folder / MANIFEST_NAME) or {}
-    digest = manifest.get("sha256")
-    if manifest.get("origin") == "pack" and isinstance(digest, str):
-        return pack_model_key(key, digest)  # packs installed before their keys said so, too
-    return key
+    store = ModelStore(store_dir)
+    folder = store.folder(spec)
+    return None if folder is None else (folder, store.model_key(folder, spec))
 
 
 def _cached_on_hub(repo_id: str, names: Sequence[str], cache: str) -> bool:
@@ -716,13 +623,15 @@ def _pretrained_is_cached(cfg: dict[str, Any], cache: str) -> bool:
     return bool(url) and (Path(cache) / os.path.basename(url)).is_file()
 
 
-def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
+def _load_pretrained(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained, get_pretrained_cfg
 
     from engine.models import ensure_reachable, unavailable
 
-    spec = f"{arch}:{tag}"
+    assert model_spec.arch is not None and model_spec.pretrained is not None
+    arch, tag = model_spec.arch, model_spec.pretrained
+    spec = store_key(model_spec)
     cfg = get_pretrained_cfg(arch, tag)
     if not _pretrained_is_cached(cfg, cache):
         ensure_reachable(spec)  # offline: one line now, not a minute of retries
@@ -742,13 +651,14 @@ def _load_pretrained(arch: str, tag: str, cache: str) -> tuple[Any, Any, Any]:
     return model, preprocess, tokenizer
 
 
-def _load_from_hub(hub_id: str, cache: str) -> tuple[Any, Any, Any]:
+def _load_from_hub(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained_from_hf
 
     from engine.models import ensure_reachable, unavailable
 
-    name = f"hf-hub:{hub_id}"
+    assert model_spec.hub_id is not None
+    hub_id, name = model_spec.hub_id, store_key(model_spec)
     if not (
         _cached_on_hub(hub_id, ["open_clip_config.json"], cache)
         and _cached_on_hub(hub_id, _safe_alternatives("open_clip_pytorch_model.bin"), cache)

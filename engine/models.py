@@ -58,9 +58,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from engine.encoders import DEMO_SPEC, ModelSpec, parse_model_spec
 from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
 from engine.files import file_sha256
+from engine.modelspec import DEMO_SPEC, ModelSpec, as_model_spec, demo_weights_path
+from engine.modelspec import store_key as store_key  # re-exported: it was defined here
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
@@ -88,8 +89,10 @@ class ModelUnavailableError(ModelLoadError):
     `quadrat models import PACK`)."""
 
 
-def unavailable(spec: str, reason: str) -> ModelUnavailableError:
+def unavailable(spec: str | ModelSpec, reason: str) -> ModelUnavailableError:
     """The one-line error for a model that is neither installed nor downloadable now."""
+    if isinstance(spec, ModelSpec):
+        spec = store_key(spec)
     return ModelUnavailableError(
         f"could not download {spec}: {reason}; use --model demo, or install it offline with "
         f"'quadrat models import PACK' (a pack made on a connected machine with "
@@ -237,19 +240,19 @@ def probe(endpoint: str | None = None, timeout: float = PROBE_SECONDS) -> str | 
     return outcome[0]
 
 
-def ensure_reachable(spec: str, endpoint: str | None = None) -> None:
+def ensure_reachable(spec: str | ModelSpec, endpoint: str | None = None) -> None:
     """Raise `ModelUnavailableError` within seconds when `spec` cannot be downloaded now."""
     reason = probe(endpoint)
     if reason is not None:
         raise unavailable(spec, reason)
 
 
-def preflight(spec: str, store_dir: Path | None, cache_dir: Path | None) -> None:
+def preflight(spec: str | ModelSpec, store_dir: Path | None, cache_dir: Path | None) -> None:
     """Before torch is imported (seconds): raise `ModelUnavailableError` when `spec` names a
     model that is not in the store, cannot be in open_clip's download cache and cannot be
     downloaded now. Anything else is left to `load_encoder`."""
-    parsed = parse_model_spec(spec)
-    if parsed.kind not in ("pretrained", "hf-hub"):
+    parsed = as_model_spec(spec)
+    if not parsed.is_named:
         return
     if parsed.kind == "pretrained" and not _open_clip_lists(
         str(parsed.arch), str(parsed.pretrained)
@@ -259,15 +262,15 @@ def preflight(spec: str, store_dir: Path | None, cache_dir: Path | None) -> None
         return
     if cache_dir is not None and in_download_cache(parsed, cache_dir):
         return
-    ensure_reachable(store_key(parsed))
+    ensure_reachable(parsed)
 
 
 def in_download_cache(spec: str | ModelSpec, cache_dir: Path) -> bool:
     """Whether open_clip's own download cache may hold the named model `spec` (models fetched
     before the store existed load from there offline). Cheap and conservative: for ARCH:TAG any
     cached file counts, since which hub repo a tag maps to is open_clip's to say."""
-    parsed = parse_model_spec(spec) if isinstance(spec, str) else spec
-    if parsed.kind not in ("pretrained", "hf-hub") or not cache_dir.is_dir():
+    parsed = as_model_spec(spec)
+    if not parsed.is_named or not cache_dir.is_dir():
         return False
     if parsed.kind == "hf-hub":
         assert parsed.hub_id is not None
@@ -352,20 +355,6 @@ class InstalledModel:
     model_key: str = ""  # the identity load_encoder gives it ("" when known only at load)
 
 
-def store_key(spec: str | ModelSpec) -> str:
-    """The canonical text of a named model (ARCH:TAG or hf-hub:ORG/NAME): its store identity
-    and, for these kinds, its model key."""
-    parsed = parse_model_spec(spec) if isinstance(spec, str) else spec
-    if parsed.kind == "pretrained":
-        return f"{parsed.arch}:{parsed.pretrained}"
-    if parsed.kind == "hf-hub":
-        return f"hf-hub:{parsed.hub_id}"
-    raise BadInputError(
-        f"'{parsed.spec}' is a file on this machine, not a named model: "
-        "only ARCH:PRETRAINED and hf-hub:ORG/NAME models are downloaded, packed or imported"
-    )
-
-
 def _slug(key: str) -> str:
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key).strip("._-")[:80]
     return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
@@ -405,18 +394,29 @@ class ModelStore:
 
     def folder(self, spec: str | ModelSpec) -> Path | None:
         """The store folder of an installed named model, or None (cheap: no torch)."""
-        parsed = parse_model_spec(spec) if isinstance(spec, str) else spec
-        if parsed.kind not in ("pretrained", "hf-hub"):
+        parsed = as_model_spec(spec)
+        if not parsed.is_named:
             return None
         folder = self.root / _slug(store_key(parsed))
         if (folder / MANIFEST_NAME).is_file() and (folder / WEIGHTS_NAME).is_file():
             return folder
         return None
 
-    def is_installed(self, spec: str) -> bool:
+    def model_key(self, folder: Path, spec: str | ModelSpec) -> str:
+        """The model key `load_encoder` gives the named model installed in `folder`: its name,
+        or for one installed from a pack the name and weights hash (`pack_model_key`), so its
+        vectors stay apart."""
+        key = store_key(spec)
+        manifest = _read_manifest(folder / MANIFEST_NAME) or {}
+        digest = manifest.get("sha256")
+        if manifest.get("origin") == "pack" and isinstance(digest, str):
+            return pack_model_key(key, digest)  # packs installed before their keys said so, too
+        return key
+
+    def is_installed(self, spec: str | ModelSpec) -> bool:
         """True when `spec` loads without a network: the demo, an existing checkpoint file or
         model folder, or a named model in the store. Cheap (no torch import)."""
-        parsed = parse_model_spec(spec)
+        parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             return True
         if parsed.kind == "checkpoint":
@@ -427,9 +427,7 @@ class ModelStore:
 
     def installed(self) -> list[InstalledModel]:
         """The demo model, then every model in the store (by spec)."""
-        from engine.encoders import _resource_path
-
-        demo = _resource_path("quadrat-demo.safetensors")
+        demo = demo_weights_path()
         found = [InstalledModel(DEMO_SPEC, demo.stat().st_size, None, "bundled", "", "")]
         entries = []
         self.remove_stale()
@@ -453,7 +451,7 @@ class ModelStore:
 
     def download(
         self,
-        spec: str,
+        spec: str | ModelSpec,
         progress: ProgressCallback = no_progress,
         cancel: CancelToken | None = None,
     ) -> InstalledModel:
@@ -462,7 +460,7 @@ class ModelStore:
         Progress counts bytes. A cancel raises `Cancelled` and keeps the partial file, which the
         next call resumes. Offline or unreachable -> `ModelUnavailableError` within seconds.
         """
-        parsed = parse_model_spec(spec)
+        parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             return self.installed()[0]
         key = store_key(parsed)
@@ -711,16 +709,18 @@ class ModelStore:
 
     # -- packs ---------------------------------------------------------------------------------
 
-    def pack(self, spec: str, out: Path, progress: ProgressCallback = no_progress) -> Path:
+    def pack(
+        self, spec: str | ModelSpec, out: Path, progress: ProgressCallback = no_progress
+    ) -> Path:
         """Write an offline pack of `spec` at `out` (a folder: a file named after the model in
         it), downloading the model first when it is not installed. Returns the pack's path."""
-        parsed = parse_model_spec(spec)
+        parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             raise BadInputError("the demo model is bundled with Quadrat: it needs no pack")
         key = store_key(parsed)
         folder = self.folder(parsed)
         if folder is None:
-            self.download(key, progress)
+            self.download(parsed, progress)
             folder = self.folder(parsed)
             assert folder is not None
         manifest = _read_manifest(folder / MANIFEST_NAME) or {}
@@ -779,9 +779,10 @@ class ModelStore:
             with zipfile.ZipFile(pack) as archive:
                 manifest = _pack_manifest(archive, pack)
                 key = str(manifest["spec"])
+                parsed = as_model_spec(key)
                 files: dict[str, Any] = manifest["files"]
                 digest = str(files[WEIGHTS_NAME]["sha256"])
-                existing = self.folder(key)
+                existing = self.folder(parsed)
                 kept = _read_manifest(existing / MANIFEST_NAME) if existing else None
                 if existing is not None and kept is not None and kept.get("sha256") == digest:
                     return _installed_from(existing, kept)  # these very weights: nothing to do
@@ -802,7 +803,7 @@ class ModelStore:
                             archive, name, entry, temp / name, pack, done, meter, progress, key
                         )
                     _check_config(temp / CONFIG_NAME, pack)
-                    _check_claim(key, temp, pack)
+                    _check_claim(key, parsed, temp, pack)
                     installed = {
                         "spec": key,
                         "model_key": pack_model_key(key, digest),
@@ -832,7 +833,7 @@ class ModelStore:
 
     def remove(self, spec: str) -> None:
         """Delete an installed model (and any partial download of it) from the store."""
-        parsed = parse_model_spec(spec)
+        parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             raise BadInputError("the demo model is bundled with Quadrat and cannot be removed")
         if parsed.kind in ("checkpoint", "local-dir"):
@@ -864,7 +865,7 @@ class ModelStore:
             raise BadInputError(
                 f"say which architecture {as_path.name} is: ARCH:{as_path} (e.g. ViT-B-32:...)"
             )
-        parsed = parse_model_spec(text)
+        parsed = as_model_spec(text)
         if parsed.kind not in ("checkpoint", "local-dir"):
             raise BadInputError(f"'{text}' is not a model file or folder on this machine")
         assert parsed.path is not None
@@ -1031,9 +1032,9 @@ def _pretrained_config(arch: str, tag: str) -> tuple[dict[str, Any], dict[str, A
     from open_clip.pretrained import get_pretrained_cfg
     from open_clip.transform import PreprocessCfg
 
-    from engine.encoders import _known_arch
+    from engine.encoders import known_arch  # lazy: building models needs torch
 
-    _known_arch(arch)
+    known_arch(arch)
     cfg = get_pretrained_cfg(arch, tag)
     if not cfg:
         tags = ", ".join(open_clip.list_pretrained_tags_by_model(arch)) or "none"
@@ -1047,7 +1048,7 @@ def _to_safetensors(source: Path, target: Path) -> None:
     """Store a PyTorch weights file as safetensors (read with the safe loader)."""
     from safetensors.torch import save_file
 
-    from engine.encoders import read_weights
+    from engine.encoders import read_weights  # lazy: needs torch
 
     state = {k: v.contiguous() for k, v in read_weights(source).items()}
     save_file(state, str(target))
@@ -1168,7 +1169,7 @@ def _extract(
     return done
 
 
-def _check_claim(key: str, folder: Path, pack: Path) -> None:
+def _check_claim(key: str, parsed: ModelSpec, folder: Path, pack: Path) -> None:
     """Check a pack's model against what its name implies, from outside the pack: for ARCH:TAG
     the architecture open_clip defines for ARCH (config and every weight's shape); for
     hf-hub:ORG/NAME, whose published files cannot be seen offline, that the weights fit the
@@ -1177,9 +1178,8 @@ def _check_claim(key: str, folder: Path, pack: Path) -> None:
     import torch
     from safetensors import safe_open
 
-    from engine.encoders import _apply_state_dict, _quiet_random_init
+    from engine.encoders import apply_state_dict, quiet_random_init  # lazy: needs torch
 
-    parsed = parse_model_spec(key)
     config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
     claim = f"{pack} claims to be {key}"
     if parsed.kind == "pretrained":
@@ -1205,7 +1205,7 @@ def _check_claim(key: str, folder: Path, pack: Path) -> None:
             "nothing was installed"
         ) from None
     try:
-        with _quiet_random_init():
+        with quiet_random_init():
             model = open_clip.create_model(name, device="meta", load_weights=False)
     except Exception as error:
         raise BadInputError(
@@ -1214,7 +1214,7 @@ def _check_claim(key: str, folder: Path, pack: Path) -> None:
         ) from None
     fake = {k: torch.empty(shape, device="meta") for k, shape in shapes.items()}
     try:
-        _apply_state_dict(model, fake, folder / WEIGHTS_NAME, name)
+        apply_state_dict(model, fake, folder / WEIGHTS_NAME, name)
     except ModelLoadError:
         size = (folder / WEIGHTS_NAME).stat().st_size
         raise BadInputError(
