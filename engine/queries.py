@@ -51,6 +51,9 @@ class QueryInfo:
 
 @dataclass(frozen=True)
 class RunInfo:
+    """One saved run of a query. Its label for the window and the command line comes from the
+    method registry (`engine.methods.registry.run_label`): this store knows no search method."""
+
     id: int
     query_id: int
     method: str
@@ -69,19 +72,6 @@ class RunInfo:
         import json
 
         return (self.method, self.kind, json.dumps(self.params, sort_keys=True, default=str))
-
-    @property
-    def label(self) -> str:
-        """The method's label, its non-default parameters, and the query kind if not text."""
-        from engine.methods import get_method, spec_label
-        from engine.methods.registry import spec_from_params
-
-        try:
-            spec = spec_from_params(self.method, self.params)
-            text = spec_label(get_method(self.method), spec.params)
-        except Exception:  # a plug-in no longer installed, a parameter renamed since
-            text = self.method
-        return text if self.kind == "text" else f"{text} · {self.kind}"
 
 
 @dataclass(frozen=True)
@@ -425,3 +415,39 @@ def _user_name() -> str:
         return getpass.getuser()
     except Exception:  # no login name on some sandboxes
         return "user"
+
+
+def saved_runs(library: Library) -> list[RunInfo]:
+    """Every saved run of every query, oldest first, without its ranking (`ranking` is empty):
+    enough to label them, cheap for a catalog of many long runs."""
+    with library.catalog.session() as s:
+        rows = s.execute(
+            select(
+                Run.id,
+                Run.query_id,
+                Run.method,
+                Run.model_key,
+                Run.params,
+                Run.created_at,
+                Run.duration_ms,
+                Run.kind,
+                Run.quadrat_version,
+            ).order_by(Run.id)
+        ).all()
+    return [
+        RunInfo(
+            id=run_id,
+            query_id=query_id,
+            method=method,
+            model_key=model_key,
+            params=dict(params or {}),
+            created_at=created_at,
+            duration_ms=duration_ms,
+            ranking=[],
+            kind=kind,
+            quadrat_version=version,
+        )
+        for run_id, query_id, method, model_key, params, created_at, duration_ms, kind, version in (
+            rows
+        )
+    ]

@@ -45,6 +45,30 @@ RULES: list[tuple[str, set[str], str]] = [
         | {"engine.visret.painter"},
         "what every generator shares depends on none of them",
     ),
+    # The saved-query store and the search methods: run labels come from the registry and a
+    # method is given the judgments it learns from, so neither imports the other's side back.
+    (
+        "engine.queries",
+        QT | {"app", "widgets", "engine.methods"},
+        "saved queries know no search method: run labels come from engine.methods.registry",
+    ),
+    (
+        "engine.methods.base",
+        QT | {"app", "widgets", "engine.queries"},
+        "a method's context is given the judgments it needs, never opens the query store",
+    ),
+    # The model spec is the value the loader and the model store both take; the store uses the
+    # loader's public names only, and only lazily where torch is needed anyway.
+    (
+        "engine.modelspec",
+        QT | {"app", "widgets", "engine.encoders", "engine.models"},
+        "the model spec is what the loader and the store share: it imports neither",
+    ),
+    (
+        "engine.models",
+        QT | {"app", "widgets", "engine.encoders._*"},
+        "the model store never reaches into the loader's private helpers",
+    ),
     (
         "widgets",
         {"app", "engine"},

@@ -77,8 +77,11 @@ class PhotoNames:
 def _run_label(run: RunInfo, names: PhotoNames) -> str:
     """The method with its non-default options and the query kind ("Text · image"), the
     photo searched with (its taxon, else its file name), and the time."""
+    from engine.methods.registry import run_label
+
     image = (run.params or {}).get("image")
-    what = f"{run.label} · {names(image).reference}" if image else run.label
+    label = run_label(run.method, run.params, run.kind)
+    what = f"{label} · {names(image).reference}" if image else label
     if (run.params or {}).get("filters"):
         # A filtered run ranks fewer photos: its metrics must not pass for the unfiltered one's.
         what += " · filtered"
@@ -95,25 +98,16 @@ def _query_title(info: QueryInfo, names: PhotoNames) -> str:
 def query_rows(store: QueryStore, names: PhotoNames | None = None) -> list[QueryRow]:
     """Every saved query as the list shows it, with the labels of its runs (what tells two
     queries with the same words apart). Runs in a worker."""
-    from sqlalchemy import select
-
-    from engine.catalog.models import Run
-    from engine.queries import RunInfo
+    from engine.methods.registry import run_label
+    from engine.queries import saved_runs
 
     names = names or PhotoNames(store.library)
     methods: dict[int, list[str]] = {}
-    with store.library.catalog.session() as s:
-        rows = s.execute(
-            select(Run.id, Run.query_id, Run.method, Run.params, Run.created_at, Run.kind)
-        )
-        for run_id, query_id, method, params, created_at, kind in rows:
-            # A RunInfo without its ranking: the one place run labels are made.
-            run = RunInfo(
-                run_id, query_id, method, None, dict(params or {}), created_at, None, [], kind
-            )
-            labels = methods.setdefault(query_id, [])
-            if run.label not in labels:
-                labels.append(run.label)
+    for run in saved_runs(store.library):
+        label = run_label(run.method, run.params, run.kind)
+        labels = methods.setdefault(run.query_id, [])
+        if label not in labels:
+            labels.append(label)
     return [
         QueryRow(
             id=info.id,
@@ -134,6 +128,8 @@ def query_rows(store: QueryStore, names: PhotoNames | None = None) -> list[Query
 def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
     """A saved query with the latest run of each method (and run `run_id`, if older); its
     judgments; the whole query list. Runs in a worker."""
+    from engine.methods.registry import run_label
+
     names = PhotoNames(store.library)
     infos = store.list_queries()
     info = next((q for q in infos if q.id == query_id), None)
@@ -166,7 +162,15 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
             query_id=query_id,
             title=_query_title(info, names) if info else "",
             run_id=run_id,
-            runs=[RunState(r.id, r.label, _run_label(r, names), list(r.ranking)) for r in runs],
+            runs=[
+                RunState(
+                    r.id,
+                    run_label(r.method, r.params, r.kind),
+                    _run_label(r, names),
+                    list(r.ranking),
+                )
+                for r in runs
+            ],
             judgments=store.judgments(query_id),
         ),
         text=text,

@@ -170,10 +170,10 @@ class MethodContext:
     # Partial results as they come: visret calls notify("drawing", Drawing) as each drawing is
     # ready and notify("drawing-progress", (index, Progress)) per step.
     notify: Callable[[str, Any], None] = field(default=_no_notify, repr=False)
-    # The saved query whose judgments a learning method (rocchio, probe, ...) learns from, and
-    # where they come from: `judgments` when given (the window's judgments in memory, a
-    # simulated user's), else the catalog's for `query_id`.
-    query_id: int | None = None
+    # The judgments a learning method (rocchio, probe, ...) learns from, image id -> relevance,
+    # read when the method runs: the caller gives them (the catalog's for a saved query, the
+    # window's in memory, a simulated user's); None = no saved query to learn from. A callable,
+    # so a context built before a judgment is made still sees it.
     judgments: Callable[[], Mapping[int, int]] | None = field(default=None, repr=False)
 
     @property
@@ -194,18 +194,14 @@ class MethodContext:
         return self._searcher
 
     def query_judgments(self, method: str) -> dict[int, int]:
-        """image id -> relevance of the query being refined; a one-line BadInputError naming
-        `method` when there is no saved query to learn from."""
-        if self.judgments is not None:
-            return {int(i): int(r) for i, r in self.judgments().items()}
-        if self.query_id is None:
+        """image id -> relevance of the query being refined (the `judgments` given); a one-line
+        BadInputError naming `method` when none were given (no saved query to learn from)."""
+        if self.judgments is None:
             raise BadInputError(
                 f"method '{method}' learns from a saved query's judgments: use 'quadrat refine "
                 f"--query ID --method {method}' (or Refine in the window)"
             )
-        from engine.queries import QueryStore
-
-        return QueryStore(self.library).judgments(self.query_id)
+        return {int(i): int(r) for i, r in self.judgments().items()}
 
     def run_method(
         self,

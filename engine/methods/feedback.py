@@ -393,16 +393,22 @@ def _context(
     filters: SearchFilters | None,
     judgments: Mapping[int, int] | None,
 ) -> MethodContext:
-    provider = None
+    """A context that gives a learning method the saved query's judgments: `judgments` when
+    given (the window passes the ones it shows), else the catalog's, read when it runs."""
+    provider: Callable[[], Mapping[int, int]]
     if judgments is not None:
         fixed = dict(judgments)
 
         def provider() -> Mapping[int, int]:
             return fixed
 
-    return MethodContext(
-        library, encoder_loader, filters=filters, query_id=query_id, judgments=provider
-    )
+    else:
+        from engine.queries import QueryStore
+
+        def provider() -> Mapping[int, int]:
+            return QueryStore(library).judgments(query_id)
+
+    return MethodContext(library, encoder_loader, filters=filters, judgments=provider)
 
 
 def learning_spec(method: str | MethodSpec) -> MethodSpec:
@@ -458,6 +464,7 @@ def refine_query(
     new run whose params name `from_run` (default: the query's newest run; a query without runs
     first gets its own text/image ranking saved, so the gain has something to compare with).
     `judgments` replaces the catalog's (the window passes the ones it shows)."""
+    from engine.methods.registry import run_label
     from engine.queries import QueryStore
 
     spec = learning_spec(method)
@@ -527,7 +534,7 @@ def refine_query(
         judged,
         metrics,
         from_metrics,
-        base_run.label,
+        run_label(base_run.method, base_run.params, base_run.kind),
         notes,
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from engine.methods.base import (
     SearchQuery,
     make_params,
     param_defaults,
+    spec_label,
     split_spec,
 )
 
@@ -192,6 +194,19 @@ def spec_from_params(key: str, params: dict[str, Any]) -> MethodSpec:
     spec_params = make_params(method, known)
     changed = ",".join(f"{n}={v}" for n, v in known.items() if defaults.get(n) != v)
     return MethodSpec(method, spec_params, f"{key}:{changed}" if changed else key)
+
+
+def run_label(method: str, params: Mapping[str, Any] | None, kind: str = "text") -> str:
+    """A saved run's label: the method's label, its non-default parameters, and the query kind
+    if not text ("Text", "VisRet (leave_out=0)", "Text · image"). Keys the method does not take
+    (the run's filters, details, photo) are ignored; a method no longer installed, or a
+    parameter renamed since, is named by its key."""
+    try:
+        spec = spec_from_params(method, dict(params or {}))
+        text = spec_label(spec.method, spec.params)
+    except Exception:  # a plug-in uninstalled or broken since the run was saved
+        text = method
+    return text if kind == "text" else f"{text} · {kind}"
 
 
 def search_hits(

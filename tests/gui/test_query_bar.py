@@ -13,6 +13,7 @@ from PySide6.QtGui import QImage
 
 from app.controllers.application import Application
 from app.controllers.results import query_photo, taxon_label
+from engine.methods.registry import run_label
 from tests.gui.test_window import indexed_app
 
 RED = "train/00000_Plantae_Demonstrata_Formae_Rotundales_Circulaceae_Circulus_ruber"
@@ -79,7 +80,7 @@ def test_attach_type_clear_with_esc_then_search_text_only(qtbot, app, photos) ->
     assert "for photo “Circulus ruber (red circle) #" in status
     assert photo.name not in status
     run = shown_run(app)
-    assert (run.kind, run.label) == ("image", "Text · image")
+    assert (run.kind, run_label(run.method, run.params, run.kind)) == ("image", "Text · image")
     assert photo.name not in app.judging.current_run().label  # the metrics panel's label
     assert "Circulus ruber (red circle) #" in app.judging.current_run().label
 
@@ -91,7 +92,8 @@ def test_attach_type_clear_with_esc_then_search_text_only(qtbot, app, photos) ->
     assert bar.image_chip.isVisible()
     search_now(qtbot, app)
     run = shown_run(app)
-    assert (run.kind, run.label) == ("image+text", "Text · image+text")
+    label = run_label(run.method, run.params, run.kind)
+    assert (run.kind, label) == ("image+text", "Text · image+text")
     assert "for photo “Circulus ruber (red circle) #" in window.status_line.text()
     assert "+ “blue square”" in window.status_line.text()
 
@@ -101,7 +103,7 @@ def test_attach_type_clear_with_esc_then_search_text_only(qtbot, app, photos) ->
     assert bar.text() == "blue square"
     search_now(qtbot, app)
     run = shown_run(app)
-    assert (run.kind, run.label) == ("text", "Text")
+    assert (run.kind, run_label(run.method, run.params, run.kind)) == ("text", "Text")
     assert "for “blue square”" in window.status_line.text()
     assert "photo" not in window.status_line.text()
 

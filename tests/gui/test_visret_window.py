@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from app.controllers.application import Application
+from engine.methods.registry import run_label
 from tests.gui.test_window import indexed_app
 
 TIMEOUT = 60_000
@@ -101,7 +102,7 @@ def test_the_run_is_saved_with_its_drawings_and_comes_back(qtbot, make_app, phot
     query_id = app.judging.query_id
     store = app.judging.store
     (run,) = store.runs_for(query_id)
-    assert run.method == "visret" and run.label == "VisRet"
+    assert run.method == "visret" and run_label(run.method, run.params, run.kind) == "VisRet"
     details = run.params["details"]
     assert "two green triangles" in details["prompt"]
     assert [d["seed"] for d in details["drawings"]] == [0, 1, 2]

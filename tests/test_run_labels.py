@@ -1,0 +1,31 @@
+"""Run labels come from the method registry (the saved-query store knows no methods): the
+method's label, its non-default options and the query kind, as the window and CLI show them."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.methods.registry import run_label
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "kind", "label"),
+    [
+        ("text", {}, "text", "Text"),
+        ("text", {"image": "photos/a.jpg"}, "image", "Text · image"),
+        ("text", {"filters": {"month": ["2024-05"]}}, "image+text", "Text · image+text"),
+        ("visret", {"leave_out": "0", "details": {"prompt": "x"}}, "text", "VisRet (leave_out=0)"),
+        ("rocchio", {"alpha": 1.0}, "text", "Rocchio"),  # a default value is not shown
+        # A plug-in uninstalled since, or a parameter renamed since: the method key.
+        ("gone-plugin", {"x": 1}, "text", "gone-plugin"),
+        ("gone-plugin", {}, "image", "gone-plugin · image"),
+        ("visret", {"images": "many"}, "text", "visret"),
+    ],
+)
+def test_a_run_is_labelled_by_its_method_options_and_query_kind(method, params, kind, label):
+    assert run_label(method, params, kind) == label
+
+
+def test_a_long_saved_option_is_cut_in_the_run_label():
+    label = run_label("text", {"template": "a field photograph of " * 5 + "{query}"}, "text")
+    assert label.startswith("Text (template=a field photograph") and label.endswith("…)")
