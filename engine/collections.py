@@ -715,3 +715,21 @@ def photo_details(library: Library, image_ids: list[int]) -> dict[int, PhotoDeta
                     external_id=img.external_id,
                 )
     return out
+
+
+def image_id_at(library: Library, path: str | Path) -> int | None:
+    """The catalog id of the photo at `path` (under one of the collections' folders as the
+    catalog records them), or None for a photo that is not the library's."""
+    path = Path(path)
+    with library.catalog.session() as s:
+        for collection_id, root in s.execute(select(Collection.id, Collection.root)):
+            try:
+                rel = path.relative_to(root).as_posix()
+            except ValueError:
+                continue
+            image_id = s.scalar(
+                select(Image.id).where(Image.collection_id == collection_id, Image.rel_path == rel)
+            )
+            if image_id is not None:
+                return int(image_id)
+    return None

@@ -7,7 +7,6 @@ import html
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
@@ -35,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.photo_view import PhotoView
 from widgets.results import ResultItem
 
 
@@ -329,30 +329,25 @@ class DetailPane(QWidget):
                 label.setText("—")
             return
         self.photo.set_photo(None, "Loading…")
-        d: Any = item.details
-        common = getattr(d, "common_name", None)
-        taxon = getattr(d, "taxon", None)
+        # No catalog row (a photo removed since its search): only the path and score are known.
+        d = item.details if item.details is not None else PhotoView()
+        common, taxon, lineage = d.common_name, d.taxon, d.lineage
         self.title.setText(common or taxon or Path(item.path).name)
         self.subtitle.setText(f"<i>{html.escape(taxon)}</i>" if taxon and common else "")
-        lineage = getattr(d, "lineage", ()) or ()
         self.fields["score"].setText(f"#{item.rank}  ·  {item.score:.4f}")
         self.fields["taxonomy"].setText(" › ".join(name for _rank, name in lineage) or "—")
         self.fields["taxonomy"].setToolTip(
             "\n".join(f"{rank}: {name}" for rank, name in lineage) if lineage else ""
         )
-        self.fields["observed"].setText(format_date(getattr(d, "observed_at", None)))
+        self.fields["observed"].setText(format_date(d.observed_at))
         self.fields["place"].setText(
-            format_coordinates(
-                getattr(d, "latitude", None),
-                getattr(d, "longitude", None),
-                getattr(d, "location_uncertainty", None),
-            )
+            format_coordinates(d.latitude, d.longitude, d.location_uncertainty)
         )
-        self.fields["license"].setText(getattr(d, "license", None) or "—")
-        self.fields["rights"].setText(getattr(d, "rights_holder", None) or "—")
-        width, height = getattr(d, "width", None), getattr(d, "height", None)
+        self.fields["license"].setText(d.license or "—")
+        self.fields["rights"].setText(d.rights_holder or "—")
+        width, height = d.width, d.height
         self.fields["size"].setText(f"{width} × {height} px" if width and height else "—")
-        self.fields["collection"].setText(getattr(d, "collection", None) or "—")
+        self.fields["collection"].setText(d.collection or "—")
         self.fields["path"].setText(
             f'<a href="{html.escape(item.path)}">{html.escape(breakable(item.path))}</a>'
         )

@@ -57,6 +57,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.photo_view import PhotoView
+
 THUMB_SIZE = 160
 CELL = QSize(THUMB_SIZE + 16, THUMB_SIZE + 44)
 TOGGLE_SIZE = 24  # the judgment toggle in a thumbnail's top-right corner
@@ -74,8 +76,8 @@ class ResultRole(IntEnum):
 
 @dataclass(frozen=True)
 class ResultItem:
-    """One ranked photo as the grid shows it. `details` is the catalog record for the
-    detail pane (any object with the attributes it reads)."""
+    """One ranked photo as the grid shows it. `details` is what the detail pane shows about
+    it (None: the catalog has no row for it)."""
 
     rank: int
     score: float
@@ -83,7 +85,7 @@ class ResultItem:
     path: str
     title: str  # common name, else scientific name, else file name
     content_hash: str | None = None
-    details: Any = None
+    details: PhotoView | None = None
 
 
 class ThumbnailSource(Protocol):

@@ -101,18 +101,6 @@ def sorted_by_question(
     return answered + [i for i in order if p_of(i) is None]
 
 
-def known_names(library: Library) -> list[str]:
-    """The catalog's taxon and common names (for the built-in subject question). Runs in a
-    worker."""
-    from sqlalchemy import select
-
-    from engine.catalog.models import Taxon
-
-    with library.catalog.session() as s:
-        rows = s.execute(select(Taxon.name, Taxon.common_name)).all()
-    return sorted({n for row in rows for n in row if n})
-
-
 class RerankController(QObject):
     """Drives the subquery editor, streams a Reranked search's partial results into the grid,
     shows each photo's answers and sorts the grid by one question."""
@@ -282,6 +270,7 @@ class RerankController(QObject):
         context = self.editor.context_text()
 
         def work(ctx: TaskContext) -> Decomposition:
+            from engine.methods.rerank import known_names
             from engine.rerank.decompose import BuiltinDecomposer, LlmDecomposer
 
             names = known_names(library) if library is not None else []

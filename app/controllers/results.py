@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from widgets.photo_view import PhotoView
 from widgets.results import ResultItem
 
 if TYPE_CHECKING:
+    from engine.collections import PhotoDetails
     from engine.library import Library
     from engine.search import SearchHit
     from engine.thumbnails import ThumbnailCache
@@ -41,30 +43,31 @@ class QueryPhoto:
         return f"{self.name} #{self.image_id}" if self.image_id is not None else self.name
 
 
+def photo_view(details: PhotoDetails) -> PhotoView:
+    """What the detail pane shows of the catalog's record of a photo."""
+    return PhotoView(
+        taxon=details.taxon,
+        common_name=details.common_name,
+        lineage=details.lineage,
+        observed_at=details.observed_at,
+        latitude=details.latitude,
+        longitude=details.longitude,
+        location_uncertainty=details.location_uncertainty,
+        license=details.license,
+        rights_holder=details.rights_holder,
+        width=details.width,
+        height=details.height,
+        collection=details.collection,
+    )
+
+
 def query_photo(library: Library | None, path: str | Path) -> QueryPhoto:
     """Name the photo at `path` from the catalog (taxon and common name), falling back to
     the file name. Runs in a worker (it reads the catalog)."""
-    from sqlalchemy import select
-
-    from engine.catalog.models import Collection, Image
-    from engine.collections import photo_details
+    from engine.collections import image_id_at, photo_details
 
     path = Path(path)
-    image_id: int | None = None
-    if library is not None:
-        with library.catalog.session() as s:
-            for collection_id, root in s.execute(select(Collection.id, Collection.root)):
-                try:
-                    rel = path.relative_to(root).as_posix()
-                except ValueError:
-                    continue
-                image_id = s.scalar(
-                    select(Image.id).where(
-                        Image.collection_id == collection_id, Image.rel_path == rel
-                    )
-                )
-                if image_id is not None:
-                    break
+    image_id = image_id_at(library, path) if library is not None else None
     if image_id is None or library is None:
         return QueryPhoto(str(path), path.name)
     d = photo_details(library, [image_id]).get(image_id)
@@ -122,7 +125,7 @@ def result_items(
                 path=path,
                 title=title,
                 content_hash=d.content_hash if d is not None else None,
-                details=d,
+                details=photo_view(d) if d is not None else None,
             )
         )
     return items
