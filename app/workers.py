@@ -15,6 +15,9 @@ Pools:
 Tasks submitted with the same `group` supersede each other: submitting a new one cancels the
 pending one and its late result is dropped (the newer request wins). Workers never touch
 widgets; they return plain data or a `QImage`, never a `QPixmap`.
+
+`InlineTaskRunner` has the same interface but runs each task at once in the caller's thread (a
+synchronous fake pool), so a controller is unit-tested without a window or threads.
 """
 
 from __future__ import annotations
@@ -136,23 +139,33 @@ class _Runnable(QRunnable):
         self._title = handle.title
 
     def run(self) -> None:
-        emit = self._emit
-        if self._token.cancelled:
-            emit("cancelled", None)
-            return
-        ctx = TaskContext(self._token, lambda p: emit("progress", p))
-        try:
-            result = self._fn(ctx)
-        except Cancelled:
-            emit("cancelled", None)
-        except QuadratError as exc:
-            log.warning("%s failed: %s", self._title, exc, exc_info=True)
-            emit("failure", exc)
-        except BaseException as exc:  # any failure must reach the window, never kill a thread
-            log.exception("%s failed", self._title)
-            emit("failure", exc)
-        else:
-            emit("success", result)
+        _execute(self._fn, self._token, self._title, self._emit)
+
+
+def _execute(
+    fn: Callable[[TaskContext], Any],
+    token: CancelToken,
+    title: str,
+    emit: Callable[[str, object], None],
+) -> None:
+    """Run one task and hand its outcome to `emit(kind, payload)`: "progress", then one of
+    "success", "failure" or "cancelled". Shared by the pools and the inline runner."""
+    if token.cancelled:
+        emit("cancelled", None)
+        return
+    ctx = TaskContext(token, lambda p: emit("progress", p))
+    try:
+        result = fn(ctx)
+    except Cancelled:
+        emit("cancelled", None)
+    except QuadratError as exc:
+        log.warning("%s failed: %s", title, exc, exc_info=True)
+        emit("failure", exc)
+    except BaseException as exc:  # any failure must reach the window, never kill a thread
+        log.exception("%s failed", title)
+        emit("failure", exc)
+    else:
+        emit("success", result)
 
 
 class TaskRunner(QObject):
@@ -200,10 +213,14 @@ class TaskRunner(QObject):
         self._active.add(handle)
         if group is not None:
             self._groups[group] = handle
-        # Newer thumbnail requests first: they are the rows the user is looking at now.
-        priority = next(self._priority) % 1_000_000 if pool == THUMBNAILS else 0
-        self._pools[pool].start(_Runnable(fn, handle), priority)
+        self._start(fn, handle)
         return handle
+
+    def _start(self, fn: Callable[[TaskContext], Any], handle: TaskHandle) -> None:
+        """Queue `fn` on its handle's pool; the outcome comes back through the handle."""
+        # Newer thumbnail requests first: they are the rows the user is looking at now.
+        priority = next(self._priority) % 1_000_000 if handle.pool == THUMBNAILS else 0
+        self._pools[handle.pool].start(_Runnable(fn, handle), priority)
 
     def report_error(self, exc: BaseException, title: str) -> None:
         """Hand a failure to the central error handler (log + dialog), as a task that gives no
@@ -241,3 +258,48 @@ class TaskRunner(QObject):
     def idle(self) -> bool:
         """True when no pool has a running or queued task."""
         return not self._active and all(p.activeThreadCount() == 0 for p in self._pools.values())
+
+
+class InlineTaskRunner(TaskRunner):
+    """A `TaskRunner` that runs each task at once in the caller's thread (Picard's synchronous
+    fake thread pool): `submit` returns after the task ran and its callbacks fired, in the same
+    order and with the same rules as the pools (progress, then success, failure or cancelled;
+    a task of a group superseded before it ran is cancelled). For unit tests of controllers.
+
+    With `hold=True` tasks wait until `run_pending` (or `wait`), so a test can submit several
+    and see the newest of a group win, as on a busy pool.
+    """
+
+    def __init__(self, error_handler: ErrorHandler | None = None, *, hold: bool = False) -> None:
+        super().__init__(error_handler)
+        self.hold = hold
+        self.titles: list[str] = []  # every task submitted, in order: what a test can assert
+        self._held: list[tuple[Callable[[TaskContext], Any], TaskHandle]] = []
+
+    def _start(self, fn: Callable[[TaskContext], Any], handle: TaskHandle) -> None:
+        self.titles.append(handle.title)
+        if self.hold:
+            self._held.append((fn, handle))
+        else:
+            self._run(fn, handle)
+
+    def _run(self, fn: Callable[[TaskContext], Any], handle: TaskHandle) -> None:
+        # Straight to the handle's slot: there is no other thread to queue the outcome from.
+        _execute(fn, handle.token, handle.title, handle._on_deliver)
+
+    def run_pending(self) -> int:
+        """Run the held tasks in the order submitted (with those they submit); how many ran."""
+        ran = 0
+        while self._held:
+            fn, handle = self._held.pop(0)
+            self._run(fn, handle)
+            ran += 1
+        return ran
+
+    def wait(self, timeout_s: float = 30.0) -> bool:
+        """Run whatever is held; every task has then finished."""
+        self.run_pending()
+        return True
+
+    def idle(self) -> bool:
+        return not self._held and not self._active

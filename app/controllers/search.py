@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the engine loads in a worker, not with the window
     import PIL.Image
 
     from engine.filters import SearchFilters
-    from engine.methods import ModelManager
+    from engine.methods import MethodSpec, ModelManager, Ranking
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,42 @@ def pil_to_qimage(image: PIL.Image.Image) -> QImage:
     data = rgb.tobytes("raw", "RGB")
     qimage = QImage(data, rgb.width, rgb.height, 3 * rgb.width, QImage.Format.Format_RGB888)
     return qimage.copy()
+
+
+def _json_safe(value: object) -> Any:
+    """`value` as JSON would give it back: paths and other objects as text."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def run_params(
+    spec: MethodSpec, ranking: Ranking, filters: SearchFilters | None, keep_evidence: bool
+) -> dict[str, Any]:
+    """The parameters a search's run is saved with: the method's, the filters it ran within,
+    what the method drew or chose (details) and, for methods that keep it, its evidence."""
+    params = spec.params_dict()
+    if filters is not None:
+        params["filters"] = filters.to_params()  # reopening the run shows its chips
+    if ranking.details:
+        # Saved with the run (what VisRet drew); JSON-safe, paths as text.
+        params["details"] = _json_safe(ranking.details)
+    if keep_evidence and ranking.evidence:
+        evidence = {str(i): e for i, e in ranking.evidence.items()}
+        params.setdefault("details", {})["evidence"] = _json_safe(evidence)
+    return params
+
+
+def companion_runs(ranking: Ranking, top_k: int) -> list[CompanionRun]:
+    """The searches a method stood on (a reranked search's base), as runs to keep."""
+    from engine.methods import resolve_spec
+
+    companions = []
+    for text, companion in ranking.companions:
+        base = resolve_spec(text)
+        base_params = base.params_dict()
+        if companion.details:
+            base_params["details"] = _json_safe(companion.details)
+        companions.append(CompanionRun(base.key, base_params, companion.pairs()[:top_k]))
+    return companions
 
 
 class SearchController(QObject):
@@ -329,9 +365,23 @@ class SearchController(QObject):
 
     def search(self, request: SearchRequest) -> TaskHandle | None:
         """Run `request` in the background; the results replace the grid's."""
+        asked = request
+        prepared = self._request_to_run(request)
+        if prepared is None:
+            return None
+        request, spec = prepared
+        if request.text.strip():
+            self.history.add(request.text)
+            self.query_bar.set_history(self.history.items)
+        self._last_request = asked
+        return self._start(request, spec)
+
+    def _request_to_run(self, request: SearchRequest) -> tuple[SearchRequest, MethodSpec] | None:
+        """The request as it will run (after `prepare`) and its method spec; None, with the
+        reason in the status line, when it cannot run now (kept for later when the model is
+        still loading)."""
         from engine.methods.registry import spec_from_params
 
-        asked = request
         if self.prepare is not None:
             request = self.prepare(request)
         try:
@@ -351,16 +401,37 @@ class SearchController(QObject):
             self._pending = request
             self.message.emit("The search will run as soon as the model is ready…")
             return None
-        if request.text.strip():
-            self.history.add(request.text)
-            self.query_bar.set_history(self.history.items)
-        self._last_request = asked
+        return request, spec
+
+    def _start(self, request: SearchRequest, spec: MethodSpec) -> TaskHandle:
+        """Submit the search as the newest of the "search" group and announce it."""
+        self._searches += 1
+        search_id = self._searches
+        run = self._search_task(request, spec, search_id)
+        self.message.emit("Searching…")
+        # Announced before it is submitted: an inline runner delivers the outcome within
+        # `submit`, and listeners must see a search start before it finishes.
+        self.searchStarted.emit(search_id, request)
+        return self.runner.submit(
+            run,
+            title="Searching",
+            pool=READ,
+            group="search",
+            on_success=self._show,
+            on_failure=lambda exc: self._failed(exc, search_id),
+            on_cancelled=lambda: self.searchStopped.emit(search_id, "cancelled"),
+        )
+
+    def _search_task(
+        self, request: SearchRequest, spec: MethodSpec, search_id: int
+    ) -> Callable[[TaskContext], SearchOutcome]:
+        """The worker's function for one search: everything it needs is read here, on the GUI
+        thread; partial results go to `event_hook` as they come."""
         session = self.session
         filters = self.filters if self.filters is not None and self.filters.active else None
         library = session.library
         assert library is not None  # searches are ready only once the library is open
-        self._searches += 1
-        search_id, hook = self._searches, self.event_hook
+        hook = self.event_hook
         keep_evidence = request.method in self.evidence_kept
         if self._model_manager is None:
             from engine.methods import ModelManager
@@ -374,7 +445,7 @@ class SearchController(QObject):
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.collections import missing_photos
-            from engine.methods import MethodContext, resolve_spec, spec_label
+            from engine.methods import MethodContext, spec_label
 
             started = time.monotonic()
             context = MethodContext(
@@ -395,51 +466,20 @@ class SearchController(QObject):
             hits = context.searcher.hits_for(pairs)
             items = result_items(library, pairs, hits)
             photo = query_photo(library, request.image) if request.image is not None else None
-            params = spec.params_dict()
-            if filters is not None:
-                params["filters"] = filters.to_params()  # reopening the run shows its chips
-            if ranking.details:
-                # Saved with the run (what VisRet drew); JSON-safe, paths as text.
-                params["details"] = json.loads(json.dumps(ranking.details, default=str))
-            if keep_evidence and ranking.evidence:
-                evidence = {str(i): e for i, e in ranking.evidence.items()}
-                params.setdefault("details", {})["evidence"] = json.loads(
-                    json.dumps(evidence, default=str)
-                )
-            companions = []
-            for text, companion in ranking.companions:
-                base = resolve_spec(text)
-                base_params = base.params_dict()
-                if companion.details:
-                    base_params["details"] = json.loads(json.dumps(companion.details, default=str))
-                companions.append(
-                    CompanionRun(base.key, base_params, companion.pairs()[: request.top_k])
-                )
             return SearchOutcome(
                 request,
                 items,
                 seconds,
                 time.monotonic() - started,
                 spec_label(spec.method, spec.params),
-                params,
+                run_params(spec, ranking, filters, keep_evidence),
                 missing_photos(library).photos,
                 photo,
                 search_id,
-                companions,
+                companion_runs(ranking, request.top_k),
             )
 
-        self.message.emit("Searching…")
-        handle = self.runner.submit(
-            run,
-            title="Searching",
-            pool=READ,
-            group="search",
-            on_success=self._show,
-            on_failure=lambda exc: self._failed(exc, search_id),
-            on_cancelled=lambda: self.searchStopped.emit(search_id, "cancelled"),
-        )
-        self.searchStarted.emit(search_id, request)
-        return handle
+        return run
 
     def rerun(self) -> TaskHandle | None:
         """The search shown, again (the filters changed): the last search run from this
