@@ -92,6 +92,21 @@ def cli_indexed_small_demo(
     return lib
 
 
+@pytest.fixture(scope="session")
+def cli_indexed_demo(tmp_path_factory: pytest.TempPathFactory, demo_collection) -> Path:
+    """The full demo collection indexed once through `quadrat index --model demo` (read-only:
+    take a copy with `copy_cli_demo_library`)."""
+    from app.cli import main
+
+    lib = tmp_path_factory.mktemp("cli-indexed-demo") / "lib"
+    with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
+        patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
+        code = main(["index", str(demo_collection.root), "--library", str(lib),
+                     "--model", "demo", "--json"])  # fmt: skip
+    assert code == 0
+    return lib
+
+
 def _copier(template: Path) -> Callable[[Path], Path]:
     def copy(dest: Path) -> Path:
         shutil.copytree(template, dest)
@@ -111,6 +126,13 @@ def copy_small_demo_library(indexed_small_demo: Path) -> Callable[[Path], Path]:
 def copy_cli_small_demo_library(cli_indexed_small_demo: Path) -> Callable[[Path], Path]:
     """Copy the small demo library indexed through the command line to a new folder."""
     return _copier(cli_indexed_small_demo)
+
+
+@pytest.fixture(scope="session")
+def copy_cli_demo_library(cli_indexed_demo: Path) -> Callable[[Path], Path]:
+    """Copy the full demo library indexed through the command line to a new folder (returned);
+    the copy searches the session's shared `demo_collection` photos and belongs to the caller."""
+    return _copier(cli_indexed_demo)
 
 
 @pytest.fixture(scope="session")

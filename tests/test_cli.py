@@ -22,14 +22,10 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def indexed_demo(tmp_path_factory, demo_collection):
-    """The demo collection indexed once with the demo model through the CLI."""
-    lib = tmp_path_factory.mktemp("cli") / "lib"
-    code = main(
-        ["index", str(demo_collection.root), "--library", str(lib), "--model", "demo", "--json"]
-    )
-    assert code == 0
-    return lib
+def indexed_demo(tmp_path_factory, copy_cli_demo_library):
+    """The demo collection indexed with the demo model through the CLI: this module's copy of
+    the session's library (the tests below import judgments into it)."""
+    return copy_cli_demo_library(tmp_path_factory.mktemp("cli") / "lib")
 
 
 def relevant_by_query(demo_collection) -> dict[str, tuple[str, set[str]]]:

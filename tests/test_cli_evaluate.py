@@ -22,11 +22,9 @@ def evaluate(capsys, demo_collection, lib, *extra: str) -> dict:
 
 
 def test_demo_benchmark_scores_species_near_1_and_relations_lower(
-    capsys, tmp_path, demo_collection, with_plugin
+    capsys, tmp_path, demo_collection, copy_cli_demo_library, with_plugin
 ):
-    lib = tmp_path / "lib"
-    assert main(["index", str(demo_collection.root), "--library", str(lib), "--model", "demo"]) == 0
-    capsys.readouterr()
+    lib = copy_cli_demo_library(tmp_path / "lib")  # indexed once per session, as `quadrat index`
     run_file = tmp_path / "run.trec"
     result = evaluate(capsys, demo_collection, lib, "--run-out", str(run_file))
     assert result["queries"] == 60

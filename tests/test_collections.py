@@ -9,26 +9,48 @@ import pytest
 from sqlalchemy import func, select
 
 from engine.catalog import Collection, Embedding, Image
-from engine.collections import collection_stats, find_collection, photo_details, remove_collection
+from engine.collections import (
+    collection_stats,
+    find_collection,
+    photo_details,
+    relocate_collection,
+    remove_collection,
+)
 from engine.errors import QuadratError
 from engine.indexer import Indexer
 from engine.library import Library
 
 
-@pytest.fixture
-def library(tmp_path: Path, small_demo_collection, demo_encoder):
-    """A library with two collections: the small demo (plus 2 bad files) and a second copy."""
-    first = tmp_path / "first"
+@pytest.fixture(scope="module")
+def indexed_folders(tmp_path_factory: pytest.TempPathFactory, small_demo_collection, demo_encoder):
+    """Built once for the module (read-only): a folder holding `first` (the small demo plus 2 bad
+    files), `second` (another copy) and `lib`, a library with both indexed as collections."""
+    template = tmp_path_factory.mktemp("collections")
+    first = template / "first"
     shutil.copytree(small_demo_collection.root, first)
     (first / "bad").mkdir()
     (first / "bad" / "empty.jpg").write_bytes(b"")
     (first / "bad" / "notes.jpg").write_text("not a photo")
-    second = tmp_path / "second"
+    second = template / "second"
     shutil.copytree(small_demo_collection.root, second)
-    with Library.open(tmp_path / "lib") as lib:
+    with Library.open(template / "lib") as lib:
         indexer = Indexer(lib, demo_encoder, batch_size=32)
         indexer.run(first)
         indexer.run(second)
+    return template
+
+
+@pytest.fixture
+def library(tmp_path: Path, indexed_folders: Path):
+    """A library with two collections: the small demo (plus 2 bad files) and a second copy.
+
+    A copy of the module's folders (file times kept, so nothing looks changed), its two
+    collections pointed at the copied photo folders, which the test may change."""
+    for name in ("first", "second", "lib"):
+        shutil.copytree(indexed_folders / name, tmp_path / name)
+    with Library.open(tmp_path / "lib") as lib:
+        for name in ("first", "second"):
+            relocate_collection(lib, indexed_folders / name, tmp_path / name)
         yield lib
 
 

@@ -11,7 +11,6 @@ import pytest
 import engine.index as index_module
 from engine.errors import CorruptIndexError, QuadratError
 from engine.index import VectorIndex, checksum_path, choose_codec, choose_kind
-from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import SearchQuery, search_hits
 from engine.progress import CancelToken, Progress
@@ -291,12 +290,12 @@ def test_a_damaged_vector_file_is_refused(data, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def compressed_library(tmp_path: Path, demo_collection, demo_encoder, monkeypatch):
-    """The demo library indexed under a budget too small for anything but the compressed kind
-    (and a minimum size lowered to the demo's few hundred photos): (library, exact top 10s)."""
+def compressed_library(tmp_path: Path, copy_cli_demo_library, demo_encoder, monkeypatch):
+    """The demo library (a copy of the session's, indexed with the flat kind) opened under a
+    budget too small for anything but the compressed kind (and a minimum size lowered to the
+    demo's few hundred photos): (library, exact top 10s)."""
     monkeypatch.setattr(index_module, "_MIN_COMPRESSED", 0)
-    lib = Library.open(tmp_path / "lib")
-    Indexer(lib, demo_encoder).run(demo_collection.root)
+    lib = Library.open(copy_cli_demo_library(tmp_path / "lib"))
     searcher = Searcher(lib, demo_encoder)
     queries = ["red circle", "blue triangle", "green square", "yellow star"]
     exact = {q: top10(searcher, q) for q in queries}

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BadInputError
-from engine.indexer import Indexer
 from engine.library import Library
 from engine.methods import SearchQuery, search_hits
 from engine.search import MAX_QUERY_CHARS, SearchFilters, SearchHit, searchable_terms
@@ -38,9 +37,9 @@ class Search:
 
 
 @pytest.fixture(scope="module")
-def search(tmp_path_factory, small_demo_collection, demo_encoder):
-    lib = Library.open(tmp_path_factory.mktemp("search") / "lib")
-    Indexer(lib, demo_encoder).run(small_demo_collection.root)
+def search(tmp_path_factory, copy_small_demo_library, demo_encoder):
+    """Searches over this module's copy of the session's indexed small demo library."""
+    lib = Library.open(copy_small_demo_library(tmp_path_factory.mktemp("search") / "lib"))
     yield Search(lib, demo_encoder)
     lib.close()
 
