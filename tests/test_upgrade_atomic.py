@@ -247,3 +247,20 @@ def test_an_upgrade_on_a_nearly_full_disk_fails_whole_then_succeeds_after_freein
             assert revision_of(library_dir) == FIXTURE_REVISION
         filler.unlink()
         assert_intact(library_dir)
+
+
+def test_opening_a_current_catalog_waits_for_no_writer(tmp_path: Path):
+    """A search opening the library while an indexing run holds the write lock opens at once:
+    only an upgrade takes the lock (before, every open did, and failed as "locked" when a
+    writer held it past the busy timeout)."""
+    from engine.library import Library
+
+    library_dir = copy_fixture(tmp_path / "library")
+    Library.open(library_dir).close()  # upgraded: from now on current
+    writer = sqlite3.connect(library_dir / "catalog.sqlite3", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # held until the open below has returned
+        Library.open(library_dir).close()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -562,21 +562,28 @@ def upgrade_schema(engine: Engine, before_upgrade: BeforeUpgrade | None = None) 
     again. `before_upgrade` runs first for a catalog that already has a schema (not a new one).
     On PostgreSQL the server's advisory lock keeps a second process out until this one is done;
     on SQLite `open_catalog` calls it under the lock file beside the catalog."""
-    if engine.dialect.name == "sqlite":
-        # pysqlite's legacy transaction handling commits before every DDL statement, so each
-        # ALTER TABLE of a migration would be committed on its own (an interrupted upgrade
-        # then leaves a half-changed schema that no later open can upgrade). A connection of
-        # its own, with the driver's transactions off and BEGIN IMMEDIATE issued here, makes
-        # the whole upgrade one SQLite transaction (SQLAlchemy's documented recipe).
-        migrating = create_engine(engine.url, poolclass=NullPool)
-        event.listen(migrating, "connect", _sqlite_migration_pragmas)
-        event.listen(migrating, "begin", _sqlite_begin_immediate)
-        try:
-            _upgrade(migrating, before_upgrade)
-        finally:
-            migrating.dispose()
-    else:
-        _upgrade(engine, before_upgrade)
+    # A plain read on the catalog's own engine: opening a current catalog (the usual case, say
+    # a search while an indexing run writes) takes no write lock and waits for no writer.
+    current, head = _revisions(engine)
+    if current == head:
+        return
+    if current is not None and before_upgrade is not None:
+        before_upgrade(current, head)
+    if engine.dialect.name != "sqlite":
+        _migrate(engine, head)
+        return
+    # pysqlite's legacy transaction handling commits before every DDL statement, so each ALTER
+    # TABLE of a migration would be committed on its own (an interrupted upgrade then leaves a
+    # half-changed schema that no later open can upgrade). A connection of its own, with the
+    # driver's transactions off and BEGIN IMMEDIATE issued here, makes the whole upgrade one
+    # SQLite transaction (SQLAlchemy's documented recipe).
+    migrating = create_engine(engine.url, poolclass=NullPool)
+    event.listen(migrating, "connect", _sqlite_migration_pragmas)
+    event.listen(migrating, "begin", _sqlite_begin_immediate)
+    try:
+        _migrate(migrating, head)
+    finally:
+        migrating.dispose()
 
 
 def _sqlite_migration_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -598,24 +605,29 @@ def _sqlite_begin_immediate(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _upgrade(engine: Engine, before_upgrade: BeforeUpgrade | None) -> None:
-    from alembic import command
+def _revisions(engine: Engine) -> tuple[str | None, str]:
+    """The catalog's schema revision (None for a new catalog) and this version's newest one;
+    a revision this version does not know (a newer Quadrat's) raises `QuadratError`."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
     with engine.connect() as probe:
         current = MigrationContext.configure(probe).get_current_revision()
-        cfg = _alembic_config(probe)
-        head = ScriptDirectory.from_config(cfg).get_current_head()
-        known = {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}
-    if current is not None and current not in known:
+    script = ScriptDirectory(str(MIGRATIONS_DIR))
+    head = script.get_current_head()
+    assert head is not None  # the migrations ship with the code
+    if current is not None and current not in {s.revision for s in script.walk_revisions()}:
         raise QuadratError(
             f"the catalog was written by a newer Quadrat (schema {current}); update Quadrat"
         )
-    if current == head:
-        return
-    if current is not None and before_upgrade is not None and head is not None:
-        before_upgrade(current, head)
+    return current, head
+
+
+def _migrate(engine: Engine, head: str) -> None:
+    """Run the migrations up to `head` in one transaction on `engine`."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             # The server's own lock, held to the end of this transaction (PostgreSQL's DDL is
@@ -625,10 +637,9 @@ def _upgrade(engine: Engine, before_upgrade: BeforeUpgrade | None) -> None:
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY}
             )
         # Read again inside the transaction: another process may have upgraded meanwhile.
-        current = MigrationContext.configure(connection).get_current_revision()
-        if current == head:
+        if MigrationContext.configure(connection).get_current_revision() == head:
             return
-        log.info("migrating catalog schema %s -> %s", current, head)
+        log.info("migrating catalog schema to %s", head)
         command.upgrade(_alembic_config(connection), "head")
 
 
