@@ -185,30 +185,38 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-class _WatchedHTTPConnection(http.client.HTTPConnection):
-    """An HTTP connection whose socket the request's deadline can shut."""
+class _Watched:
+    """Mixed into an HTTP(S) connection: the request's deadline can shut its socket."""
+
+    sock: socket.socket
 
     def __init__(self, host: str, deadline: _Deadline, **kwargs: Any) -> None:
         kwargs["timeout"] = deadline.socket_timeout(kwargs.get("timeout"))
-        super().__init__(host, **kwargs)
+        super().__init__(host, **kwargs)  # type: ignore[call-arg]
         self.deadline = deadline
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         self.deadline.watch(self.sock)
 
 
-class _WatchedHTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection whose socket the request's deadline can shut."""
+class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
 
-    def __init__(self, host: str, deadline: _Deadline, **kwargs: Any) -> None:
-        kwargs["timeout"] = deadline.socket_timeout(kwargs.get("timeout"))
-        super().__init__(host, **kwargs)
-        self.deadline = deadline
 
-    def connect(self) -> None:
-        super().connect()
-        self.deadline.watch(self.sock)
+class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
+
+
+def _connection_factory(
+    kind: type[_WatchedHTTPConnection] | type[_WatchedHTTPSConnection], deadline: _Deadline
+) -> Any:
+    """What `AbstractHTTPHandler.do_open` calls to make a connection: one watched by `deadline`."""
+
+    def connection(host: str, /, **kwargs: Any) -> http.client.HTTPConnection:
+        return kind(host, deadline, **kwargs)
+
+    return connection
 
 
 class _WatchedHTTPHandler(urllib.request.HTTPHandler):
@@ -217,12 +225,7 @@ class _WatchedHTTPHandler(urllib.request.HTTPHandler):
         self.deadline = deadline
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        deadline = self.deadline
-
-        def connection(host: str, /, **kwargs: Any) -> http.client.HTTPConnection:
-            return _WatchedHTTPConnection(host, deadline, **kwargs)
-
-        return self.do_open(connection, req)
+        return self.do_open(_connection_factory(_WatchedHTTPConnection, self.deadline), req)
 
 
 class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
@@ -231,12 +234,7 @@ class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
         self.deadline = deadline
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        deadline = self.deadline
-
-        def connection(host: str, /, **kwargs: Any) -> http.client.HTTPSConnection:
-            return _WatchedHTTPSConnection(host, deadline, **kwargs)
-
-        return self.do_open(connection, req)
+        return self.do_open(_connection_factory(_WatchedHTTPSConnection, self.deadline), req)
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
