@@ -75,36 +75,32 @@ def indexed_small_demo(
     return lib
 
 
+def _cli_indexed(tmp_path_factory: pytest.TempPathFactory, name: str, photos: Path) -> Path:
+    """A library of `photos` indexed through `quadrat index --model demo --json`."""
+    from app.cli import main
+
+    lib = tmp_path_factory.mktemp(name) / "lib"
+    with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
+        patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
+        code = main(["index", str(photos), "--library", str(lib), "--model", "demo", "--json"])
+    assert code == 0
+    return lib
+
+
 @pytest.fixture(scope="session")
 def cli_indexed_small_demo(
     tmp_path_factory: pytest.TempPathFactory, small_demo_collection
 ) -> Path:
     """The small demo collection indexed once through `quadrat index --model demo` (read-only:
     take a copy with `copy_cli_small_demo_library`)."""
-    from app.cli import main
-
-    lib = tmp_path_factory.mktemp("cli-indexed-small-demo") / "lib"
-    with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
-        patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
-        code = main(["index", str(small_demo_collection.root), "--library", str(lib),
-                     "--model", "demo", "--json"])  # fmt: skip
-    assert code == 0
-    return lib
+    return _cli_indexed(tmp_path_factory, "cli-indexed-small-demo", small_demo_collection.root)
 
 
 @pytest.fixture(scope="session")
 def cli_indexed_demo(tmp_path_factory: pytest.TempPathFactory, demo_collection) -> Path:
     """The full demo collection indexed once through `quadrat index --model demo` (read-only:
     take a copy with `copy_cli_demo_library`)."""
-    from app.cli import main
-
-    lib = tmp_path_factory.mktemp("cli-indexed-demo") / "lib"
-    with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
-        patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
-        code = main(["index", str(demo_collection.root), "--library", str(lib),
-                     "--model", "demo", "--json"])  # fmt: skip
-    assert code == 0
-    return lib
+    return _cli_indexed(tmp_path_factory, "cli-indexed-demo", demo_collection.root)
 
 
 def _copier(template: Path) -> Callable[[Path], Path]:
