@@ -41,7 +41,7 @@ from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
 from app.settings import language_model
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
-from engine.models import ModelUnavailableError
+from engine.models.store import ModelUnavailableError
 
 log = logging.getLogger("quadrat.cli")
 
@@ -239,9 +239,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from engine.indexer import Indexer
+    from engine.indexing.indexer import Indexer
+    from engine.indexing.scan import printable_name
     from engine.progress import CancelToken
-    from engine.scan import printable_name
 
     folder = args.folder.expanduser()
     if not folder.exists():
@@ -249,7 +249,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise BadInputError(f"not a folder: {folder}")
     if args.ray is not None:
-        from engine.indexer_ray import import_ray
+        from engine.indexing.ray_indexer import import_ray
 
         if args.workers is not None:
             raise BadInputError(
@@ -266,7 +266,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         indexer: Indexer
         if args.ray is not None:
             from app import paths
-            from engine.indexer_ray import RayIndexer
+            from engine.indexing.ray_indexer import RayIndexer
 
             # This copy only names the model (key, size); the cluster's actors load their own.
             encoder = load_encoder_for(spec, "cpu")
@@ -314,10 +314,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     import time
 
-    from engine.collections import missing_photos
+    from engine.indexing.collections import missing_photos
+    from engine.indexing.scan import printable_name
     from engine.methods import MethodContext, SearchQuery
-    from engine.scan import printable_name
-    from engine.search import validate_query_text
+    from engine.search.searcher import validate_query_text
 
     method = method_from_args(args)  # fail fast, before loading any model
     query = SearchQuery(args.text, args.image)
@@ -377,7 +377,7 @@ def _missing_note(photos: int) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.export import copy_relevant_photos, export_judgments
+    from engine.io.export import copy_relevant_photos, export_judgments
 
     with open_library(args.library) as library:
         if args.what == "judgments":
@@ -398,7 +398,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from engine.collections import (
+    from engine.indexing.collections import (
         find_collection,
         forget_missing,
         missing_photos,
@@ -427,7 +427,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_relocate(args: argparse.Namespace) -> int:
-    from engine.collections import relocate_collection
+    from engine.indexing.collections import relocate_collection
 
     with open_library(args.library) as library:
         moved = relocate_collection(library, args.old, args.new)
@@ -444,7 +444,7 @@ def cmd_relocate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from engine.export import import_benchmark
+    from engine.io.export import import_benchmark
 
     with open_library(args.library) as library:
         report = import_benchmark(library, args.queries, args.judgments)
@@ -461,7 +461,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from engine.demo import write_demo_collection
+    from engine.demo.scenes import write_demo_collection
 
     info = write_demo_collection(args.dir.expanduser(), images_per_class=args.images_per_class)
     print(f"demo collection written to {args.dir} ({info.image_count} photos)")

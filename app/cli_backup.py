@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from app.cli_args import positive_int
-from engine.backup import (
+from engine.catalog.backup import (
     DEFAULT_KEEP,
     KIND_JUDGMENTS,
     SPECIAL_KEEP,

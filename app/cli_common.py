@@ -16,9 +16,9 @@ from engine.errors import BadInputError
 
 if TYPE_CHECKING:  # imported where used, so a command loads only what it needs
     from app.settings import Settings
-    from engine.encoders import Encoder
-    from engine.library import Library
+    from engine.catalog.library import Library
     from engine.methods.base import MethodSpec
+    from engine.models.encoders import Encoder
     from engine.progress import Progress
 
 log = logging.getLogger("quadrat.cli")
@@ -57,7 +57,7 @@ def open_library(path: Path | None) -> Library:
     Its catalog: the one the folder records, else --database-url, else the settings' database
     URL (which applies to `--library` folders too), else a SQLite file in the folder."""
     from app.settings import ROOT_MAP_ENV, index_memory_bytes, root_map_of
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     settings = user_settings()
     database_url = _database_url if _database_url is not None else settings.database_url
@@ -75,9 +75,9 @@ def resolve_model_spec(requested: str | None, library: Library) -> str:
 
 
 def load_encoder_for(spec: str, device: str | None) -> Encoder:
-    from engine.encoders import load_encoder
-    from engine.models import preflight
-    from engine.modelspec import parse_model_spec
+    from engine.models.encoders import load_encoder
+    from engine.models.spec import parse_model_spec
+    from engine.models.store import preflight
 
     model = parse_model_spec(spec)  # once: both steps take the parsed value
     # Offline with a model not on disk: one line now, before seconds of importing torch.
@@ -94,7 +94,7 @@ class TqdmProgress:
     def __init__(self, desc: str, unit: str = "img") -> None:
         from tqdm import tqdm
 
-        from engine.scan import READING_METADATA
+        from engine.indexing.scan import READING_METADATA
 
         self._unit = unit
         self._bytes_message = READING_METADATA

@@ -17,10 +17,10 @@ from app.cli_methods import method_option_help
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
-    from engine.benchmark import CollectionChoice, MethodsBenchmark
-    from engine.encoders import Encoder
-    from engine.evaluate import BenchmarkResult
-    from engine.library import Library
+    from engine.benchmarks.runner import CollectionChoice, MethodsBenchmark
+    from engine.catalog.library import Library
+    from engine.evaluation.evaluate import BenchmarkResult
+    from engine.models.encoders import Encoder
 
 
 def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,9 +73,9 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
 def run_evaluate_command(args: argparse.Namespace) -> int:
     from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from app.settings import language_model
-    from engine.benchmark import run_methods
-    from engine.evaluate import load_judgments, load_queries_csv, write_trec_run
-    from engine.export import plain_write_errors
+    from engine.benchmarks.runner import run_methods
+    from engine.evaluation.evaluate import load_judgments, load_queries_csv, write_trec_run
+    from engine.io.export import plain_write_errors
     from engine.methods import resolve_spec
 
     specs = args.method or ["text"]
@@ -87,7 +87,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     judgments = load_judgments(args.judgments)
     candidates = None
     if args.candidates:
-        from engine.inquire_rerank import load_candidates_csv
+        from engine.benchmarks.inquire_rerank import load_candidates_csv
 
         if args.protocol != "rerank":
             raise BadInputError(
@@ -181,7 +181,7 @@ def _ranked(bench: MethodsBenchmark) -> CollectionChoice:
 
 
 def _collection_ids(library: Library, names: list[str]) -> tuple[int, ...]:
-    from engine.filters import find_collections
+    from engine.search.filters import find_collections
 
     try:
         return find_collections(library.catalog, names)
@@ -211,7 +211,7 @@ def unjudged_in_top_k(result: BenchmarkResult, query_id: str, judged: float, k: 
 
 
 def _method_json(bench: MethodsBenchmark, spec: str, k: int) -> dict[str, Any]:
-    from engine.evaluate import metrics_json
+    from engine.evaluation.evaluate import metrics_json
 
     result = bench.results[spec]
     out: dict[str, Any] = metrics_json(result.mean, k)

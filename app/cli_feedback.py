@@ -25,11 +25,11 @@ from engine.errors import BadInputError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from engine.encoders import Encoder
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.judgments.queries import LiveMetrics
     from engine.methods.feedback import Refinement
-    from engine.queries import LiveMetrics
-    from engine.search import SearchHit
+    from engine.models.encoders import Encoder
+    from engine.search.searcher import SearchHit
 
 DEFAULT_SAVED = 100  # a refinement's run keeps at least this many results (as the window's do)
 
@@ -167,7 +167,7 @@ def _metrics_lines(refinement: Refinement) -> list[str]:
 
 def run_refine_command(args: argparse.Namespace) -> int:
     from engine.methods.feedback import learning_spec, photos_above, refine_query
-    from engine.search import Searcher
+    from engine.search.searcher import Searcher
 
     spec = learning_spec(args.method)  # a bad method fails before any model loads
     if args.min_p is not None and spec.key != "probe":
@@ -244,7 +244,7 @@ def run_refine_command(args: argparse.Namespace) -> int:
 
 def run_estimate_command(args: argparse.Namespace) -> int:
     from engine.methods.feedback import estimate_for_query, sample_for_query
-    from engine.search import Searcher
+    from engine.search.searcher import Searcher
 
     with open_library(args.library) as library:
         loader = _encoder_loader(args, library)

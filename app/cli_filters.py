@@ -16,15 +16,17 @@ from typing import TYPE_CHECKING
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
-    from engine.filters import SearchFilters
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.search.filters import SearchFilters
 
 MONTHS = (
     "january", "february", "march", "april", "may", "june",
     "july", "august", "september", "october", "november", "december",
 )  # fmt: skip
 _NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-[\d.]+(,[-+\d.eE]*)+$")
-MAX_RADIUS_KM = 20_000.0  # as engine.filters.MAX_RADIUS_KM (not imported: --help stays light)
+MAX_RADIUS_KM = (
+    20_000.0  # as engine.search.filters.MAX_RADIUS_KM (not imported: --help stays light)
+)
 
 
 def iso_date(text: str) -> date:
@@ -103,7 +105,7 @@ def near_point(text: str) -> tuple[float, float, float]:
 
 def licence_code(text: str) -> str:
     """An argparse type: a licence in any usual spelling, as its code ("CC BY-NC" -> cc-by-nc)."""
-    from engine.filters import normalise_license
+    from engine.search.filters import normalise_license
 
     code = normalise_license(text)
     if not code:
@@ -177,7 +179,7 @@ def check_filter_args(args: argparse.Namespace) -> None:
 def filters_from_args(args: argparse.Namespace, library: Library | None = None) -> SearchFilters:
     """The SearchFilters the flags ask for; --collection names are looked up in `library`
     (without one they are left to the caller, as `evaluate` does with its own --collection)."""
-    from engine.filters import SearchFilters, find_collections
+    from engine.search.filters import SearchFilters, find_collections
 
     check_filter_args(args)
     collection_ids: tuple[int, ...] = ()

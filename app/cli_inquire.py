@@ -45,7 +45,7 @@ def add_inquire_command(subparsers: argparse._SubParsersAction) -> None:  # type
 
 
 def cmd_import_inquire_rerank(args: argparse.Namespace) -> int:
-    from engine.inquire_rerank import evaluate_command, import_inquire_rerank
+    from engine.benchmarks.inquire_rerank import evaluate_command, import_inquire_rerank
     from engine.progress import CancelToken
 
     cancel = CancelToken()
@@ -82,7 +82,7 @@ def cmd_import_inquire_rerank(args: argparse.Namespace) -> int:
 def _index(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Index the written collection as `quadrat index` does (its metadata.json is read)."""
     from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
-    from engine.indexer import Indexer
+    from engine.indexing.indexer import Indexer
     from engine.progress import CancelToken
 
     with open_library(args.library) as library:

@@ -13,14 +13,14 @@ import json
 import sys
 
 from app.cli_args import positive_int
-from engine.evaluate import (
+from engine.evaluation.evaluate import (
     evaluate_run,
     load_judgments,
     load_trec_run,
     metrics_json,
     qrels_for_run,
 )
-from engine.metrics import PROTOCOLS, MeanMetrics
+from engine.evaluation.metrics import PROTOCOLS, MeanMetrics
 
 
 def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -23,7 +23,7 @@ from app import paths
 from app.cli_common import EXIT_OK, TqdmProgress
 
 if TYPE_CHECKING:
-    from engine.models import ModelStore
+    from engine.models.store import ModelStore
 
 EXIT_INTERRUPTED = 130
 _WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # weights, not a pack
@@ -66,7 +66,7 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
 
 
 def _store() -> ModelStore:
-    from engine.models import ModelStore
+    from engine.models.store import ModelStore
 
     return ModelStore(paths.models_dir())
 
@@ -80,7 +80,7 @@ def _size(n: int) -> str:
 
 def model_rows() -> list[dict[str, Any]]:
     """The catalogue, then installed models it does not list: what `models list` shows."""
-    from engine.models import model_offers
+    from engine.models.store import model_offers
 
     store = _store()
     installed = {model.spec: model for model in store.installed()}

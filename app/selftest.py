@@ -41,10 +41,10 @@ class _State:
     """What the steps hand on to each other."""
 
     home: Path
-    collection: Any = None  # engine.demo.DemoCollection
-    library: Any = None  # engine.library.Library
+    collection: Any = None  # engine.demo.scenes.DemoCollection
+    library: Any = None  # engine.catalog.library.Library
     encoder: Any = None
-    hits: list[Any] = field(default_factory=list)  # engine.search.SearchHit
+    hits: list[Any] = field(default_factory=list)  # engine.search.searcher.SearchHit
     query_id: int = 0
     run_id: int = 0
     judgments: dict[int, int] = field(default_factory=dict)
@@ -52,7 +52,7 @@ class _State:
 
 
 def _write_demo(state: _State) -> None:
-    from engine.demo import write_demo_collection
+    from engine.demo.scenes import write_demo_collection
 
     state.collection = write_demo_collection(
         state.home / "demo-collection", images_per_class=IMAGES_PER_CLASS
@@ -66,9 +66,9 @@ def _write_demo(state: _State) -> None:
 
 
 def _index(state: _State) -> None:
-    from engine.encoders import load_encoder
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.indexing.indexer import Indexer
+    from engine.models.encoders import load_encoder
 
     state.encoder = load_encoder("demo", device="cpu")
     state.library = Library.open(state.home / "library")
@@ -104,7 +104,7 @@ def _search(state: _State) -> None:
 
 
 def _judge(state: _State) -> None:
-    from engine.queries import QueryStore
+    from engine.judgments.queries import QueryStore
 
     store = QueryStore(state.library)
     state.query_id = store.find_or_create_query(SEARCH_TEXT)
@@ -124,7 +124,7 @@ def _judge(state: _State) -> None:
 
 
 def _metrics(state: _State) -> None:
-    from engine.queries import QueryStore
+    from engine.judgments.queries import QueryStore
 
     ranking = [hit.image_id for hit in state.hits]
     live = QueryStore(state.library).live_metrics(ranking, state.judgments, JUDGED, state.run_id)

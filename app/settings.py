@@ -21,7 +21,7 @@ from engine.errors import BadInputError, QuadratError
 from engine.files import atomic_write_text
 
 if TYPE_CHECKING:
-    from engine.library import RootMap
+    from engine.catalog.library import RootMap
     from engine.methods.base import LanguageModelEndpoint
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
 MIN_INDEX_MEMORY_GB = 0.25
 MAX_INDEX_MEMORY_GB = 4096.0
-# The models offered in the window come from engine.models.model_offers() (the model chooser
+# The models offered in the window come from engine.models.store.model_offers() (the model chooser
 # and the settings dialog share them); any other valid spec may be typed in.
 DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
 
@@ -132,7 +132,7 @@ ROOT_MAP_ENV = "QUADRAT_MAP_ROOT"
 def root_map_of(*texts: str) -> RootMap:
     """The `RootMap` of "OLD=NEW" pairs written one per line or separated by ";"; earlier
     texts win for the same catalog root. Raises `BadInputError` for a malformed pair."""
-    from engine.library import RootMap
+    from engine.catalog.library import RootMap
 
     items = [
         item.strip()
@@ -151,7 +151,7 @@ def index_memory_bytes(gigabytes: float) -> int:
 
 def validate_model_spec(spec: str) -> str:
     """Check a model spec's form (and that a checkpoint file exists) without loading torch."""
-    from engine.encoders import parse_model_spec
+    from engine.models.encoders import parse_model_spec
 
     parsed = parse_model_spec(spec)
     if (

@@ -27,7 +27,7 @@ def quadrat_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 @pytest.fixture(scope="session")
 def demo_encoder():
     """The bundled demo CLIP model, loaded once per test session."""
-    from engine.encoders import load_encoder
+    from engine.models.encoders import load_encoder
 
     return load_encoder("demo", device="cpu")
 
@@ -35,7 +35,7 @@ def demo_encoder():
 @pytest.fixture(scope="session")
 def demo_collection(tmp_path_factory: pytest.TempPathFactory):
     """The demo collection as `quadrat demo` writes it (read-only: copy before changing it)."""
-    from engine.demo import write_demo_collection
+    from engine.demo.scenes import write_demo_collection
 
     return write_demo_collection(tmp_path_factory.mktemp("demo") / "collection")
 
@@ -43,7 +43,7 @@ def demo_collection(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def small_demo_collection(tmp_path_factory: pytest.TempPathFactory):
     """A smaller demo collection (5 photos per class) for tests that change files."""
-    from engine.demo import write_demo_collection
+    from engine.demo.scenes import write_demo_collection
 
     return write_demo_collection(tmp_path_factory.mktemp("demo-small") / "c", images_per_class=5)
 
@@ -66,8 +66,8 @@ def indexed_small_demo(
     Its catalog records the session's `small_demo_collection.root` as the collection root, so a
     copy of the folder (its own `catalog.sqlite3`, no `catalog.url`) opens as a library of that
     same, shared photo folder."""
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.indexing.indexer import Indexer
 
     lib = tmp_path_factory.mktemp("indexed-small-demo") / "lib"
     with Library.open(lib) as library:
@@ -88,9 +88,7 @@ def _cli_indexed(tmp_path_factory: pytest.TempPathFactory, name: str, photos: Pa
 
 
 @pytest.fixture(scope="session")
-def cli_indexed_small_demo(
-    tmp_path_factory: pytest.TempPathFactory, small_demo_collection
-) -> Path:
+def cli_indexed_small_demo(tmp_path_factory: pytest.TempPathFactory, small_demo_collection) -> Path:
     """The small demo collection indexed once through `quadrat index --model demo` (read-only:
     take a copy with `copy_cli_small_demo_library`)."""
     return _cli_indexed(tmp_path_factory, "cli-indexed-small-demo", small_demo_collection.root)

@@ -19,7 +19,8 @@ from sqlalchemy import select
 import app.cli
 from app.cli import main
 from app.cli_backup import add_backup_command
-from engine.backup import (
+from engine.catalog import Collection, Image
+from engine.catalog.backup import (
     backup_catalog,
     backup_if_changed,
     catalog_counts,
@@ -27,10 +28,9 @@ from engine.backup import (
     list_backups,
     restore_catalog,
 )
-from engine.catalog import Collection, Image
+from engine.catalog.library import CATALOG_FILE, Library
 from engine.errors import BadInputError, QuadratError
-from engine.library import CATALOG_FILE, Library
-from engine.queries import QueryStore
+from engine.judgments.queries import QueryStore
 
 
 def add_photos(lib: Library, n: int = 10) -> list[int]:
@@ -105,9 +105,9 @@ def test_backup_taken_before_a_kill_survives_deleting_the_wal(tmp_path):
         f"""
         import os, signal
         from pathlib import Path
-        from engine.backup import backup_catalog
-        from engine.library import Library
-        from engine.queries import QueryStore
+        from engine.catalog.backup import backup_catalog
+        from engine.catalog.library import Library
+        from engine.judgments.queries import QueryStore
         lib = Library.open({str(root)!r})
         store = QueryStore(lib)
         qid = store.find_or_create_query("caterpillar")
@@ -238,7 +238,7 @@ def test_an_unwritable_backups_folder_fails_with_one_line(library, monkeypatch):
         raise OSError(28, "No space left on device")
 
     (library.root / "backups").unlink()
-    monkeypatch.setattr("engine.backup.os.replace", full_disk)
+    monkeypatch.setattr("engine.catalog.backup.os.replace", full_disk)
     with pytest.raises(QuadratError, match="the disk is full"):
         backup_catalog(library.root, catalog(library))
     assert list((library.root / "backups").iterdir()) == []  # the partial file is removed

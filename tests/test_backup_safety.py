@@ -15,7 +15,8 @@ import pytest
 from sqlalchemy import func, select
 
 from app.cli import main
-from engine.backup import (
+from engine.catalog import Collection, Image, JudgmentEvent
+from engine.catalog.backup import (
     KIND_FULL,
     KIND_JUDGMENTS,
     backup_catalog,
@@ -26,10 +27,9 @@ from engine.backup import (
     restore_catalog,
     safety_backup,
 )
-from engine.catalog import Collection, Image, JudgmentEvent
+from engine.catalog.library import Library
 from engine.errors import QuadratError
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
 
 
@@ -286,7 +286,7 @@ def judged_photos(tmp_path, catalog_url, monkeypatch):
 
 
 def test_forgetting_a_half_mounted_or_unmounted_folder_is_refused(judged_photos, capsys):
-    from engine.collections import LooksUnmountedError, forget_missing
+    from engine.indexing.collections import LooksUnmountedError, forget_missing
 
     lib, ids = judged_photos, judged_photos.test_ids
     mark_missing(lib, ids[:20])  # half of the share did not come back
@@ -314,7 +314,7 @@ def test_forgetting_a_half_mounted_or_unmounted_folder_is_refused(judged_photos,
 def test_forgetting_on_a_server_backs_up_the_judgments_and_events_first(
     tmp_path, postgres_url, monkeypatch
 ):
-    from engine.collections import forget_missing
+    from engine.indexing.collections import forget_missing
 
     folder = tmp_path / "photos"
     folder.mkdir()
@@ -344,7 +344,7 @@ def test_forgetting_on_a_server_backs_up_the_judgments_and_events_first(
 
 
 def test_nothing_is_forgotten_when_the_backup_cannot_be_written(library):
-    from engine.collections import forget_missing
+    from engine.indexing.collections import forget_missing
 
     mark_missing(library, library.test_ids[:2])
     (library.root / "backups").write_text("a file where the folder should be")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engine.evaluate import Judgment
+from engine.evaluation.evaluate import Judgment
 from tests.gui.conftest import make_app  # noqa: F401 - the window fixture, for the last test
 
 
@@ -105,9 +105,9 @@ def test_the_tables_name_the_collections_and_show_judged_at_k(capsys, tmp_path, 
 
 
 def test_judgments_spread_over_two_collections_rank_both(tmp_path):
-    from engine.benchmark import ALL_COLLECTIONS, choose_collections
+    from engine.benchmarks.runner import ALL_COLLECTIONS, choose_collections
     from engine.catalog import Collection, Image
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     with Library.open(tmp_path / "lib") as lib:
         with lib.catalog.session() as s:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.benchmark import BenchmarkRequest, run_methods, run_request
+from engine.benchmarks.runner import BenchmarkRequest, run_methods, run_request
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluate import load_judgments, load_queries_csv
-from engine.library import Library
+from engine.evaluation.evaluate import load_judgments, load_queries_csv
 from engine.progress import Progress
 
 

@@ -48,25 +48,25 @@ RULES: list[tuple[str, set[str], str]] = [
     # The saved-query store and the search methods: run labels come from the registry and a
     # method is given the judgments it learns from, so neither imports the other's side back.
     (
-        "engine.queries",
+        "engine.judgments.queries",
         QT | {"app", "widgets", "engine.methods"},
         "saved queries know no search method: run labels come from engine.methods.registry",
     ),
     (
         "engine.methods.base",
-        QT | {"app", "widgets", "engine.queries"},
+        QT | {"app", "widgets", "engine.judgments.queries"},
         "a method's context is given the judgments it needs, never opens the query store",
     ),
     # The model spec is the value the loader and the model store both take; the store uses the
     # loader's public names only, and only lazily where torch is needed anyway.
     (
-        "engine.modelspec",
-        QT | {"app", "widgets", "engine.encoders", "engine.models"},
+        "engine.models.spec",
+        QT | {"app", "widgets", "engine.models.encoders", "engine.models.store"},
         "the model spec is what the loader and the store share: it imports neither",
     ),
     (
-        "engine.models",
-        QT | {"app", "widgets", "engine.encoders._*"},
+        "engine.models.store",
+        QT | {"app", "widgets", "engine.models.encoders._*"},
         "the model store never reaches into the loader's private helpers",
     ),
     (
@@ -102,15 +102,28 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imported_modules(path: Path) -> set[str]:
+def type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The import statements under `if TYPE_CHECKING:`, which never run."""
+    guarded: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for statement in node.body:
+                guarded.update(ast.walk(statement))
+    return guarded
+
+
+def imported_modules(path: Path, *, runtime_only: bool = False) -> set[str]:
     """Every module `path` imports, relative imports resolved; for `from X import Y` both X
-    and X.Y (Y may be a submodule)."""
+    and X.Y (Y may be a submodule). `runtime_only` leaves out imports for type checking."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = type_checking_only(tree) if runtime_only else set()
     package = module_name(path).split(".")
     if path.name != "__init__.py":
         package.pop()
     names: set[str] = set()
     for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -184,6 +197,166 @@ def test_the_checker_sees_wrong_imports(tmp_path, monkeypatch):
         "widgets.b",
         "widgets.sub.c",
     ], problems
+
+
+# The engine's packages by job, lowest first. A module imports its own package and the layers
+# below it, never one above (lazy imports inside functions count): what sits low can be read,
+# tested and reused without what sits high. Packages in one layer may use each other.
+ENGINE_LAYERS: list[tuple[str, ...]] = [
+    ("engine", "engine.errors", "engine.progress", "engine.files", "engine.terms"),
+    ("engine.evaluation", "engine.models", "engine.vectors", "engine.demo"),
+    ("engine.catalog",),
+    ("engine.indexing",),
+    ("engine.search",),
+    ("engine.judgments",),
+    ("engine.methods", "engine.rerank", "engine.visret"),
+    ("engine.benchmarks",),
+    ("engine.io",),
+]
+
+
+def engine_layer(module: str) -> int:
+    """The index in ENGINE_LAYERS of the most specific entry covering `module`."""
+    covering = [
+        (len(name), depth)
+        for depth, names in enumerate(ENGINE_LAYERS)
+        for name in names
+        if within(module, name)
+    ]
+    if not covering:
+        raise KeyError(f"{module}: no layer in ENGINE_LAYERS covers it")
+    return max(covering)[1]
+
+
+def resolved_imports(path: Path, modules: set[str], *, runtime_only: bool = False) -> set[str]:
+    """The engine modules `path` imports: `from X import Y` counts as X.Y where that is a
+    module, else as X."""
+    found = set()
+    for name in imported_modules(path, runtime_only=runtime_only):
+        if not within(name, "engine"):
+            continue
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in modules:
+            found.add(name)
+    return found
+
+
+def layer_violations(paths: list[Path]) -> list[str]:
+    modules = {module_name(p) for p in paths}
+    problems = []
+    for path in paths:
+        module = module_name(path)
+        try:
+            depth = engine_layer(module)
+        except KeyError as error:
+            problems.append(str(error))
+            continue
+        for name in sorted(resolved_imports(path, modules)):
+            if engine_layer(name) > depth:
+                problems.append(
+                    f"{module} (layer {depth}) imports {name} (layer {engine_layer(name)})"
+                )
+    return problems
+
+
+# The method registry finds its built-in methods lazily, as it finds third-party ones; every
+# other import circle in the engine is a defect.
+REGISTRY_BUILT_INS = "engine.methods.registry"
+
+
+def import_circles(paths: list[Path]) -> list[list[str]]:
+    """Strongly connected groups of more than one engine module (Tarjan's algorithm) over the
+    imports that run (those for type checking only never do)."""
+    modules = {module_name(p) for p in paths}
+    edges = {
+        module_name(p): sorted(resolved_imports(p, modules, runtime_only=True) - {module_name(p)})
+        for p in paths
+        if module_name(p) != REGISTRY_BUILT_INS
+    }
+    edges[REGISTRY_BUILT_INS] = (
+        sorted(
+            name
+            for name in resolved_imports(
+                ROOT / "engine/methods/registry.py", modules, runtime_only=True
+            )
+            if not name.startswith("engine.methods.") or name == "engine.methods.base"
+        )
+        if REGISTRY_BUILT_INS in modules
+        else []
+    )
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges.get(node, []):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_engine_packages_import_only_their_own_layer_and_below():
+    paths = [p for p in sources("engine") if ".migrations" not in module_name(p)]
+    assert len(paths) > 40
+    assert layer_violations(paths) == []
+
+
+def test_the_engine_has_no_import_circle():
+    paths = [p for p in sources("engine") if ".migrations" not in module_name(p)]
+    assert import_circles(paths) == []
+
+
+def test_the_layer_and_circle_checks_see_wrong_imports(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    bad = {
+        "engine/__init__.py": "",
+        "engine/errors.py": "",
+        "engine/evaluation/__init__.py": "",
+        "engine/evaluation/metrics.py": "def f():\n    from engine.methods.base import Method\n",
+        "engine/methods/__init__.py": "",
+        "engine/methods/base.py": "from engine.evaluation import metrics\n",
+        "engine/search/__init__.py": "",
+        "engine/search/a.py": "from engine.search.b import x\n",
+        "engine/search/b.py": "def g():\n    import engine.search.a\n",
+        "engine/search/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import engine.search.d\n",
+        "engine/search/d.py": "import engine.search.c\n",
+        "engine/stray.py": "",
+    }
+    for rel, text in bad.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    paths = sources("engine")
+    problems = layer_violations(paths)
+    assert problems == [
+        "engine.evaluation.metrics (layer 1) imports engine.methods.base (layer 6)",
+    ], problems
+    circles = import_circles(paths)
+    assert ["engine.search.a", "engine.search.b"] in circles
+    assert ["engine.evaluation.metrics", "engine.methods.base"] in circles
+    assert len(circles) == 2  # an import for type checking only closes no circle
 
 
 def test_widgets_and_the_lower_app_modules_load_nothing_above_them():

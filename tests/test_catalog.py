@@ -19,7 +19,7 @@ def test_migrations_build_exactly_the_schema_the_models_describe(catalog_url):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    from engine.textsearch import is_record_text_table
+    from engine.search.fulltext import is_record_text_table
 
     catalog = open_catalog(catalog_url)  # SQLite and PostgreSQL
     # The FTS5 table of the records' words (and its shadow tables) is SQLite's, not a model's.

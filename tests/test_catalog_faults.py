@@ -75,7 +75,7 @@ def _integrity(catalog_file: Path) -> str:
 _SYNCHRONISED_CLI = """
 import os, sys, time
 from pathlib import Path
-import alembic.command, engine.catalog.db, engine.indexer  # noqa: F401
+import alembic.command, engine.catalog.db, engine.indexing.indexer  # noqa: F401
 from app.cli import main
 ready, go = Path(sys.argv[1]), Path(sys.argv[2])
 ready.touch()
@@ -224,7 +224,7 @@ def test_a_read_only_library_folder_gives_one_line(
     home.chmod(0o777)
     library = shared_tmp / "library"
     if existing:
-        from engine.library import Library
+        from engine.catalog.library import Library
 
         Library.open(library).close()
     else:
@@ -290,7 +290,7 @@ def full_disk_run(photos: Path, tmp_path: Path):  # -> (result, library, filler)
     """A library on a tmpfs whose free space runs out while the demo collection is indexed
     (the catalog exists before; checkpoints every 8 photos, so some commit first)."""
     with small_tmpfs(tmp_path / "small-disk", "8M") as disk:
-        from engine.library import Library
+        from engine.catalog.library import Library
 
         library = disk / "library"
         Library.open(library).close()
@@ -464,7 +464,7 @@ def test_a_catalog_file_damaged_under_an_open_catalog_is_one_line(tmp_path: Path
 def test_a_removed_wal_file_gives_one_line_about_a_removed_file(tmp_path: Path) -> None:
     """The WAL file deleted while the indexer has commits in it: SQLite's 'disk I/O error' for
     the next process to open the library (a search beside the indexing run) is one line."""
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     writer = Library.open(tmp_path / "library")
     try:
@@ -485,7 +485,7 @@ def test_a_removed_wal_file_gives_one_line_about_a_removed_file(tmp_path: Path) 
 
 
 def test_a_catalog_file_that_is_not_a_database_gives_one_line(tmp_path: Path) -> None:
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     library = tmp_path / "library"
     library.mkdir()
@@ -516,7 +516,7 @@ def test_the_cli_prints_a_damaged_catalog_as_one_line(tmp_path: Path) -> None:
 
 
 def test_a_library_folder_that_cannot_be_created_gives_one_line(tmp_path: Path) -> None:
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -163,10 +163,10 @@ def test_searching_with_another_model_says_which_model_to_use(capsys, tmp_path, 
     import open_clip
     from safetensors.torch import save_file
 
-    from engine.encoders import demo_model_spec
+    from engine.models.encoders import demo_model_spec
 
     arch = demo_model_spec().split(":", 1)[0]
-    from engine.encoders import load_encoder
+    from engine.models.encoders import load_encoder
 
     load_encoder("demo", device="cpu")  # registers the demo architecture with open_clip
     model = open_clip.create_model(arch)  # same architecture, random weights: another model
@@ -282,8 +282,8 @@ def test_the_progress_bar_counts_a_metadata_file_in_bytes_and_photos_as_photos(
     import io
 
     from app.cli_common import TqdmProgress
+    from engine.indexing.scan import READING_METADATA
     from engine.progress import Progress
-    from engine.scan import READING_METADATA
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -10,9 +10,9 @@ from sqlalchemy import select
 
 from app.cli import main
 from engine.catalog import Image
-from engine.library import Library
+from engine.catalog.library import Library
+from engine.judgments.queries import QueryStore
 from engine.methods import MethodContext, SearchQuery, resolve_spec
-from engine.queries import QueryStore
 
 QUERY = "a blue circle beside a red square"
 

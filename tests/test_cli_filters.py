@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engine.filters import SearchFilters
+from engine.search.filters import SearchFilters
 from tests.test_filters import (
     EVERY_OK,
     MORE_PHOTOS,

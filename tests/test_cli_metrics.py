@@ -300,7 +300,7 @@ def test_bad_usage_is_an_argparse_error(files: tuple[Path, Path], argv: list[str
 def test_metrics_command_needs_no_qt() -> None:
     # A headless server scores runs: importing the command must not pull in Qt.
     code = (
-        "import sys, app.cli_metrics, engine.evaluate, engine.metrics; "
+        "import sys, app.cli_metrics, engine.evaluation.evaluate, engine.evaluation.metrics; "
         "sys.exit(any(name.startswith(('PySide6', 'shiboken6')) for name in sys.modules))"
     )
     root = Path(__file__).resolve().parent.parent

@@ -9,16 +9,16 @@ import pytest
 from sqlalchemy import func, select
 
 from engine.catalog import Collection, Embedding, Image
-from engine.collections import (
+from engine.catalog.library import Library
+from engine.errors import QuadratError
+from engine.indexing.collections import (
     collection_stats,
     find_collection,
     photo_details,
     relocate_collection,
     remove_collection,
 )
-from engine.errors import QuadratError
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.indexing.indexer import Indexer
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Taxon
-from engine.collections import image_id_at, photo_details
-from engine.library import Library
-from engine.queries import QueryStore, saved_runs
+from engine.catalog.library import Library
+from engine.indexing.collections import image_id_at, photo_details
+from engine.judgments.queries import QueryStore, saved_runs
 from tests.catalogs import add_plain_photos, folder_url
 
 

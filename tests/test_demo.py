@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.demo import (
+from engine.demo.scenes import (
     BACKGROUNDS,
     COLOURS,
     DEMO_QUERIES,
@@ -198,7 +198,7 @@ def test_metadata_describes_every_drawn_object(small_collection) -> None:
 
 
 def test_the_metadata_reads_back_through_the_scanner(small_collection) -> None:
-    from engine.scan import load_coco_metadata
+    from engine.indexing.scan import load_coco_metadata
 
     metadata = load_coco_metadata(small_collection.metadata_path)
     assert metadata.problems == 0
@@ -256,7 +256,7 @@ NAME = r"((?:red|green|blue|yellow) (?:circle|square|triangle))"
 
 def _rederive(query_text: str, image: dict, objects: list[dict]) -> bool:
     """Judge a photo for a query from its metadata alone: the rules written in the module
-    docstring of engine.demo, implemented again here from the query's words."""
+    docstring of engine.demo.scenes, implemented again here from the query's words."""
     names = [o["name"] for o in objects]
 
     def centre(o: dict) -> tuple[float, float]:

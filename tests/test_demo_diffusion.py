@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.demo import DEMO_CLASSES
+from engine.demo.scenes import DEMO_CLASSES
 from engine.progress import CancelToken
 from engine.visret.generator import load_generator
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.encoders import (
+from engine.errors import BadInputError, ModelLoadError
+from engine.models.encoders import (
     ModelSpec,
     choose_device,
     demo_model_spec,
@@ -21,7 +22,6 @@ from engine.encoders import (
     parse_model_spec,
     read_weights,
 )
-from engine.errors import BadInputError, ModelLoadError
 
 TINY_ARCH = "quadrat-test-tiny-vit"
 TINY_CONFIG = {

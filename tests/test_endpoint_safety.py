@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.chat import ChatError, post_chat
-from engine.demo import DemoScene, draw_demo_scene
+from engine.demo.scenes import DemoScene, draw_demo_scene
+from engine.indexing.scan import content_hash
+from engine.models.chat import ChatError, post_chat
 from engine.rerank.base import Photo, Question
 from engine.rerank.decompose import BuiltinDecomposer, LlmDecomposer
 from engine.rerank.scorers import EndpointScorer, ScorerError
-from engine.scan import content_hash
 from engine.visret.prompt import rewrite_prompt
 
 KEY = "sk-test-7f3a9c1e5b"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BadInputError, Cancelled
-from engine.evaluate import (
+from engine.evaluation.evaluate import (
     BenchmarkQuery,
     Judgment,
     evaluate_run,
@@ -192,7 +192,7 @@ def test_repeated_judgment_that_agrees_is_counted_once_with_a_warning(
     tmp_path: Path, text: str, lines: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(tmp_path / "judgments.csv", text)
-    with caplog.at_level(logging.WARNING, logger="engine.evaluate"):
+    with caplog.at_level(logging.WARNING, logger="engine.evaluation.evaluate"):
         judgments = load_judgments(path)
     unique = {(j.query_id, j.image_id or j.image_path) for j in judgments}
     assert len(unique) == len(judgments)  # each judgment once
@@ -206,7 +206,7 @@ def test_many_repeated_judgments_make_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     text = "".join(f"1 0 d{i} 1\n" for i in range(20)) * 2
-    with caplog.at_level(logging.WARNING, logger="engine.evaluate"):
+    with caplog.at_level(logging.WARNING, logger="engine.evaluation.evaluate"):
         judgments = load_judgments(write(tmp_path / "q.txt", text))
     assert len(judgments) == 20
     (record,) = caplog.records

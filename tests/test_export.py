@@ -9,17 +9,17 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Taxon
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluate import load_judgments
-from engine.export import (
+from engine.evaluation.evaluate import load_judgments
+from engine.io.export import (
     RESULT_COLUMNS,
     copy_relevant_photos,
     export_judgments,
     export_results_csv,
     import_benchmark,
 )
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.judgments.queries import QueryStore
 
 
 @pytest.fixture
@@ -117,8 +117,8 @@ def test_copy_relevant_photos_keeps_clashing_names_apart(library, tmp_path):
 
 
 def test_judgments_match_photos_by_path_source_id_or_unique_file_name(library):
-    from engine.benchmark import JudgmentResolver
-    from engine.evaluate import Judgment as FileJudgment
+    from engine.benchmarks.runner import JudgmentResolver
+    from engine.evaluation.evaluate import Judgment as FileJudgment
 
     a, b, c = ids(library)
     resolve = JudgmentResolver(library)

@@ -12,17 +12,17 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Collection, Image
+from engine.catalog.library import Library
 from engine.errors import QuadratError
-from engine.evaluate import load_judgments
-from engine.export import (
+from engine.evaluation.evaluate import load_judgments
+from engine.io.export import (
     JUDGMENT_COLUMNS,
     copy_relevant_photos,
     export_judgments,
     export_results_csv,
     import_benchmark,
 )
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.judgments.queries import QueryStore
 from tests.small_disk import small_tmpfs
 
 PATHS = ("a/frog.jpg", "a/toad.jpg", "b/frog.jpg")
@@ -179,7 +179,7 @@ def test_exports_onto_a_full_disk_say_so_in_one_line_and_leave_nothing_behind(
         assert sorted(os.listdir(disk)) == before  # no partial or temporary file
 
         # The same when the free space cannot be known beforehand: the write itself fails.
-        monkeypatch.setattr("engine.export.free_bytes", lambda folder: None)
+        monkeypatch.setattr("engine.io.export.free_bytes", lambda folder: None)
         ranking = [(i, 1.0 - n / 10) for n, i in enumerate(photos["field"])] * 200
         with pytest.raises(QuadratError, match="the disk is full.*nothing was lost"):
             export_results_csv(lib, disk / "results.csv", ranking)

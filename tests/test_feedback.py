@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Image
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.feedback import (
+from engine.judgments.learning import (
     _newton_step,
     band_edges,
     estimate_recall,
@@ -20,7 +21,6 @@ from engine.feedback import (
     rocchio,
     sample_to_judge,
 )
-from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, get_method, resolve_spec
 
 E1, E2, E3 = np.eye(3)
@@ -348,8 +348,8 @@ def test_zero_judgments_rank_exactly_as_the_query(indexed, demo_encoder):
 
 
 def test_a_benchmark_refuses_the_learning_methods_in_one_line(indexed, demo_encoder):
-    from engine.benchmark import run_methods
-    from engine.evaluate import BenchmarkQuery, Judgment
+    from engine.benchmarks.runner import run_methods
+    from engine.evaluation.evaluate import BenchmarkQuery, Judgment
 
     with Library.open(indexed) as library, pytest.raises(BadInputError) as refused:
         run_methods(

@@ -1,4 +1,4 @@
-"""Metadata filters (engine.filters): each filter alone and combined, on a hand-made collection
+"""Metadata filters (engine.search.filters): each filter alone and combined, on a hand-made collection
 with edge cases and on the demo; facet counts, month counts, locations and taxon completion
 against hand-counted values; saving filters with a run and reading them back."""
 
@@ -15,8 +15,11 @@ from PIL import Image as PILImage
 from sqlalchemy import select, update
 
 from engine.catalog import Collection, Image
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.filters import (
+from engine.indexing.indexer import Indexer
+from engine.judgments.queries import QueryStore
+from engine.search.filters import (
     FacetValue,
     SearchFilters,
     TaxonSuggestion,
@@ -29,9 +32,6 @@ from engine.filters import (
     normalise_license,
     taxon_suggestions,
 )
-from engine.indexer import Indexer
-from engine.library import Library
-from engine.queries import QueryStore
 
 # -- the hand-made collection -----------------------------------------------------------------
 
@@ -502,7 +502,7 @@ def test_a_filtered_text_search_on_the_demo_returns_only_passing_photos(
     demo_library, demo_records, demo_encoder
 ):
     from engine.methods import SearchQuery, search_hits
-    from engine.search import SearchFilters as Reexported
+    from engine.search.searcher import SearchFilters as Reexported
 
     assert Reexported is SearchFilters  # existing imports keep working
     filters = SearchFilters(months=(11, 2), licenses=("cc-by", "cc0"))

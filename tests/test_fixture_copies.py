@@ -8,9 +8,9 @@ from sqlalchemy import func, select, update
 
 from engine.catalog import Image, Taxon
 from engine.catalog.binding import BINDING_FILE
-from engine.encoders import Encoder
-from engine.library import Library
+from engine.catalog.library import Library
 from engine.methods import SearchQuery, search_hits
+from engine.models.encoders import Encoder
 
 
 def _top10(library: Library, encoder: Encoder) -> list[tuple[int, float]]:

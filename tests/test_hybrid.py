@@ -12,14 +12,14 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Image, Taxon
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.evaluation.metrics import shared_ranks
+from engine.indexing.indexer import Indexer
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
 from engine.methods.hybrid import HybridMethod
-from engine.metrics import shared_ranks
-from engine.search import SearchFilters
-from engine.textsearch import TaxonMention
+from engine.search.fulltext import TaxonMention
+from engine.search.searcher import SearchFilters
 
 NOTE = "basking on warm granite"
 

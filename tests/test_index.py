@@ -8,10 +8,10 @@ import faiss
 import numpy as np
 import pytest
 
-import engine.index as index_module
+import engine.vectors.index as index_module
 from engine.errors import Cancelled, QuadratError
-from engine.index import VectorIndex
 from engine.progress import CancelToken, Progress
+from engine.vectors.index import VectorIndex
 
 DIM = 32
 

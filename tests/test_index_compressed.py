@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import engine.index as index_module
+import engine.vectors.index as index_module
+from engine.catalog.library import Library
 from engine.errors import CorruptIndexError, QuadratError
-from engine.index import VectorIndex, checksum_path, choose_codec, choose_kind
-from engine.library import Library
 from engine.methods import SearchQuery, search_hits
 from engine.progress import CancelToken, Progress
-from engine.search import Searcher
-from engine.vectorfile import VectorFile, vector_file_paths
+from engine.search.searcher import Searcher
+from engine.vectors.index import VectorIndex, checksum_path, choose_codec, choose_kind
+from engine.vectors.vectorfile import VectorFile, vector_file_paths
 
 DIM = 128
 N = 20_000

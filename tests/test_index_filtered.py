@@ -9,9 +9,9 @@ import faiss
 import numpy as np
 import pytest
 
-import engine.index as index_module
+import engine.vectors.index as index_module
 from engine.errors import CorruptIndexError
-from engine.index import VectorIndex
+from engine.vectors.index import VectorIndex
 
 DIM = 32
 N = 4000

@@ -14,12 +14,12 @@ import faiss
 import numpy as np
 import pytest
 
-import engine.index as index_module
+import engine.vectors.index as index_module
+from engine.catalog.library import Library
 from engine.errors import CorruptIndexError, QuadratError
-from engine.index import SCORE_TOLERANCE, VectorIndex, checksum_path
-from engine.library import Library
 from engine.methods import SearchQuery, search_hits
-from engine.search import Searcher
+from engine.search.searcher import Searcher
+from engine.vectors.index import SCORE_TOLERANCE, VectorIndex, checksum_path
 from tests.small_disk import small_tmpfs
 
 DIM = 32
@@ -105,7 +105,7 @@ def test_random_bytes_in_the_vector_block_are_caught_and_the_file_rebuilt(
         every = ranking(searcher, top_k=n_photos)
     assert len(every) == n_photos
     assert_scores_are_cosines(every)
-    messages = warnings_of(caplog, "engine.library")
+    messages = warnings_of(caplog, "engine.catalog.library")
     assert len(messages) == 1
     assert "failed its check, rebuilding from the catalog" in messages[0]
     assert path.read_bytes() != damaged  # rebuilt on disk, not only in memory
@@ -121,7 +121,7 @@ def test_a_missing_checksum_file_rebuilds_the_index(
         report = lib.check_consistency(demo_encoder.model_key)
         assert report.rebuilt
         assert ranking(Searcher(lib, demo_encoder)) == top10
-    (message,) = warnings_of(caplog, "engine.library")
+    (message,) = warnings_of(caplog, "engine.catalog.library")
     assert "failed its check" in message and "older Quadrat" in message
     assert checksum_path(path).is_file()
 
@@ -135,7 +135,7 @@ def test_a_truncated_index_file_is_rebuilt(
     with caplog.at_level(logging.WARNING), Library.open(root) as lib:
         assert lib.check_consistency(demo_encoder.model_key).rebuilt
         assert ranking(Searcher(lib, demo_encoder)) == top10
-    (message,) = warnings_of(caplog, "engine.library")
+    (message,) = warnings_of(caplog, "engine.catalog.library")
     assert "failed its check" in message and "truncated" in message
     assert path.stat().st_size == len(data)
 
@@ -157,7 +157,7 @@ def test_a_crash_between_the_index_and_checksum_renames_leads_to_a_rebuild(
         assert report.rebuilt  # not repaired by adding the five ids back: not trusted at all
         assert len(lib.vector_index(demo_encoder.model_key)) == n_photos
         assert ranking(Searcher(lib, demo_encoder)) == top10
-    assert any("failed its check" in m for m in warnings_of(caplog, "engine.library"))
+    assert any("failed its check" in m for m in warnings_of(caplog, "engine.catalog.library"))
 
 
 def test_impossible_scores_in_memory_make_the_searcher_rebuild_once(
@@ -177,7 +177,7 @@ def test_impossible_scores_in_memory_make_the_searcher_rebuild_once(
         assert_scores_are_cosines(hits)
         assert hits[:10] == top10
         assert lib.vector_index(demo_encoder.model_key) is not good  # rebuilt from the catalog
-    (message,) = warnings_of(caplog, "engine.search")
+    (message,) = warnings_of(caplog, "engine.search.searcher")
     assert "failed its check, rebuilding from the catalog" in message
 
 

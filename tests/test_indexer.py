@@ -17,12 +17,12 @@ from PIL import Image as PILImage
 from sqlalchemy import func, select
 
 from engine.catalog import Embedding, Image, Judgment, Query, Taxon
+from engine.catalog.library import Library
 from engine.errors import BadInputError, ModelMismatchError, QuadratError
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.indexing.indexer import Indexer
 from engine.methods import SearchQuery, search_hits
 from engine.progress import CancelToken, Progress
-from engine.search import Searcher
+from engine.search.searcher import Searcher
 
 
 class CountingEncoder:
@@ -250,9 +250,9 @@ def test_searching_with_another_model_names_the_model_to_use(folder, library, de
 
 KILLER = """
 import os, signal, sys
-from engine.encoders import load_encoder
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.models.encoders import load_encoder
+from engine.indexing.indexer import Indexer
+from engine.catalog.library import Library
 
 folder, library, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -336,9 +336,9 @@ def test_cancel_interrupts_a_large_cpu_batch_between_slices(folder, library, dem
 def test_crossing_the_exact_search_limit_switches_to_an_approximate_index(
     folder, library, demo_encoder, small_demo_collection, monkeypatch
 ):
-    import engine.index
+    import engine.vectors.index
 
-    monkeypatch.setattr(engine.index, "EXACT_LIMIT", 20)
+    monkeypatch.setattr(engine.vectors.index, "EXACT_LIMIT", 20)
     messages: list[str] = []
     Indexer(library, demo_encoder).run(folder, progress=lambda p: messages.append(p.message))
     index = library.vector_index(demo_encoder.model_key)

@@ -9,10 +9,10 @@ from contextlib import nullcontext
 import pytest
 
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
-from engine.collections import CatalogRow
 from engine.errors import Cancelled
-from engine.indexer import PLAN_CANCEL_EVERY, FilePlan, SkippedFile, classify_files
-from engine.scan import FileEntry
+from engine.indexing.collections import CatalogRow
+from engine.indexing.indexer import PLAN_CANCEL_EVERY, FilePlan, SkippedFile, classify_files
+from engine.indexing.scan import FileEntry
 
 
 class Rows:

@@ -31,10 +31,10 @@ except ImportError:
         allow_module_level=True,
     )
 
+from engine.catalog.library import Library
 from engine.errors import QuadratError
-from engine.indexer import Indexer
-from engine.indexer_ray import RayIndexer
-from engine.library import Library
+from engine.indexing.indexer import Indexer
+from engine.indexing.ray_indexer import RayIndexer
 from tests.ray_cluster import REPO, LocalRayCluster, free_port, pids_named
 from tests.test_indexer import add_bad_files, consistency
 
@@ -255,9 +255,9 @@ def test_a_killed_encode_worker_is_replaced_and_every_photo_indexed_once(
 
 WRITER_KILLED = """
 import os, signal, sys
-from engine.encoders import load_encoder
-from engine.indexer_ray import RayIndexer
-from engine.library import Library
+from engine.models.encoders import load_encoder
+from engine.indexing.ray_indexer import RayIndexer
+from engine.catalog.library import Library
 
 folder, library, address, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
@@ -315,8 +315,8 @@ def test_two_nodes_give_the_local_catalog(two_nodes, tmp_path, collection, local
 
 def test_a_photo_sent_twice_by_the_cluster_is_kept_once(tmp_path):
     """A batch sent again after a worker restart must not give a photo a second row."""
-    from engine.indexer import _Job
-    from engine.scan import ExifInfo, FileEntry
+    from engine.indexing.indexer import _Job
+    from engine.indexing.scan import ExifInfo, FileEntry
 
     jobs = [_Job(FileEntry(f"{i}.jpg", tmp_path / f"{i}.jpg", 1, 1), None, None) for i in range(3)]
     exif = pickle.dumps(ExifInfo())

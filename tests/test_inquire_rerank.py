@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.cli import main
-from engine.demo import draw_demo_image
-from engine.scan import load_coco_metadata
+from engine.demo.scenes import draw_demo_image
+from engine.indexing.scan import load_coco_metadata
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 SCHEMA = pa.schema(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, select, text, update
 
-from engine.benchmark import run_methods
+from engine.benchmarks.runner import run_methods
 from engine.catalog import Image, Taxon
-from engine.evaluate import load_judgments, load_queries_csv
-from engine.indexer import Indexer
-from engine.library import Library
-from engine.textsearch import has_record_text, matched_words, text_ranked
+from engine.catalog.library import Library
+from engine.evaluation.evaluate import load_judgments, load_queries_csv
+from engine.indexing.indexer import Indexer
+from engine.search.fulltext import has_record_text, matched_words, text_ranked
 from tests.catalogs import folder_url
 
 

@@ -13,11 +13,11 @@ from sqlalchemy import func, select
 
 from app.cli import main
 from engine.catalog import Collection, Image
-from engine.collections import photo_details
+from engine.catalog.library import Library, RootMap
 from engine.errors import BadInputError
-from engine.export import copy_relevant_photos
-from engine.library import Library, RootMap
-from engine.queries import QueryStore
+from engine.indexing.collections import photo_details
+from engine.io.export import copy_relevant_photos
+from engine.judgments.queries import QueryStore
 
 
 def _cli(capsys, *args: object) -> tuple[int, str, str]:
@@ -92,9 +92,13 @@ def test_root_mappings_translate_both_ways_and_refuse_a_bad_pair():
 
 
 def test_the_library_panel_and_forgetting_see_a_mapped_share_as_mounted(tmp_path, photos):
-    from engine.collections import collection_stats, find_moved_collection, unmounted_reason
-    from engine.encoders import load_encoder
-    from engine.indexer import Indexer
+    from engine.indexing.collections import (
+        collection_stats,
+        find_moved_collection,
+        unmounted_reason,
+    )
+    from engine.indexing.indexer import Indexer
+    from engine.models.encoders import load_encoder
 
     lib = tmp_path / "lib"
     here_a = tmp_path / "mount-a" / "photos"

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 from app.cli import main
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.catalog.library import Library
+from engine.indexing.indexer import Indexer
 from engine.progress import Progress
 
 

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from app import paths
 from app.cli import main
 from engine.catalog import Image
-from engine.library import Library
-from engine.scan import load_coco_metadata, metadata_key
+from engine.catalog.library import Library
+from engine.indexing.scan import load_coco_metadata, metadata_key
 
 IMPOSSIBLE = {"latitude": "north", "longitude": 720, "date": "2021-13-05 10:00:00"}
 

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Image, Taxon
+from engine.catalog.library import Library
 from engine.errors import BadInputError, Cancelled
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.indexing.indexer import Indexer
+from engine.indexing.scan import READING_METADATA, MetadataStore, load_coco_metadata, metadata_key
 from engine.progress import Progress
-from engine.scan import READING_METADATA, MetadataStore, load_coco_metadata, metadata_key
 
 
 def write_varied_coco(path: Path, images: int = 5000, seed: int = 7) -> None:

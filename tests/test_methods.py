@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from app.cli import main
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
 
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from engine.metrics import (
+from engine.evaluation.metrics import (
     QueryMetrics,
     average_precision_at_k,
     evaluate_ranking,

@@ -13,19 +13,19 @@ from sqlalchemy import func, select
 
 from app.cli import main
 from engine.catalog import Collection, Image, Judgment
-from engine.collections import (
+from engine.catalog.library import Library
+from engine.errors import QuadratError
+from engine.indexing.collections import (
     collection_stats,
     find_moved_collection,
     forget_missing,
     missing_photos,
     relocate_collection,
 )
-from engine.errors import QuadratError
-from engine.export import copy_relevant_photos
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.indexing.indexer import Indexer
+from engine.io.export import copy_relevant_photos
+from engine.judgments.queries import QueryStore
 from engine.methods import SearchQuery, search_hits
-from engine.queries import QueryStore
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.encoders import load_encoder, read_weights
 from engine.errors import ModelLoadError
+from engine.models.encoders import load_encoder, read_weights
 
 MARKER = "QUADRAT-CODE-RAN"
 

@@ -24,9 +24,9 @@ import torch
 from PIL import Image
 
 from app.cli import main
-from engine.encoders import load_encoder
 from engine.errors import BadInputError
-from engine.models import (
+from engine.models.encoders import load_encoder
+from engine.models.store import (
     CONFIG_NAME,
     MANIFEST_NAME,
     PACK_FORMAT,
@@ -358,7 +358,7 @@ def test_a_bad_version_or_field_in_the_manifest_is_one_line(
 _STALLED_IMPORT = """
 import sys, time
 from pathlib import Path
-from engine.models import ModelStore
+from engine.models.store import ModelStore
 
 started = Path(sys.argv[3])
 

@@ -23,9 +23,9 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.encoders import load_encoder, parse_model_spec
 from engine.errors import BadInputError, Cancelled
-from engine.models import (
+from engine.models.encoders import load_encoder, parse_model_spec
+from engine.models.store import (
     CONFIG_NAME,
     MANIFEST_NAME,
     WEIGHTS_NAME,

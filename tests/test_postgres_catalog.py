@@ -15,9 +15,9 @@ from sqlalchemy import URL, create_engine, make_url, select, text
 from engine.catalog import Collection, Image, Query, open_catalog
 from engine.catalog.binding import BINDING_FILE
 from engine.catalog.db import PASSWORD_ENV
+from engine.catalog.library import Library
 from engine.errors import BadInputError, CatalogError
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.indexing.indexer import Indexer
 from engine.methods import SearchQuery, search_hits
 
 REPO = Path(__file__).resolve().parents[1]

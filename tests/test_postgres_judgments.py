@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import func, select
 
 from engine.catalog import Image, JudgmentEvent
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.catalog.library import Library
+from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
 
 PHOTOS = 10
@@ -62,8 +62,8 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     from sqlalchemy import select
     from engine.catalog import Image
-    from engine.library import Library
-    from engine.queries import QueryStore
+    from engine.catalog.library import Library
+    from engine.judgments.queries import QueryStore
 
     root, query_id, user, rounds, start = sys.argv[1:6]
     with Library.open(root) as lib:

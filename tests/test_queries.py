@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Image
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
 
 
@@ -132,8 +132,8 @@ def test_a_judgment_survives_a_kill_right_after_it_is_made(library, tmp_path):
     script = textwrap.dedent(
         f"""
         import os, signal
-        from engine.library import Library
-        from engine.queries import QueryStore
+        from engine.catalog.library import Library
+        from engine.judgments.queries import QueryStore
         lib = Library.open({str(library.root)!r})
         QueryStore(lib).judge({qid}, {target}, 1)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -28,8 +28,8 @@ from engine.catalog import (
     open_catalog,
 )
 from engine.catalog.db import MIGRATIONS_DIR
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.catalog.library import Library
+from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
 
 CREATORS = 20
@@ -102,10 +102,8 @@ def test_twenty_sessions_creating_one_new_query_at_once_get_one(library, image):
             other.catalog.dispose()
 
 
-def test_one_query_file_imported_at_once_with_searches_makes_one_query_per_text(
-    library, tmp_path
-):
-    from engine.export import import_benchmark
+def test_one_query_file_imported_at_once_with_searches_makes_one_query_per_text(library, tmp_path):
+    from engine.io.export import import_benchmark
 
     texts = [f"a godwit feeding {n}" for n in range(30)]
     queries = tmp_path / "queries.csv"
@@ -169,15 +167,26 @@ def catalog_at_0008_with_twins(url: str) -> dict[str, Any]:
                 ],
             )
             q = lambda id_, text_, **kw: {  # noqa: E731
-                "id": id_, "text": text_, "image_path": None, "name": None, "notes": None,
-                "created_at": at(id_), "updated_at": at(id_), **kw,
+                "id": id_,
+                "text": text_,
+                "image_path": None,
+                "name": None,
+                "notes": None,
+                "created_at": at(id_),
+                "updated_at": at(id_),
+                **kw,
             }
             conn.execute(
                 insert(Query),
                 [
                     q(1, "lizards mating", notes="seen at dawn"),
-                    q(2, "lizards mating", name="Lizards", notes="from the field laptop",
-                      updated_at=at(90)),
+                    q(
+                        2,
+                        "lizards mating",
+                        name="Lizards",
+                        notes="from the field laptop",
+                        updated_at=at(90),
+                    ),
                     q(3, "lizards mating", image_path="/q/lizard.jpg"),
                     q(4, "lizards mating", image_path="/q/lizard.jpg"),
                     q(5, "Lizards mating"),  # case differs: another query
@@ -189,30 +198,46 @@ def catalog_at_0008_with_twins(url: str) -> dict[str, Any]:
             )
             # (query, photo, relevance, minute): the newest act per photo must win.
             judged = [
-                (1, 1, 1, 10), (2, 1, 0, 20),  # the twin's is newer: 0
-                (1, 2, 1, 30), (2, 2, 0, 25),  # the oldest's is newer: 1
+                (1, 1, 1, 10),
+                (2, 1, 0, 20),  # the twin's is newer: 0
+                (1, 2, 1, 30),
+                (2, 2, 0, 25),  # the oldest's is newer: 1
                 (2, 3, 1, 15),  # only the twin judged it: kept
                 (1, 4, 1, 10),  # cleared later on the twin (an event, no row): gone
-                (7, 5, 0, 40), (2, 5, 1, 35),  # the third twin's is newest: 0
-                (3, 6, 1, 5), (4, 6, 0, 6),  # the photo query's twins: 0
+                (7, 5, 0, 40),
+                (2, 5, 1, 35),  # the third twin's is newest: 0
+                (3, 6, 1, 5),
+                (4, 6, 0, 6),  # the photo query's twins: 0
             ]
             conn.execute(
                 insert(Judgment),
                 [
-                    {"query_id": qid, "image_id": img, "relevance": rel,
-                     "judged_by": f"user{qid}", "judged_at": at(m)}
+                    {
+                        "query_id": qid,
+                        "image_id": img,
+                        "relevance": rel,
+                        "judged_by": f"user{qid}",
+                        "judged_at": at(m),
+                    }
                     for qid, img, rel, m in judged
                 ],
             )
             events = [(qid, img, rel, m) for qid, img, rel, m in judged] + [
-                (1, 4, None, 2), (2, 4, 1, 3), (2, 4, None, 50),  # cleared on the twin, last
+                (1, 4, None, 2),
+                (2, 4, 1, 3),
+                (2, 4, None, 50),  # cleared on the twin, last
                 (1, 1, 1, 1),  # an older act, replaced since
             ]
             conn.execute(
                 insert(JudgmentEvent),
                 [
-                    {"query_id": qid, "image_id": img, "relevance": rel,
-                     "judged_by": f"user{qid}", "judged_at": at(m)}
+                    {
+                        "query_id": qid,
+                        "image_id": img,
+                        "relevance": rel,
+                        "judged_by": f"user{qid}",
+                        "judged_at": at(m),
+                    }
                     for qid, img, rel, m in events
                 ],
             )
@@ -220,8 +245,7 @@ def catalog_at_0008_with_twins(url: str) -> dict[str, Any]:
                 insert(Run),
                 [
                     {"id": 1, "query_id": 1, "method": "text", "params": {}, "created_at": at(1)},
-                    {"id": 2, "query_id": 2, "method": "visret", "params": {},
-                     "created_at": at(2)},
+                    {"id": 2, "query_id": 2, "method": "visret", "params": {}, "created_at": at(2)},
                 ],
             )
             conn.execute(
@@ -332,7 +356,7 @@ def copied_judgments(library: Library, tmp_path: Path) -> dict[int, int]:
 
 
 def test_a_copy_of_the_catalog_file_alone_holds_the_latest_judgments(tmp_path):
-    from engine.export import import_benchmark
+    from engine.io.export import import_benchmark
 
     with Library.open(tmp_path / "lib") as lib:
         add_plain_photos(lib, tmp_path / "photos", 3)
@@ -347,8 +371,6 @@ def test_a_copy_of_the_catalog_file_alone_holds_the_latest_judgments(tmp_path):
         store.clear_judgments(qid)
         assert copied_judgments(lib, tmp_path) == {}
         judgments = tmp_path / "judgments.csv"
-        judgments.write_text(
-            f"query_id,image_path,relevant\n{qid},p2.jpg,1\n", encoding="utf-8"
-        )
+        judgments.write_text(f"query_id,image_path,relevant\n{qid},p2.jpg,1\n", encoding="utf-8")
         import_benchmark(lib, None, judgments)
         assert copied_judgments(lib, tmp_path) == {ids[2]: 1}

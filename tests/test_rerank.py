@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from app.cli import main
+from engine.catalog.library import Library
 from engine.errors import BadInputError, Cancelled
-from engine.indexer import Indexer
-from engine.library import Library
+from engine.evaluation.metrics import average_precision_at_k
+from engine.indexing.indexer import Indexer
 from engine.methods import MethodContext, SearchQuery, resolve_spec
-from engine.metrics import average_precision_at_k
 from engine.progress import CancelToken
 from engine.rerank import Answer, Photo, Question, aggregate, yes_probability
 from engine.rerank.cache import ScoreCache
@@ -292,7 +292,7 @@ def test_a_second_run_comes_from_the_cache_and_cancel_keeps_what_was_scored(
 
 
 def test_questions_are_saved_with_a_query(tmp_path):
-    from engine.queries import QueryStore
+    from engine.judgments.queries import QueryStore
 
     with Library.open(tmp_path / "lib") as library:
         query_id = QueryStore(library).find_or_create_query("water frogs in amplexus")
@@ -352,7 +352,7 @@ def test_evaluate_rerank_under_the_rerank_protocol(
 
 
 def test_clip_rerank_puts_the_right_binding_first(tmp_path, demo_encoder):
-    from engine.demo import DemoScene, draw_demo_scene
+    from engine.demo.scenes import DemoScene, draw_demo_scene
 
     folder = tmp_path / "scenes"
     folder.mkdir()

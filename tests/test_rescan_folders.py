@@ -11,10 +11,10 @@ from PIL import Image as PILImage
 from sqlalchemy import select
 
 from engine.catalog import Image
-from engine.collections import FolderRows, collection_stats
-from engine.indexer import Indexer
-from engine.library import Library
-from engine.scan import walk_images
+from engine.catalog.library import Library
+from engine.indexing.collections import FolderRows, collection_stats
+from engine.indexing.indexer import Indexer
+from engine.indexing.scan import walk_images
 
 # Folders whose names sort around "a/" byte by byte: " " and "-" before "/", "0" after it.
 LAYOUT = (

@@ -20,24 +20,24 @@ import pytest
 from sqlalchemy import func, select
 
 from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query, Taxon
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluate import (
+from engine.evaluation.evaluate import (
     BenchmarkQuery,
     load_judgments,
     load_queries_csv,
     write_judgments_csv,
     write_queries_csv,
 )
-from engine.evaluate import Judgment as FileJudgment
-from engine.export import (
+from engine.evaluation.evaluate import Judgment as FileJudgment
+from engine.files import FORMULA_STARTS, csv_cell, csv_field
+from engine.io.export import (
     copy_relevant_photos,
     export_judgments,
     export_results_csv,
     import_benchmark,
 )
-from engine.files import FORMULA_STARTS, csv_cell, csv_field
-from engine.library import Library
-from engine.queries import QueryStore
+from engine.judgments.queries import QueryStore
 from tests.catalogs import folder_url
 
 # Photo names a spreadsheet would run, and one that merely looks like a guarded cell.
@@ -209,7 +209,12 @@ def test_benchmark_files_run_no_formula_and_read_back_exactly(tmp_path) -> None:
 
 
 def test_inquire_candidates_file_runs_no_formula_and_reads_back(tmp_path) -> None:
-    from engine.inquire_rerank import ImportReport, _Row, _write_benchmark, load_candidates_csv
+    from engine.benchmarks.inquire_rerank import (
+        ImportReport,
+        _Row,
+        _write_benchmark,
+        load_candidates_csv,
+    )
 
     report = ImportReport(out=tmp_path, collection=tmp_path / "collection", files=[])
     rows = {"=cmd text": [_Row(0, 7, 1, -0.25)]}
@@ -280,12 +285,12 @@ def test_exports_get_a_normal_files_mode(library, tmp_path, umask_022) -> None:
 _KILLED_IMPORT = textwrap.dedent(
     """
     import os, sys
-    import engine.export
-    from engine.benchmark import JudgmentResolver
-    from engine.export import import_benchmark
-    from engine.library import Library
+    import engine.io.export
+    from engine.benchmarks.runner import JudgmentResolver
+    from engine.io.export import import_benchmark
+    from engine.catalog.library import Library
 
-    engine.export._FLUSH_EVERY = 1  # every judgment reaches the database before the kill
+    engine.io.export._FLUSH_EVERY = 1  # every judgment reaches the database before the kill
     calls = 0
     resolve = JudgmentResolver.__call__
 

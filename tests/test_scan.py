@@ -1,4 +1,4 @@
-"""Tests for engine.scan: folder walking, iNat names, COCO metadata, EXIF, safe decoding."""
+"""Tests for engine.indexing.scan: folder walking, iNat names, COCO metadata, EXIF, safe decoding."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageFile
 
 from engine.errors import BadImageError, BadInputError
-from engine.scan import (
+from engine.indexing.scan import (
     DEFAULT_MAX_PIXELS,
     IMAGE_EXTENSIONS,
     FileEntry,
@@ -562,7 +562,7 @@ def test_walk_logs_and_skips_unreadable_folder(
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    with caplog.at_level(logging.WARNING, logger="engine.scan"):
+    with caplog.at_level(logging.WARNING, logger="engine.indexing.scan"):
         found = rel_paths(tmp_path)
     assert found == ["open/a.jpg", "z.jpg"]
     assert any("locked" in record.getMessage() for record in caplog.records)
@@ -584,7 +584,7 @@ def test_walk_skips_names_that_are_not_unicode(
     if oddfiles.write_non_utf8_named_file(tmp_path) is None:
         pytest.skip("file system refuses non-UTF-8 names")
     oddfiles.write_jpeg(tmp_path / "fine.jpg")
-    with caplog.at_level(logging.WARNING, logger="engine.scan"):
+    with caplog.at_level(logging.WARNING, logger="engine.indexing.scan"):
         assert rel_paths(tmp_path) == ["fine.jpg"]
     assert any("not valid Unicode" in r.getMessage() for r in caplog.records)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engine.scan import (
+from engine.indexing.scan import (
     LINK_OUTSIDE_FILE,
     LINK_OUTSIDE_FOLDER,
     NAME_NOT_UNICODE,
@@ -93,7 +93,7 @@ def test_index_records_no_photo_from_outside_and_reports_the_links(
     assert summary["catalog"] == {"indexed": 4, "skipped": 0}
 
     from engine.catalog import Image
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     with Library.open(library) as lib, lib.catalog.session() as s:
         paths = sorted(img.rel_path for img in s.query(Image))
@@ -173,10 +173,10 @@ def test_a_timezone_offset_in_metadata_dates_is_kept_and_the_date_filters_read_l
     from datetime import UTC, date, datetime
 
     from engine.catalog import Image
-    from engine.collections import photo_details
-    from engine.filters import SearchFilters, filtered_ids
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.indexing.collections import photo_details
+    from engine.indexing.indexer import Indexer
+    from engine.search.filters import SearchFilters, filtered_ids
 
     root = tmp_path / "photos"
     dates = {

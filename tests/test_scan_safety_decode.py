@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
-from engine.indexer import Indexer
-from engine.library import Library
-from engine.scan import DecodeBudget, decode_image
+from engine.catalog.library import Library
+from engine.indexing.indexer import Indexer
+from engine.indexing.scan import DecodeBudget, decode_image
 
 BIG = (900, 700)  # with the demo model's 64-pixel side, each of these is reduced 3 times
 

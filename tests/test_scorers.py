@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.demo import DemoScene, draw_demo_scene
+from engine.demo.scenes import DemoScene, draw_demo_scene
 from engine.errors import BadInputError
+from engine.indexing.scan import content_hash
 from engine.methods.base import LanguageModelEndpoint, ModelManager
 from engine.rerank.base import Answer, Photo, Question, yes_probability
 from engine.rerank.scorers import (
@@ -28,7 +29,6 @@ from engine.rerank.scorers import (
     load_scorer,
     question_statement,
 )
-from engine.scan import content_hash
 
 
 def _photo(image_id: int, path: Path) -> Photo:

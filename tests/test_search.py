@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.library import Library
 from engine.methods import SearchQuery, search_hits
-from engine.search import MAX_QUERY_CHARS, SearchFilters, SearchHit, searchable_terms
+from engine.search.searcher import MAX_QUERY_CHARS, SearchFilters, SearchHit, searchable_terms
 
 
 class Search:

@@ -92,16 +92,16 @@ def test_a_step_that_gives_wrong_results_says_what_was_wrong(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     # A demo collection that loses a photo on the way to disk is caught by the count.
-    import engine.demo
+    import engine.demo.scenes
 
-    real = engine.demo.write_demo_collection
+    real = engine.demo.scenes.write_demo_collection
 
     def lossy(dest: Path, **kwargs: object) -> object:
         written = real(dest, **kwargs)
         next(dest.rglob("*.jpg")).unlink()
         return written
 
-    monkeypatch.setattr(engine.demo, "write_demo_collection", lossy)
+    monkeypatch.setattr(engine.demo.scenes, "write_demo_collection", lossy)
     assert main(["--self-test"]) == 1
     assert capsys.readouterr().err.startswith(
         "self-test failed at step 'demo': 107 photos on disk, the demo says 108 — "

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.significance import bootstrap_ci, compare, paired_randomization_p
+from engine.evaluation.significance import bootstrap_ci, compare, paired_randomization_p
 
 
 def exact_p(diffs: list[float]) -> float:

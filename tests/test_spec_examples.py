@@ -1,4 +1,4 @@
-"""The worked examples of docs/SPEC.md §1–§2, computed by `engine.metrics`.
+"""The worked examples of docs/SPEC.md §1–§2, computed by `engine.evaluation.metrics`.
 
 Each example is written here as the document writes it, so a change to a definition fails here
 and must be carried into the document too. The last test checks that the numbers stated in the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.metrics import (
+from engine.evaluation.metrics import (
     average_precision_at_k,
     evaluate_ranking,
     mean_metrics,

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import select
 
 from engine.catalog import Image, Taxon
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.library import Library
 from engine.methods import MethodContext, SearchQuery, resolve_spec
 from engine.methods.text import TextMethod, TextParams
 from engine.terms import QueryTerms, combine_vectors, parse_terms

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import select, update
 
 from engine.catalog import Image, Taxon
-from engine.collections import remove_collection
-from engine.indexer import Indexer
-from engine.library import Library
-from engine.scan import NOTES_MAX_CHARS, load_coco_metadata
-from engine.textsearch import (
+from engine.catalog.library import Library
+from engine.indexing.collections import remove_collection
+from engine.indexing.indexer import Indexer
+from engine.indexing.scan import NOTES_MAX_CHARS, load_coco_metadata
+from engine.search.fulltext import (
     fts_query,
     matched_words,
     mention_image_ids,
@@ -235,9 +235,7 @@ def test_allowed_ids_restrict_the_ranking(indexed):
 # -- keeping the index right ----------------------------------------------------------------------
 
 
-def test_the_index_follows_reindexing_missing_photos_and_removal(
-    indexed_own_photos, demo_encoder
-):
+def test_the_index_follows_reindexing_missing_photos_and_removal(indexed_own_photos, demo_encoder):
     library, photos, files = indexed_own_photos
     ids = _ids(library)
     # New notes, picked up when the changed photos are indexed again (the indexer applies a

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from engine.errors import BadImageError
-from engine.scan import content_hash
-from engine.thumbnails import ThumbnailCache, load_preview, make_thumbnail
+from engine.indexing.scan import content_hash
+from engine.indexing.thumbnails import ThumbnailCache, load_preview, make_thumbnail
 from tests.small_disk import small_tmpfs
 
 
@@ -113,7 +113,7 @@ def test_a_full_disk_costs_no_thumbnail_and_says_so_once(
     with small_tmpfs(tmp_path / "small-disk", "256k") as disk:
         cache = ThumbnailCache(disk / "thumbnails")
         filler = fill_disk(disk)
-        with caplog.at_level("WARNING", logger="engine.thumbnails"):
+        with caplog.at_level("WARNING", logger="engine.indexing.thumbnails"):
             thumbs = [cache.get_or_create(photo) for photo in photos]
         # The thumbnails are shown all the same, and the cache keeps no truncated file.
         assert all(decode(data).size == (256, 256) for data in thumbs)
@@ -121,7 +121,9 @@ def test_a_full_disk_costs_no_thumbnail_and_says_so_once(
         problem = cache.write_problem or ""
         assert str(disk / "thumbnails") in problem and "the disk is full (needs " in problem
         assert "free)" in problem and "nothing was lost" in problem
-        warnings = [r.getMessage() for r in caplog.records if r.name == "engine.thumbnails"]
+        warnings = [
+            r.getMessage() for r in caplog.records if r.name == "engine.indexing.thumbnails"
+        ]
         # One line for the spell, not one per photo. `write_problem` follows the latest
         # failure, whose space needed may differ from the first (random noise compresses
         # differently), so the two are compared without the sizes.

@@ -60,8 +60,8 @@ def test_library_written_today_opens_migrated_with_queries_and_judgments(
 ):
     from engine.catalog import Image
     from engine.catalog.db import MIGRATIONS_DIR
-    from engine.library import Library
-    from engine.queries import QueryStore
+    from engine.catalog.library import Library
+    from engine.judgments.queries import QueryStore
 
     with Library.open(library_dir) as library:
         store = QueryStore(library)

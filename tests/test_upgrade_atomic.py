@@ -57,8 +57,8 @@ def head_revision() -> str:
 def assert_intact(library_dir: Path) -> None:
     """Opens, at the newest schema, with every saved query and judgment of the fixture."""
     from engine.catalog import Image
-    from engine.library import Library
-    from engine.queries import QueryStore
+    from engine.catalog.library import Library
+    from engine.judgments.queries import QueryStore
 
     with Library.open(library_dir) as library:
         store = QueryStore(library)
@@ -74,7 +74,7 @@ def assert_intact(library_dir: Path) -> None:
 
 def _open_and_die_at(library_dir: str, statement: int) -> None:
     """In a child process: open the library, dying (like a kill -9) at the given statement."""
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     seen = 0
 
@@ -106,7 +106,7 @@ def test_an_upgrade_killed_after_any_statement_leaves_a_library_that_opens(tmp_p
         nonlocal statements
         statements += 1
 
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     event.listen(Engine, "before_cursor_execute", count)
     try:
@@ -130,7 +130,7 @@ def test_an_upgrade_killed_after_any_statement_leaves_a_library_that_opens(tmp_p
 
 
 def test_a_backup_is_taken_before_the_upgrade_and_opens_as_it_was(tmp_path: Path):
-    from engine.backup import list_backups
+    from engine.catalog.backup import list_backups
 
     library_dir = copy_fixture(tmp_path / "library")
     assert_intact(library_dir)
@@ -150,16 +150,16 @@ def test_a_backup_is_taken_before_the_upgrade_and_opens_as_it_was(tmp_path: Path
 
 
 def test_no_upgrade_without_its_backup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import engine.backup
+    import engine.catalog.backup
+    from engine.catalog.library import Library
     from engine.errors import QuadratError
-    from engine.library import Library
 
     library_dir = copy_fixture(tmp_path / "library")
 
     def no_room(*_args: Any, **_kwargs: Any) -> Path:
         raise QuadratError("cannot write a backup: No space left on device")
 
-    monkeypatch.setattr(engine.backup, "backup_catalog", no_room)
+    monkeypatch.setattr(engine.catalog.backup, "backup_catalog", no_room)
     with pytest.raises(QuadratError, match="backs it up first.*nothing was changed"):
         Library.open(library_dir)
     assert revision_of(library_dir) == FIXTURE_REVISION
@@ -221,8 +221,8 @@ def test_a_library_half_upgraded_to_judgment_events_opens_without_twin_events(tm
 def test_an_upgrade_on_a_nearly_full_disk_fails_whole_then_succeeds_after_freeing(
     tmp_path: Path, free_kib: int
 ):
+    from engine.catalog.library import Library
     from engine.errors import QuadratError
-    from engine.library import Library
 
     with small_tmpfs(tmp_path / "disk", "3M") as disk:
         library_dir = copy_fixture(disk / "library")
@@ -253,7 +253,7 @@ def test_opening_a_current_catalog_waits_for_no_writer(tmp_path: Path):
     """A search opening the library while an indexing run holds the write lock opens at once:
     only an upgrade takes the lock (before, every open did, and failed as "locked" when a
     writer held it past the busy timeout)."""
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     library_dir = copy_fixture(tmp_path / "library")
     Library.open(library_dir).close()  # upgraded: from now on current

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from engine.benchmark import JudgmentResolver
+from engine.benchmarks.runner import JudgmentResolver
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.library import Library
+from engine.evaluation.metrics import reciprocal_rank_fusion
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
-from engine.metrics import reciprocal_rank_fusion
 from engine.progress import CancelToken, no_progress
 from engine.visret.painter import DemoPainter, parse_prompt, scene_for
 from tests.test_prompt import server  # noqa: F401 - the local chat endpoint fixture
@@ -225,7 +225,7 @@ def test_leaving_a_drawing_out_refuses_without_drawing_again(
 
 
 def test_visret_respects_filters_candidates_and_mean_fusion(indexed, demo_encoder, tmp_path):
-    from engine.search import SearchFilters
+    from engine.search.searcher import SearchFilters
 
     text = "two red circles"
     with Library.open(indexed) as library:

@@ -35,7 +35,7 @@ def write_hub_folder(root: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from engine.models import CONFIG_NAME, WEIGHTS_NAME
+    from engine.models.store import CONFIG_NAME, WEIGHTS_NAME
 
     arch_file = root / f"{ARCH}.json"
     arch_file.write_text(json.dumps(CONFIG))
@@ -56,7 +56,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def make_pack(out: Path) -> Path:
     """Build, serve and pack the tiny model; returns the pack's path."""
-    from engine.models import ModelStore
+    from engine.models.store import ModelStore
 
     with tempfile.TemporaryDirectory(prefix="quadrat-pack-") as temp:
         hub_root = Path(temp) / "hub"

@@ -60,12 +60,12 @@ def _library(out: Path, work: Path) -> list[dict[str, object]]:
     from sqlalchemy import func, select, update
 
     from engine.catalog import Collection, Image
-    from engine.demo import write_demo_collection
-    from engine.encoders import load_encoder
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.demo.scenes import write_demo_collection
+    from engine.indexing.indexer import Indexer
+    from engine.judgments.queries import QueryStore
     from engine.methods import SearchQuery, search_hits
-    from engine.queries import QueryStore
+    from engine.models.encoders import load_encoder
 
     demo = write_demo_collection(work / "demo", images_per_class=1, photos_per_query=1)
     photos = work / "photos"

@@ -19,7 +19,7 @@
   caption at 8x8) trained for noise prediction (DDPM schedule, 10 % of captions dropped for
   classifier-free guidance); drawn with DDIM.
 
-Training data are procedurally drawn demo scenes (`engine.demo.random_scene`,
+Training data are procedurally drawn demo scenes (`engine.demo.scenes.random_scene`,
 `draw_demo_scene`) with their captions (`caption_scene`), sometimes wrapped in the window's
 prompt templates: never the benchmark's queries or judgments. Everything runs on the CPU, in a
 wall-time budget that includes drawing the data, with one torch thread by default: on the
@@ -90,7 +90,7 @@ def demo_text_tower(scratch: Path) -> tuple[Any, Any]:
     open_clip: the same per-token states for the same caption."""
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
-    from engine.encoders import load_encoder
+    from engine.models.encoders import load_encoder
 
     clip = load_encoder("demo", device="cpu").model
     state = clip.state_dict()
@@ -177,7 +177,7 @@ def training_pairs(rng: np.random.Generator, count: int) -> tuple[np.ndarray, li
     captions are wrapped in one of the window's prompt templates, as VisRet will prompt."""
     from PIL import Image
 
-    from engine.demo import caption_scene, draw_demo_scene, random_scene
+    from engine.demo.scenes import caption_scene, draw_demo_scene, random_scene
 
     templates = [
         t["template"]
@@ -412,7 +412,7 @@ def train(out: Path, minutes: float, pool: int, threads: int) -> None:
 def held_out_captions(count: int) -> list[tuple[str, set[str], set[str]]]:
     """Captions of random scenes from a seed stream training never used: (caption, colours
     named, shapes named)."""
-    from engine.demo import COLOURS, SHAPES, caption_scene, random_scene
+    from engine.demo.scenes import COLOURS, SHAPES, caption_scene, random_scene
 
     rng = np.random.default_rng(HELD_OUT_SEED)
     out = []
@@ -431,8 +431,8 @@ def recognisability(generators: dict[str, Any], count: int, grid: Path | None) -
     "<colour> <shape>" texts has a colour (shape) the caption names."""
     from PIL import Image, ImageDraw
 
-    from engine.demo import DEMO_CLASSES
-    from engine.encoders import load_encoder
+    from engine.demo.scenes import DEMO_CLASSES
+    from engine.models.encoders import load_encoder
     from engine.progress import CancelToken, no_progress
 
     encoder = load_encoder("demo", device="cpu")
@@ -480,12 +480,12 @@ def benchmark(folder: Path, k: int = 10) -> None:
     """VisRet mAP@k on the demo benchmark: text, painter, and the trained model."""
     import tempfile
 
-    from engine.benchmark import run_methods
-    from engine.demo import write_demo_collection
-    from engine.encoders import load_encoder
-    from engine.evaluate import load_judgments, load_queries_csv
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.benchmarks.runner import run_methods
+    from engine.catalog.library import Library
+    from engine.demo.scenes import write_demo_collection
+    from engine.evaluation.evaluate import load_judgments, load_queries_csv
+    from engine.indexing.indexer import Indexer
+    from engine.models.encoders import load_encoder
 
     specs = ["text", "visret", "visret"]
     with tempfile.TemporaryDirectory() as tmp:

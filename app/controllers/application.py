@@ -40,7 +40,7 @@ from widgets.metrics_panel import K_CHOICES
 from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
 
 if TYPE_CHECKING:
-    from engine.models import ModelStore
+    from engine.models.store import ModelStore
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from widgets.benchmark_view import (
 )
 
 if TYPE_CHECKING:
-    from engine.evaluate import BenchmarkResult
-    from engine.significance import Comparison
+    from engine.evaluation.evaluate import BenchmarkResult
+    from engine.evaluation.significance import Comparison
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def build_tables(
     collections: str = "",
 ) -> BenchmarkTables:
     """The dialog's tables from one `BenchmarkResult` per method, and each later method's
-    paired comparison with the first (`engine.significance.Comparison`); `collections` is the
+    paired comparison with the first (`engine.evaluation.significance.Comparison`); `collections` is the
     line saying which collections were ranked."""
     summary, per_query, per_category = [], [], []
     unresolved = 0
@@ -176,8 +176,8 @@ class BenchmarkController(QObject):
             return None
 
         def work(ctx: TaskContext) -> tuple[list[CollectionItem], str | None, str]:
-            from engine.benchmark import choose_collections, library_collections
-            from engine.evaluate import load_judgments
+            from engine.benchmarks.runner import choose_collections, library_collections
+            from engine.evaluation.evaluate import load_judgments
 
             collections = library_collections(library)
             items = [CollectionItem(str(c.id), c.label()) for c in collections]
@@ -222,8 +222,8 @@ class BenchmarkController(QObject):
         def work(ctx: TaskContext) -> BenchmarkOutcome:
             import time
 
-            from engine.benchmark import run_methods
-            from engine.evaluate import load_judgments, load_queries_csv
+            from engine.benchmarks.runner import run_methods
+            from engine.evaluation.evaluate import load_judgments, load_queries_csv
 
             started = time.monotonic()
             queries = load_queries_csv(request.queries)
@@ -324,7 +324,7 @@ class BenchmarkController(QObject):
         text = tables_csv(outcome.tables)
 
         def write(ctx: TaskContext) -> Path:
-            from engine.export import export_text
+            from engine.io.export import export_text
 
             out = Path(path)
             export_text(out, text, "the benchmark tables")  # whole or not at all

@@ -39,10 +39,10 @@ from widgets.metrics_panel import MetricsPanel, MetricsView
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
-    from engine.feedback import RecallEstimate
-    from engine.filters import SearchFilters
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.judgments.learning import RecallEstimate
     from engine.methods.feedback import Refinement
+    from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ class FeedbackController(QObject):
         path = Path(path)
 
         def work(ctx: TaskContext) -> int:
-            from engine.export import export_results_csv
+            from engine.io.export import export_results_csv
             from engine.methods.feedback import photos_above
 
             hits = photos_above(

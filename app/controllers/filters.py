@@ -1,6 +1,6 @@
 """Filters in the window: the filter bar's chips and menu, the map and the month histogram.
 
-This controller owns the `engine.filters.SearchFilters` of the window. The filter bar, the map
+This controller owns the `engine.search.filters.SearchFilters` of the window. The filter bar, the map
 (a drawn box) and the histogram (chosen months) only say what the user asked for; here that
 becomes a new `SearchFilters` (checked by the engine: a bad value is one line in the status
 line, the filters stay as they were), the chips show it, and the open search runs again with
@@ -31,8 +31,8 @@ from widgets.month_histogram import MonthHistogram
 from widgets.results import ResultItem, ResultRole, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
-    from engine.filters import SearchFilters
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class ResultSummary:
 
 def summarise(library: Library, image_ids: list[int]) -> ResultSummary:
     """Facet counts, observation months and places of `image_ids`. Runs in a worker."""
-    from engine.filters import facet_counts, locations, month_counts
+    from engine.search.filters import facet_counts, locations, month_counts
 
     catalog = library.catalog
     ids = list(image_ids)
@@ -71,7 +71,7 @@ def summarise(library: Library, image_ids: list[int]) -> ResultSummary:
 
 def taxon_choices(library: Library, prefix: str) -> list[TaxonChoice]:
     """Taxa of the catalog whose name or common name starts with `prefix`. Runs in a worker."""
-    from engine.filters import taxon_suggestions
+    from engine.search.filters import taxon_suggestions
 
     return [
         TaxonChoice(s.name, s.common_name, s.rank, int(s.count))
@@ -80,7 +80,7 @@ def taxon_choices(library: Library, prefix: str) -> list[TaxonChoice]:
 
 
 def _empty_filters() -> SearchFilters:
-    from engine.filters import SearchFilters
+    from engine.search.filters import SearchFilters
 
     return SearchFilters()
 
@@ -146,7 +146,7 @@ class FiltersController(QObject):
 
     def edit(self, changes: dict[str, Any]) -> None:
         """Set the fields in `changes` (`to_params()` names; None removes one)."""
-        from engine.filters import SearchFilters
+        from engine.search.filters import SearchFilters
 
         params = dict(self.filters.to_params())
         for name, value in changes.items():
@@ -183,7 +183,7 @@ class FiltersController(QObject):
     def restore(self, params: dict[str, Any] | None) -> None:
         """A saved run was reopened: its filters (None: it had none) become the chips, without
         searching again (the run's ranking is shown as it was saved)."""
-        from engine.filters import SearchFilters
+        from engine.search.filters import SearchFilters
 
         try:
             filters = SearchFilters.from_params(params or {})

@@ -26,7 +26,7 @@ from widgets.metrics_panel import MetricsPanel, MetricsView, RunMetrics
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
-    from engine.queries import JudgmentChange, QueryStore
+    from engine.judgments.queries import JudgmentChange, QueryStore
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class JudgingController(QObject):
         if store is None or self.query_id is None:
             self.message.emit("Run a search (or open a saved query) before judging photos")
             return None
-        from engine.queries import JudgmentChange
+        from engine.judgments.queries import JudgmentChange
 
         query_id = self.query_id
         previous = self.judgments.get(image_id)
@@ -188,7 +188,7 @@ class JudgingController(QObject):
         if not stack:
             self.message.emit("Nothing to undo")
             return None
-        from engine.queries import JudgmentChange
+        from engine.judgments.queries import JudgmentChange
 
         change = stack.pop()
         back = JudgmentChange(change.query_id, change.image_id, change.current, change.previous)

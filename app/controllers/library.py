@@ -17,8 +17,8 @@ from PySide6.QtCore import QObject, Signal
 from app import paths
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
+from engine.indexing.scan import READING_METADATA
 from engine.progress import Progress
-from engine.scan import READING_METADATA
 from widgets.library_panel import (
     DONE,
     FAILED,
@@ -30,9 +30,9 @@ from widgets.library_panel import (
 )
 
 if TYPE_CHECKING:
-    from engine.collections import CollectionStats, MissingPhotos, MovedCollection
-    from engine.indexer import IndexReport
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.indexing.collections import CollectionStats, MissingPhotos, MovedCollection
+    from engine.indexing.indexer import IndexReport
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class LibraryController(QObject):
             return None
 
         def read(ctx: TaskContext) -> list[CollectionStats]:
-            from engine.collections import collection_stats
+            from engine.indexing.collections import collection_stats
 
             return collection_stats(library, self.session.model_key, scan_disk=True)
 
@@ -124,7 +124,7 @@ class LibraryController(QObject):
             return self.index_folder(folder)
 
         def look(ctx: TaskContext) -> MovedCollection | None:
-            from engine.collections import find_moved_collection
+            from engine.indexing.collections import find_moved_collection
 
             return find_moved_collection(library, folder)
 
@@ -173,7 +173,7 @@ class LibraryController(QObject):
         batch_size = session.settings.batch_size
 
         def run(ctx: TaskContext) -> IndexOutcome:
-            from engine.indexer import Indexer
+            from engine.indexing.indexer import Indexer
 
             ctx.progress(Progress(0, 0, message="loading the model"))
             encoder = session.ensure_encoder()
@@ -340,7 +340,7 @@ class LibraryController(QObject):
             return None
 
         def run(ctx: TaskContext) -> tuple[int, str | None, str | None]:
-            from engine.collections import remove_collection
+            from engine.indexing.collections import remove_collection
 
             removed = remove_collection(library, collection_id)
             return removed, library.model_key, library.model_spec
@@ -364,7 +364,7 @@ class LibraryController(QObject):
             return None
 
         def count(ctx: TaskContext) -> tuple[MissingPhotos, str | None]:
-            from engine.collections import missing_photos, unmounted_reason
+            from engine.indexing.collections import missing_photos, unmounted_reason
 
             return missing_photos(library, collection_id), unmounted_reason(library, collection_id)
 
@@ -404,7 +404,7 @@ class LibraryController(QObject):
         self, library: Library, collection_id: int, name: str, *, even_if_unmounted: bool = False
     ) -> TaskHandle:
         def run(ctx: TaskContext) -> MissingPhotos:
-            from engine.collections import forget_missing
+            from engine.indexing.collections import forget_missing
 
             return forget_missing(library, collection_id, even_if_unmounted=even_if_unmounted)
 
@@ -425,7 +425,7 @@ class LibraryController(QObject):
         dest = paths.demo_collection_dir()
 
         def write(ctx: TaskContext) -> Path:
-            from engine.demo import write_demo_collection
+            from engine.demo.scenes import write_demo_collection
 
             return write_demo_collection(dest, progress=ctx.progress).root
 

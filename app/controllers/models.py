@@ -27,8 +27,8 @@ from engine.progress import Progress
 from widgets.model_chooser import DEMO_SPEC, ModelChooser, ModelRow, format_bytes
 
 if TYPE_CHECKING:
-    from engine.library import Library
-    from engine.models import InstalledModel, ModelOffer, ModelStore
+    from engine.catalog.library import Library
+    from engine.models.store import InstalledModel, ModelOffer, ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +127,14 @@ def one_sentence(text: str, limit: int = 220) -> str:
 
 
 def default_store() -> ModelStore:
-    """The user's model store (`engine.models.ModelStore` in the models folder)."""
-    from engine.models import ModelStore
+    """The user's model store (`engine.models.store.ModelStore` in the models folder)."""
+    from engine.models.store import ModelStore
 
     return ModelStore(paths.models_dir())
 
 
 def _add_collection(library: Library, folder: Path) -> None:
-    from engine.collections import add_collection
+    from engine.indexing.collections import add_collection
 
     add_collection(library, folder)
 
@@ -184,7 +184,7 @@ class ModelsController(QObject):
     def installed(self, spec: str) -> bool:
         """Whether `spec` is on disk (a few file checks, no torch)."""
         try:
-            from engine.models import in_download_cache
+            from engine.models.store import in_download_cache
 
             return bool(self.store.is_installed(spec)) or in_download_cache(
                 spec, paths.model_cache_dir()
@@ -194,8 +194,8 @@ class ModelsController(QObject):
             return True
 
     def offers(self) -> list[ModelOffer]:
-        """The catalogue (`engine.models.model_offers`)."""
-        from engine.models import model_offers
+        """The catalogue (`engine.models.store.model_offers`)."""
+        from engine.models.store import model_offers
 
         return list(model_offers())
 

@@ -32,8 +32,8 @@ from widgets.results import ResultItem
 
 if TYPE_CHECKING:
     from app.controllers.search import SearchOutcome
-    from engine.library import Library
-    from engine.queries import QueryInfo, QueryStore, RunInfo
+    from engine.catalog.library import Library
+    from engine.judgments.queries import QueryInfo, QueryStore, RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,8 @@ def _query_title(info: QueryInfo, names: PhotoNames) -> str:
 def query_rows(store: QueryStore, names: PhotoNames | None = None) -> list[QueryRow]:
     """Every saved query as the list shows it, with the labels of its runs (what tells two
     queries with the same words apart). Runs in a worker."""
+    from engine.judgments.queries import saved_runs
     from engine.methods.registry import run_label
-    from engine.queries import saved_runs
 
     names = names or PhotoNames(store.library)
     methods: dict[int, list[str]] = {}

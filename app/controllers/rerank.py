@@ -31,8 +31,8 @@ from widgets.results import ResultItem, ResultsView
 from widgets.subquery_editor import SORT_BY_RANK, QuestionRow, SubqueryEditor
 
 if TYPE_CHECKING:
-    from engine.library import Library
-    from engine.queries import RunInfo
+    from engine.catalog.library import Library
+    from engine.judgments.queries import RunInfo
     from engine.rerank.base import Decomposer, Decomposition
 
 log = logging.getLogger(__name__)

@@ -43,8 +43,8 @@ from widgets.results import ResultItem, ResultsModel
 if TYPE_CHECKING:  # the engine loads in a worker, not with the window
     import PIL.Image
 
-    from engine.filters import SearchFilters
     from engine.methods import MethodSpec, ModelManager, Ranking
+    from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ class SearchController(QObject):
         cache = self.session.thumbnail_cache()
 
         def load(ctx: TaskContext) -> tuple[QueryPhoto, QImage | None]:
-            from engine.thumbnails import make_thumbnail
+            from engine.indexing.thumbnails import make_thumbnail
 
             photo = (
                 query_photo(library, photo_path)
@@ -444,7 +444,7 @@ class SearchController(QObject):
                 hook(search_id, event, payload)
 
         def run(ctx: TaskContext) -> SearchOutcome:
-            from engine.collections import missing_photos
+            from engine.indexing.collections import missing_photos
             from engine.methods import MethodContext, spec_label
 
             started = time.monotonic()
@@ -541,7 +541,7 @@ class SearchController(QObject):
         path = item.path
 
         def load(ctx: TaskContext) -> QImage:
-            from engine.thumbnails import load_preview
+            from engine.indexing.thumbnails import load_preview
 
             return pil_to_qimage(load_preview(path, PREVIEW_SIZE))
 

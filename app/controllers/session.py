@@ -23,11 +23,11 @@ from app.settings import ROOT_MAP_ENV, Settings, index_memory_bytes, root_map_of
 from app.workers import READ, TaskContext, TaskRunner
 
 if TYPE_CHECKING:  # the engine loads in a worker at start-up, not with the window
-    from engine.encoders import Encoder
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.indexing.thumbnails import ThumbnailCache
+    from engine.judgments.queries import QueryStore
+    from engine.models.encoders import Encoder
     from engine.progress import Progress
-    from engine.queries import QueryStore
-    from engine.thumbnails import ThumbnailCache
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ EncoderLoader = Callable[[str, str], "Encoder"]
 
 
 def default_encoder_loader(spec: str, device: str) -> Encoder:
-    from engine.encoders import load_encoder
+    from engine.models.encoders import load_encoder
 
     return load_encoder(
         spec, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
@@ -119,8 +119,8 @@ class LibrarySession(QObject):
         import open_clip  # noqa: F401
         import torch  # noqa: F401
 
-        from engine.encoders import choose_device
-        from engine.library import Library
+        from engine.catalog.library import Library
+        from engine.models.encoders import choose_device
 
         # The demo library (fixed model) always keeps its own SQLite file.
         database_url = None if self.fixed_model else (self.settings.database_url or None)
@@ -237,7 +237,7 @@ class LibrarySession(QObject):
     def thumbnail_cache(self) -> ThumbnailCache | None:
         if self.library is None:
             return None
-        from engine.thumbnails import ThumbnailCache
+        from engine.indexing.thumbnails import ThumbnailCache
 
         cache = self._thumbs
         if cache is None:
@@ -250,7 +250,7 @@ class LibrarySession(QObject):
             return None
         store = self._queries
         if store is None or store.library is not self.library:
-            from engine.queries import QueryStore
+            from engine.judgments.queries import QueryStore
 
             store = self._queries = QueryStore(self.library)
         return store

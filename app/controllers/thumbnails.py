@@ -30,7 +30,9 @@ class ThumbnailLoader(QObject):
     ) -> None:
         super().__init__()
         self._runner = runner
-        self._cache = cache  # -> engine.thumbnails.ThumbnailCache of the open library, or None
+        self._cache = (
+            cache  # -> engine.indexing.thumbnails.ThumbnailCache of the open library, or None
+        )
         self._ram_limit = ram_limit
         self._pixmaps: OrderedDict[int, QPixmap] = OrderedDict()
         self._failed: set[int] = set()

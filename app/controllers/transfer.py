@@ -17,7 +17,7 @@ from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:
-    from engine.export import ImportReport
+    from engine.io.export import ImportReport
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class TransferController(QObject):
         query_ids = None if all_queries or open_id is None else [open_id]
 
         def export(ctx: TaskContext) -> int:
-            from engine.export import export_judgments
+            from engine.io.export import export_judgments
 
             return export_judgments(library, path, query_ids, fmt)
 
@@ -68,7 +68,7 @@ class TransferController(QObject):
         ranking, judgments = list(run.ranking), dict(self.judging.judgments)
 
         def export(ctx: TaskContext) -> int:
-            from engine.export import export_results_csv
+            from engine.io.export import export_results_csv
 
             return export_results_csv(library, path, ranking, judgments)
 
@@ -90,7 +90,7 @@ class TransferController(QObject):
             return None
 
         def do_import(ctx: TaskContext) -> ImportReport:
-            from engine.export import import_benchmark
+            from engine.io.export import import_benchmark
 
             return import_benchmark(library, queries_file, judgments_file)
 
@@ -117,7 +117,7 @@ class TransferController(QObject):
             return None
 
         def copy(ctx: TaskContext) -> list[Path]:
-            from engine.export import copy_relevant_photos
+            from engine.io.export import copy_relevant_photos
 
             return copy_relevant_photos(library, query_id, dest)
 

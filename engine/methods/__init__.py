@@ -6,7 +6,6 @@ from engine.methods.base import (
     QUERY_KINDS,
     LanguageModelEndpoint,
     Method,
-    MethodContext,
     MethodSpec,
     ModelManager,
     Ranking,
@@ -16,6 +15,7 @@ from engine.methods.base import (
     params_to_dict,
     spec_label,
 )
+from engine.methods.context import MethodContext, search_hits
 from engine.methods.registry import (
     ENTRY_POINT_GROUP,
     MethodInfo,
@@ -24,7 +24,6 @@ from engine.methods.registry import (
     methods,
     reload,
     resolve_spec,
-    search_hits,
     spec_from_params,
 )
 

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.feedback import (
+from engine.evaluation.metrics import reciprocal_rank_fusion
+from engine.judgments.learning import (
     LEVEL,
     PRIOR_WEIGHT,
     PROBE_C,
@@ -46,14 +47,14 @@ from engine.feedback import (
     rocchio,
     sample_to_judge,
 )
-from engine.methods.base import Method, MethodContext, MethodSpec, Ranking, SearchQuery
-from engine.metrics import reciprocal_rank_fusion
+from engine.methods.base import Method, MethodSpec, Ranking, SearchQuery
+from engine.methods.context import MethodContext
 
 if TYPE_CHECKING:
-    from engine.encoders import Encoder
-    from engine.library import Library
-    from engine.queries import LiveMetrics
-    from engine.search import SearchFilters
+    from engine.catalog.library import Library
+    from engine.judgments.queries import LiveMetrics
+    from engine.models.encoders import Encoder
+    from engine.search.searcher import SearchFilters
 
 SPREAD_SAMPLE = 2048  # photos whose similarity to the query measures its spread (the prior)
 RANKED_DEPTH = 20_000  # the recall estimate ranks this deep; the rest is one unranked band
@@ -66,7 +67,7 @@ def query_vector(query: SearchQuery, context: MethodContext, image_weight: float
     """The query's unit vector as the text method makes it with its defaults: the words (with
     their + and - terms), the photo, or their weighted sum."""
     from engine.methods.text import TextMethod, TextParams
-    from engine.search import validate_query_text
+    from engine.search.searcher import validate_query_text
 
     vector: np.ndarray | None = None
     if query.text.strip():
@@ -403,7 +404,7 @@ def _context(
             return fixed
 
     else:
-        from engine.queries import QueryStore
+        from engine.judgments.queries import QueryStore
 
         def provider() -> Mapping[int, int]:
             return QueryStore(library).judgments(query_id)
@@ -464,8 +465,8 @@ def refine_query(
     new run whose params name `from_run` (default: the query's newest run; a query without runs
     first gets its own text/image ranking saved, so the gain has something to compare with).
     `judgments` replaces the catalog's (the window passes the ones it shows)."""
+    from engine.judgments.queries import QueryStore
     from engine.methods.registry import run_label
-    from engine.queries import QueryStore
 
     spec = learning_spec(method)
     query = saved_query(library, query_id)
@@ -598,7 +599,7 @@ def judge_next_for_query(
     filters: SearchFilters | None = None,
     judgments: Mapping[int, int] | None = None,
 ) -> JudgeNext:
-    """The `n` unjudged photos whose judgment teaches the probe most (`engine.feedback.
+    """The `n` unjudged photos whose judgment teaches the probe most (`engine.judgments.learning.
     judge_next` over the probe's top JUDGE_NEXT_DEPTH)."""
     query = saved_query(library, query_id).search_query()
     context = _context(library, encoder_loader, query_id, filters, judgments)

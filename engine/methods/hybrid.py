@@ -6,7 +6,7 @@ helps where the image alone fails. Up to three signals are fused:
 
 - CLIP: the query's words (with + and - terms, engine/terms.py) against every photo, as `text`;
 - record words: bm25 over the catalog's index of names and notes (SQLite FTS5, PostgreSQL
-  tsvector; engine/textsearch.py),
+  tsvector; engine/search/fulltext.py),
   function words left out, photos whose record holds a - term left out;
 - the named taxon: when the query names a taxon of the catalog ("mongoose standing upright"),
   its photos are boosted (`taxon=boost`, the default) and, in RRF, ranked by CLIP similarity to
@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
+from engine.evaluation.metrics import reciprocal_rank_fusion, shared_ranks
+from engine.methods.base import Method, Ranking, SearchQuery
+from engine.methods.context import MethodContext
 from engine.methods.text import TextMethod, TextParams
-from engine.metrics import reciprocal_rank_fusion, shared_ranks
 from engine.terms import combine_vectors
 
 FUSIONS = ("rrf", "weighted")
@@ -113,14 +114,14 @@ class HybridMethod(Method):
         top_k: int,
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
-        from engine.search import searchable_terms, validate_query_text
-        from engine.textsearch import (
+        from engine.search.fulltext import (
             fts_query,
             matched_words,
             mention_image_ids,
             taxa_in_query,
             text_ranked,
         )
+        from engine.search.searcher import searchable_terms, validate_query_text
 
         terms = searchable_terms(validate_query_text(query.text))
         catalog = context.library.catalog

@@ -17,24 +17,17 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.errors import BadInputError
 from engine.methods.base import (
     Method,
-    MethodContext,
     MethodSpec,
-    SearchQuery,
     make_params,
     param_defaults,
     spec_label,
     split_spec,
 )
-
-if TYPE_CHECKING:
-    from engine.encoders import Encoder
-    from engine.library import Library
-    from engine.search import SearchFilters, SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -207,21 +200,3 @@ def run_label(method: str, params: Mapping[str, Any] | None, kind: str = "text")
     except Exception:  # a plug-in uninstalled or broken since the run was saved
         text = method
     return text if kind == "text" else f"{text} · {kind}"
-
-
-def search_hits(
-    library: Library,
-    encoder: Encoder,
-    query: SearchQuery,
-    spec: str = "text",
-    *,
-    top_k: int,
-    filters: SearchFilters | None = None,
-) -> list[SearchHit]:
-    """One search the way `quadrat search` runs it: the method `spec` from this registry over
-    `query` in a fresh `MethodContext`, its ranking turned into hits (paths, taxa) best first.
-    For scripts, the self-test and tests; the window and the command line build their own
-    context (progress, cancel, a generator, a language model) and take the same path."""
-    context = MethodContext(library, lambda: encoder, filters=filters)
-    ranking = resolve_spec(spec).run(query, context, top_k=top_k)
-    return context.searcher.hits_for(ranking.pairs())

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import BadInputError
-from engine.methods.base import Method, MethodContext, MethodSpec, Ranking, SearchQuery
+from engine.methods.base import Method, MethodSpec, Ranking, SearchQuery
+from engine.methods.context import MethodContext
 from engine.progress import Progress
 from engine.rerank.base import (
     AGGREGATIONS,
@@ -27,7 +28,7 @@ from engine.rerank.base import (
 )
 
 if TYPE_CHECKING:
-    from engine.library import Library
+    from engine.catalog.library import Library
     from engine.rerank.base import Photo, Scorer
 
 DECOMPOSERS = ("builtin", "llm")
@@ -119,7 +120,7 @@ class RerankMethod(Method):
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
         from engine.methods.registry import resolve_spec
-        from engine.search import validate_query_text
+        from engine.search.searcher import validate_query_text
 
         text = validate_query_text(query.text)
         base_spec: MethodSpec = resolve_spec(params.base)

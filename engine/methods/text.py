@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.encoders import Encoder
 from engine.errors import BadInputError
-from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
+from engine.methods.base import Method, Ranking, SearchQuery
+from engine.methods.context import MethodContext
+from engine.models.encoders import Encoder
 from engine.terms import combine_vectors, parse_terms
 
 ENSEMBLE = "ensemble"
@@ -69,7 +70,7 @@ class TextMethod(Method):
         top_k: int,
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
-        from engine.search import validate_query_text
+        from engine.search.searcher import validate_query_text
 
         searcher = context.searcher
         vector: np.ndarray | None = None
@@ -97,7 +98,7 @@ class TextMethod(Method):
         """The unit vector of the query's words. With + and - terms ("red circle -square
         +yellow", engine/terms.py): normalise(v(base) + Σ v(plus) − Σ v(minus)), each v under
         the template and normalised first; without any, exactly `text_vector(text)`."""
-        from engine.search import searchable_terms
+        from engine.search.searcher import searchable_terms
 
         terms = searchable_terms(text)
         if not terms.has_terms:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.methods.base import Method, MethodContext, Ranking, SearchQuery
-from engine.metrics import reciprocal_rank_fusion
+from engine.evaluation.metrics import reciprocal_rank_fusion
+from engine.methods.base import Method, Ranking, SearchQuery
+from engine.methods.context import MethodContext
 
 if TYPE_CHECKING:
     from engine.visret.base import Drawing, Generator
@@ -108,7 +109,7 @@ def rewritten_prompt(query: str, template: str, context: MethodContext) -> tuple
 
 def is_demo_library(context: MethodContext) -> bool:
     """Whether the library was indexed with the bundled demo model."""
-    from engine.demo import DEMO_ARCH
+    from engine.demo.scenes import DEMO_ARCH
 
     return (context.library.model_key or "").startswith(f"{DEMO_ARCH}:")
 
@@ -166,7 +167,7 @@ class VisRetMethod(Method):
         top_k: int,
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
-        from engine.search import validate_query_text
+        from engine.search.searcher import validate_query_text
         from engine.visret.base import DrawSettings
         from engine.visret.generator import DrawingCache, draw_all
         from engine.visret.prompt import DEFAULT_TEMPLATE, render_prompt

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.errors import BadInputError
-from engine.metrics import yes_probability
+from engine.evaluation.metrics import yes_probability
 from engine.progress import CancelToken
 
 __all__ = [

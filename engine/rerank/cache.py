@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from engine.catalog.library import Library
 from engine.catalog.models import Collection, Image, RerankScore
-from engine.library import Library
 from engine.rerank.base import Answer, Photo, Question
 
 # SQLite caps the number of bound parameters of one statement.

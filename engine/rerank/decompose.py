@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from engine.chat import ChatError, chat_url, message_content, post_chat
+from engine.models.chat import ChatError, chat_url, message_content, post_chat
 from engine.rerank.base import Decomposition, Question
 
 log = logging.getLogger(__name__)

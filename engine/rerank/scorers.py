@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
-from engine.chat import ChatError, chat_url, post_chat
 from engine.errors import BadImageError, BadInputError, ModelLoadError, QuadratError, one_line
+from engine.indexing.scan import decode_image
+from engine.models.chat import ChatError, chat_url, post_chat
 from engine.rerank.base import Answer, Photo, Question, Scorer, yes_probability
-from engine.scan import decode_image
 
 if TYPE_CHECKING:
-    from engine.encoders import Encoder
-    from engine.methods.base import MethodContext
+    from engine.methods.context import MethodContext
+    from engine.models.encoders import Encoder
     from engine.progress import CancelToken
 
 log = logging.getLogger(__name__)
@@ -370,7 +370,7 @@ class VlmScorer:
         folder = Path(folder).expanduser()
         if not folder.is_dir():
             raise BadInputError(f"vlm scorer: {folder} is not a model folder")
-        from engine.encoders import choose_device
+        from engine.models.encoders import choose_device
 
         self.folder = folder
         self.device = choose_device(device)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from sqlalchemy import delete, select
 
+from engine.catalog.library import Library
 from engine.catalog.models import Query, Subquery
 from engine.errors import BadInputError
-from engine.library import Library
 from engine.rerank.base import Question
 
 

@@ -304,7 +304,7 @@ def load_diffusers(
     identity = identity_of(parsed)
     token.check()
 
-    from engine.encoders import choose_device
+    from engine.models.encoders import choose_device
 
     chosen = choose_device(device)
     pipe = _load_pipeline(parsed, source, chosen, cache)
@@ -323,7 +323,7 @@ def load_diffusers(
 
 
 def _default_cache_dir() -> Path:
-    from engine.encoders import default_cache_dir
+    from engine.models.encoders import default_cache_dir
 
     return default_cache_dir()
 
@@ -332,7 +332,7 @@ def _wants_fp16(device: str) -> bool:
     """Whether the pipeline will run in fp16 (on a GPU), without importing torch for "cpu"."""
     if device.strip().lower() == "cpu":
         return False
-    from engine.encoders import choose_device
+    from engine.models.encoders import choose_device
 
     return choose_device(device) != "cpu"
 
@@ -379,7 +379,7 @@ def _has_fp16_variant(folder: Path) -> bool:
 def _from_single_file(diffusers: Any, parsed: DiffusersSpec, dtype: Any, cache: Path) -> Any:
     """A single checkpoint: its pipeline class is the one its config's model_index.json names."""
     assert parsed.path is not None
-    from engine.encoders import check_plain_checkpoint
+    from engine.models.encoders import check_plain_checkpoint
 
     check_plain_checkpoint(parsed.path)  # a .ckpt that would run code: refused before diffusers
     config = parsed.config
@@ -465,7 +465,7 @@ def _parameter_bytes(pipe: Any) -> int:
 
 
 def _unavailable(hub_id: str, reason: str) -> Exception:
-    from engine.models import ModelUnavailableError
+    from engine.models.store import ModelUnavailableError
 
     return ModelUnavailableError(
         f"generator {hub_id} is not downloaded and {reason}; copy its pipeline folder here and "
@@ -484,7 +484,7 @@ def _hub_folder(
 ) -> Path:
     """The local snapshot of `hub_id`, downloaded first when missing (byte progress, cancel).
     Offline and not on disk -> `ModelUnavailableError` within seconds."""
-    from engine.models import probe
+    from engine.models.store import probe
 
     local = _cached_snapshot(hub_id, cache)
     if local is not None and (configs_only or any(local.glob("*/*.safetensors"))):

@@ -1,5 +1,5 @@
 """The demo painter: a generator that draws the demo collection's kind of scene from the words of
-the prompt alone, with the demo drawing code (`engine.demo.draw_demo_scene`).
+the prompt alone, with the demo drawing code (`engine.demo.scenes.draw_demo_scene`).
 
 It stands in for Stable Diffusion on the demo library, so that visualize-then-retrieve can be
 measured offline. It reads no file: what it draws follows from the prompt's words and the seed.
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from engine.demo import COLOURS, SHAPES, DemoScene, draw_demo_scene
+from engine.demo.scenes import COLOURS, SHAPES, DemoScene, draw_demo_scene
 from engine.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:

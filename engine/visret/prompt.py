@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from engine.chat import ChatError, chat_url, message_content, post_chat
+from engine.models.chat import ChatError, chat_url, message_content, post_chat
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ measured against exact float32 search, and includes whatever float16 storage los
 
 All kinds share one coarse quantizer (k-means on a sample, then every vector assigned once): the
 build time of a kind is that shared part plus its own training and encoding, which is what
-`VectorIndex.build` does for one kind. Searches go through `engine.index.VectorIndex` (the
+`VectorIndex.build` does for one kind. Searches go through `engine.vectors.index.VectorIndex` (the
 kind's FAISS index with the vector file attached), single queries, top-100.
 
 Filters: 1 % and 10 % of the ids, ``random`` (uniform) and ``taxon`` (whole clusters, a group at
@@ -227,7 +227,7 @@ def coarse(data: np.ndarray, nlist: int, scratch: Path) -> tuple[Any, np.ndarray
         quantizer = faiss.IndexFlatIP(DIM)
         quantizer.add(saved["centroids"])
         return quantizer, saved["assign"], float(saved["train_s"]), float(saved["assign_s"])
-    from engine.index import _KMEANS_ITERATIONS, _TRAIN_POINTS_PER_LIST
+    from engine.vectors.index import _KMEANS_ITERATIONS, _TRAIN_POINTS_PER_LIST
 
     sample = as_f32(data[sample_rows(len(data), _TRAIN_POINTS_PER_LIST * nlist)])
     log(f"k-means: {nlist} lists on {len(sample):,} vectors")
@@ -282,7 +282,7 @@ def build_kind(
     index.own_fields = True
     copy.this.disown()
     started = time.perf_counter()
-    from engine.index import _COMPRESSED_TRAIN_SAMPLE
+    from engine.vectors.index import _COMPRESSED_TRAIN_SAMPLE
 
     index.train(as_f32(data[sample_rows(len(data), _COMPRESSED_TRAIN_SAMPLE)]))
     index.set_direct_map_type(faiss.DirectMap.Hashtable)
@@ -393,7 +393,7 @@ def peak_rss_bytes() -> int:
 
 def library_of(data: np.ndarray, rows: int, scratch: Path) -> Path:
     """A library whose catalog holds `rows` photos and their float32 vectors (model "bench")."""
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     root = scratch / f"library-{rows}"
     done = root / "complete"
@@ -431,7 +431,7 @@ def library_of(data: np.ndarray, rows: int, scratch: Path) -> Path:
 def library_child(root: Path, mode: str, budget_gb: float) -> None:
     """Run in a fresh process: peak memory and time of a library build, or of reading every
     vector at once as the build did before it streamed."""
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     lib = Library.open(root)
     lib.index_memory_budget = int(budget_gb * 1024**3)
@@ -515,9 +515,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import faiss
 
-    from engine import index as index_module
-    from engine.index import VectorIndex
-    from engine.vectorfile import VectorFile
+    import engine.vectors.index as index_module
+    from engine.vectors.index import VectorIndex
+    from engine.vectors.vectorfile import VectorFile
 
     faiss.omp_set_num_threads(int(THREADS))
     args.scratch.mkdir(parents=True, exist_ok=True)

@@ -158,7 +158,7 @@ def build_tree(root: Path, photos: int) -> None:
 
 def build_catalog(library_dir: Path, tree: Path, photos: int, seed: int = 0) -> None:
     """The library's catalog, rows written in bulk through SQL, and its vector index."""
-    from engine.library import Library
+    from engine.catalog.library import Library
 
     Library.open(library_dir).close()  # creates the schema through the migrations
     path = library_dir / "catalog.sqlite3"
@@ -247,9 +247,9 @@ def build_catalog(library_dir: Path, tree: Path, photos: int, seed: int = 0) -> 
 
 
 def measure(name: str, library_dir: Path, tree: Path, profile: str | None) -> dict[str, Any]:
-    from engine.collections import collection_stats
-    from engine.filters import SearchFilters, filtered_ids
-    from engine.library import Library
+    from engine.catalog.library import Library
+    from engine.indexing.collections import collection_stats
+    from engine.search.filters import SearchFilters, filtered_ids
 
     out: dict[str, Any] = {}
     started = time.perf_counter()
@@ -291,7 +291,7 @@ def measure(name: str, library_dir: Path, tree: Path, profile: str | None) -> di
                 rows.append((label, sorted(times)[1], len(ids)))
             out["cases"] = rows
     elif name == "rescan":
-        from engine.indexer import Indexer
+        from engine.indexing.indexer import Indexer
 
         with Library.open(library_dir) as library:
             indexer = Indexer(library, StandInEncoder())  # type: ignore[arg-type]
@@ -309,13 +309,13 @@ def measure(name: str, library_dir: Path, tree: Path, profile: str | None) -> di
             out["indexed"] = report.indexed
             out["missing"] = report.missing
     elif name == "coco-load":
-        from engine.scan import load_coco_metadata
+        from engine.indexing.scan import load_coco_metadata
 
         meta = load_coco_metadata(tree)
         out["seconds"] = time.perf_counter() - started
         out["records"] = len(meta)
     elif name == "coco-spill":
-        from engine.scan import MetadataStore
+        from engine.indexing.scan import MetadataStore
 
         done: list[int] = []
         with MetadataStore.load(tree, progress=lambda p: done.append(p.done)) as store:

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from sqlalchemy import create_engine, func, make_url, select, text  # noqa: E402
 
 from engine.catalog import Collection, Image, JudgmentEvent  # noqa: E402
-from engine.library import Library  # noqa: E402
-from engine.queries import QueryStore  # noqa: E402
+from engine.catalog.library import Library  # noqa: E402
+from engine.judgments.queries import QueryStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,8 +45,8 @@ WORKER = textwrap.dedent(
     """
     import json, random, sys, time
     from pathlib import Path
-    from engine.library import Library
-    from engine.queries import QueryStore
+    from engine.catalog.library import Library
+    from engine.judgments.queries import QueryStore
 
     root, url, query_id, user, count, start, ids = sys.argv[1:8]
     ids = [int(i) for i in ids.split(",")]

@@ -71,7 +71,7 @@ class QueryRun:
 
 def residual_ap(ranking: Sequence[int], relevant: set[int], judged: dict[int, int]) -> float | None:
     """AP@K of the ranking with the judged photos left out of it and of the relevant set."""
-    from engine.metrics import evaluate_ranking
+    from engine.evaluation.metrics import evaluate_ranking
 
     remaining = relevant - set(judged)
     if not remaining:
@@ -196,7 +196,7 @@ def supercategory_table(runs, queries, rounds: int) -> None:  # type: ignore[no-
 
 
 def tests_table(runs, queries, rounds: int, permutations: int) -> None:  # type: ignore[no-untyped-def]
-    from engine.significance import compare
+    from engine.evaluation.significance import compare
 
     print("### Paired tests against `text` after the same number of judgments")
     print()
@@ -266,7 +266,7 @@ def calibration_table(runs, queries, rounds: int) -> None:  # type: ignore[no-un
 
 
 def recall_table(library, encoder, queries, truth, runs, seeds: int) -> None:  # type: ignore[no-untyped-def]
-    from engine.feedback import estimate_recall, sample_to_judge
+    from engine.judgments.learning import estimate_recall, sample_to_judge
     from engine.methods import MethodContext, SearchQuery
     from engine.methods.feedback import reference_order
 
@@ -341,12 +341,12 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep (or reuse) the demo library here")
     args = parser.parse_args()
 
-    from engine.benchmark import JudgmentResolver
-    from engine.demo import write_demo_collection
-    from engine.encoders import load_encoder
-    from engine.evaluate import load_judgments, load_queries_csv
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.benchmarks.runner import JudgmentResolver
+    from engine.catalog.library import Library
+    from engine.demo.scenes import write_demo_collection
+    from engine.evaluation.evaluate import load_judgments, load_queries_csv
+    from engine.indexing.indexer import Indexer
+    from engine.models.encoders import load_encoder
 
     with tempfile.TemporaryDirectory() as tmp:
         work = args.workdir or Path(tmp)

@@ -23,7 +23,7 @@ Recall@100 is measured against the exact top-100 of the allowed vectors (numpy).
 single `VectorIndex.search` call, timed from the call to its return (the allowed ids are passed
 as the sorted int64 array the search layer hands over).
 
-``--baseline REV`` also measures engine/index.py as it was at git revision REV, on the same
+``--baseline REV`` also measures engine/vectors/index.py as it was at git revision REV, on the same
 FAISS index object and the same queries, so before and after come from one run.
 
 Prints a Markdown table on stdout; progress goes to stderr.
@@ -130,7 +130,7 @@ def cached_collection(n: int, cache: Path, mixture: Mixture) -> tuple[np.ndarray
 
 def cached_index(vectors: np.ndarray, cache: Path) -> Any:
     """The `VectorIndex` of the collection (ids 1..n), built once and loaded afterwards."""
-    from engine.index import VectorIndex
+    from engine.vectors.index import VectorIndex
 
     path = cache / f"index-v{DATA_VERSION}-{len(vectors)}.faiss"
     if path.is_file():
@@ -145,9 +145,9 @@ def cached_index(vectors: np.ndarray, cache: Path) -> Any:
 
 
 def baseline_module(revision: str) -> ModuleType:
-    """engine/index.py as it was at git `revision`, imported under another name."""
+    """engine/vectors/index.py as it was at git `revision`, imported under another name."""
     source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{revision}:engine/index.py"],
+        ["git", "-C", str(REPO), "show", f"{revision}:engine/vectors/index.py"],
         check=True,
         capture_output=True,
         text=True,
@@ -155,7 +155,7 @@ def baseline_module(revision: str) -> ModuleType:
     spec = importlib.util.spec_from_loader(f"engine_index_at_{revision}", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    exec(compile(source, f"engine/index.py@{revision}", "exec"), module.__dict__)
+    exec(compile(source, f"engine/vectors/index.py@{revision}", "exec"), module.__dict__)
     return module
 
 
@@ -320,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(tempfile.gettempdir()) / "quadrat-bench-filtered",
         help="folder for the generated vectors and the built index",
     )
-    parser.add_argument("--baseline", metavar="REV", help="also measure engine/index.py at REV")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also measure engine/vectors/index.py at REV"
+    )
     parser.add_argument(
         "--seed", type=int, default=0, help="another draw of filters and queries (same data)"
     )

@@ -1,4 +1,4 @@
-"""Metadata filter benchmark: `engine.filters` on a catalog of a million photos.
+"""Metadata filter benchmark: `engine.search.filters` on a catalog of a million photos.
 
 Run on demand (building the catalog takes about a minute):
 
@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engine.catalog import open_catalog  # noqa: E402
-from engine.filters import (  # noqa: E402
+from engine.search.filters import (  # noqa: E402
     SearchFilters,
     facet_counts,
     filtered_ids,

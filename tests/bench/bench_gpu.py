@@ -7,7 +7,7 @@
 
 `check` loads the demo model and a random-weight ViT-B-32 saved as safetensors and loaded as
 `ViT-B-32:/path/file.safetensors` (how a user's local checkpoint is loaded) through
-`engine.encoders.load_encoder` on the device and on the CPU, and checks that fp16 autocast is
+`engine.models.encoders.load_encoder` on the device and on the CPU, and checks that fp16 autocast is
 used on cuda, that image and text vectors come back float32 and L2-normalised, and that they
 agree with the CPU encoder's (cosine per vector). It also indexes a small folder on the device
 and compares the stored vectors with the CPU encoder's.
@@ -46,10 +46,10 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine.encoders import load_encoder  # noqa: E402
-from engine.indexer import Indexer  # noqa: E402
-from engine.library import Library  # noqa: E402
-from engine.scan import content_hash, decode_image  # noqa: E402
+from engine.catalog.library import Library  # noqa: E402
+from engine.indexing.indexer import Indexer  # noqa: E402
+from engine.indexing.scan import content_hash, decode_image  # noqa: E402
+from engine.models.encoders import load_encoder  # noqa: E402
 
 QUERIES = [
     "a photo of a red fox in the snow",
@@ -545,7 +545,7 @@ def _gpu_normalising_encode(encoder: Any):
     normalised there (a quarter of the bytes over PCIe, no float work on the CPU)."""
     import torch
 
-    from engine.encoders import _normalised
+    from engine.models.encoders import _normalised
 
     mean = encoder._mean.to(encoder.device)
     std = encoder._std.to(encoder.device)
@@ -586,7 +586,7 @@ class _CachedPrepareIndexer(_TimedIndexer):
 def cmd_breakdown(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import torch
 
-    from engine.encoders import _normalised
+    from engine.models.encoders import _normalised
 
     device = args.device
     encoder = load_encoder(random_checkpoint(args.arch, tmp / "bd.safetensors"), device=device)

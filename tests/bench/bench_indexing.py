@@ -22,10 +22,10 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine.encoders import load_encoder  # noqa: E402
-from engine.indexer import Indexer  # noqa: E402
-from engine.library import Library  # noqa: E402
-from engine.scan import decode_image  # noqa: E402
+from engine.catalog.library import Library  # noqa: E402
+from engine.indexing.indexer import Indexer  # noqa: E402
+from engine.indexing.scan import decode_image  # noqa: E402
+from engine.models.encoders import load_encoder  # noqa: E402
 
 
 def write_photos(folder: Path, count: int, size: tuple[int, int], seed: int = 0) -> list[Path]:

@@ -25,11 +25,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from engine.demo import write_demo_collection  # noqa: E402
-from engine.encoders import load_encoder  # noqa: E402
-from engine.indexer import Indexer  # noqa: E402
-from engine.indexer_ray import RayIndexer  # noqa: E402
-from engine.library import Library  # noqa: E402
+from engine.catalog.library import Library  # noqa: E402
+from engine.demo.scenes import write_demo_collection  # noqa: E402
+from engine.indexing.indexer import Indexer  # noqa: E402
+from engine.indexing.ray_indexer import RayIndexer  # noqa: E402
+from engine.models.encoders import load_encoder  # noqa: E402
 from engine.progress import Progress  # noqa: E402
 from tests.ray_cluster import LocalRayCluster  # noqa: E402
 

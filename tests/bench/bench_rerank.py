@@ -79,12 +79,12 @@ def main() -> int:
     parser.add_argument("--depth", type=int, default=100)
     args = parser.parse_args()
 
-    from engine.benchmark import run_methods
-    from engine.demo import write_demo_collection
-    from engine.encoders import load_encoder
-    from engine.evaluate import load_judgments, load_queries_csv
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.benchmarks.runner import run_methods
+    from engine.catalog.library import Library
+    from engine.demo.scenes import write_demo_collection
+    from engine.evaluation.evaluate import load_judgments, load_queries_csv
+    from engine.indexing.indexer import Indexer
+    from engine.models.encoders import load_encoder
 
     builtin = f"rerank:scorer={args.scorer},depth={args.depth}"
     specs = ["text", builtin]
@@ -132,7 +132,7 @@ def main() -> int:
 def tables(bench, specs, user_ap, queries, k: int, permutations: int) -> None:  # type: ignore[no-untyped-def]
     from statistics import mean
 
-    from engine.significance import compare
+    from engine.evaluation.significance import compare
 
     per_query = {
         spec: {m.query_id: m.AP for m in bench.results[spec].per_query if m.R > 0} for spec in specs

@@ -3,7 +3,7 @@ of the tiny random VLM, and whether regions help on the demo's binding questions
 
     python tests/bench/bench_scorers.py [--photos 100] [--seed 7]
 
-Photos are demo scenes drawn here (engine.demo.draw_demo_scene), never the benchmark's files
+Photos are demo scenes drawn here (engine.demo.scenes.draw_demo_scene), never the benchmark's files
 or judgments. Throughput is (photos x questions) / seconds for 3 questions on fresh scorers, so
 the first question pays for encoding the photos (crops) and the later ones reuse them.
 Binding: for each "beside"/"above" pair of the demo, photos of the scene and of its swapped
@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 
-    from engine.demo import (
+    from engine.demo.scenes import (
         _ABOVE_PAIRS,
         _BESIDE_PAIRS,
         DEMO_CLASSES,
@@ -53,10 +53,10 @@ def main() -> None:
         _swap_colours,
         draw_demo_scene,
     )
-    from engine.encoders import load_encoder
+    from engine.indexing.scan import content_hash
+    from engine.models.encoders import load_encoder
     from engine.rerank.base import Photo, Question
     from engine.rerank.scorers import ClipScorer, VlmScorer
-    from engine.scan import content_hash
     from tests.tiny_vlm import build_tiny_vlm
 
     rng = np.random.default_rng(args.seed)

@@ -145,7 +145,7 @@ def run_child(size: int, kind: str, n_queries: int, nprobes: list[int]) -> list[
     """Measure one (size, kind) in this process; returns one row per setting."""
     import faiss
 
-    from engine.index import VectorIndex
+    from engine.vectors.index import VectorIndex
 
     faiss.omp_set_num_threads(int(THREADS))
     load_before = os.getloadavg()[0]

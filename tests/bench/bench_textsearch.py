@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         db.close()
 
         from engine.catalog import open_catalog
-        from engine.textsearch import matched_words, taxa_in_query, text_ranked
+        from engine.search.fulltext import matched_words, taxa_in_query, text_ranked
 
         catalog = open_catalog(kept)
         sample = taxa[123]

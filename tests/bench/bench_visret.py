@@ -9,7 +9,7 @@ indexes it with the demo model, and prints Markdown tables on stdout (progress o
 
 1. mAP@k of `text`, `visret` and `visret:include_text=true` overall, per supercategory and per
    category, with the paired randomisation test and bootstrap interval against text
-   (engine/significance.py), overall and per category;
+   (engine/evaluation/significance.py), overall and per category;
 2. where one VisRet query's time goes (drawing, encoding, searching, fusing), drawings not cached;
 3. the demo painter per drawing: time and peak Python memory (tracemalloc);
 4. a VisRet query end to end on the demo library, drawings not cached and cached.
@@ -50,12 +50,12 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=12, help="queries timed end to end")
     args = parser.parse_args()
 
-    from engine.benchmark import run_methods
-    from engine.demo import write_demo_collection
-    from engine.encoders import load_encoder
-    from engine.evaluate import load_judgments, load_queries_csv
-    from engine.indexer import Indexer
-    from engine.library import Library
+    from engine.benchmarks.runner import run_methods
+    from engine.catalog.library import Library
+    from engine.demo.scenes import write_demo_collection
+    from engine.evaluation.evaluate import load_judgments, load_queries_csv
+    from engine.indexing.indexer import Indexer
+    from engine.models.encoders import load_encoder
 
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -89,7 +89,7 @@ def main() -> int:
 
 
 def accuracy_tables(bench, queries, k: int, permutations: int) -> None:  # type: ignore[no-untyped-def]
-    from engine.significance import compare
+    from engine.evaluation.significance import compare
 
     results = [bench.results[spec] for spec in SPECS]
     print(f"### mAP@{k} (fullrank), the demo benchmark")

@@ -153,7 +153,7 @@ def test_a_full_thumbnail_disk_is_said_once_in_the_window(qtbot, tmp_path: Path)
 
     from app.controllers.thumbnails import ThumbnailLoader
     from app.workers import TaskRunner
-    from engine.thumbnails import ThumbnailCache
+    from engine.indexing.thumbnails import ThumbnailCache
     from tests.small_disk import small_tmpfs
     from tests.test_thumbnails import fill_disk
 

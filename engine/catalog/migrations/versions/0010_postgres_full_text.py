@@ -7,7 +7,7 @@ Migration 0005 gave SQLite catalogs the FTS5 table `record_text`; a PostgreSQL c
 text index, so hybrid search there ranked by CLIP alone. This revision gives PostgreSQL the
 same table in its own terms: `record_text(image_id, names, common, notes)` with the words as a
 stored `document` tsvector (GIN index) and their count `doclen` (for bm25, which
-engine/textsearch.py computes as FTS5 does), filled for the photos already catalogued and kept
+engine/search/fulltext.py computes as FTS5 does), filled for the photos already catalogued and kept
 current by triggers on `images` and `taxa` in the same transaction as the change, as the FTS5
 triggers are.
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 from engine.errors import BadImageError
 from engine.files import atomic_write_bytes
-from engine.scan import content_hash, decode_image
+from engine.indexing.scan import content_hash, decode_image
 
 log = logging.getLogger(__name__)
 

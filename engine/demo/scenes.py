@@ -44,7 +44,7 @@ from the same generator, with other seeds and random scenes (any species, pairs,
 backgrounds), captioned the way web captions are: varied phrasings, the relation, count, size
 or background words in some captions only. Train it again with::
 
-    python -m engine.demo train [--minutes 10] [--out resources/models]
+    python -m engine.demo.scenes train [--minutes 10] [--out resources/models]
 """
 
 from __future__ import annotations
@@ -1363,8 +1363,8 @@ def _default_model_dir() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m engine.demo train|write`: developer entry point."""
-    parser = argparse.ArgumentParser(prog="python -m engine.demo")
+    """`python -m engine.demo.scenes train|write`: developer entry point."""
+    parser = argparse.ArgumentParser(prog="python -m engine.demo.scenes")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train the demo model and write its files")
     train.add_argument("--out", type=Path, default=None, help="folder for the model files")

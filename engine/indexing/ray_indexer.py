@@ -2,7 +2,7 @@
 cluster's workers, while this process stays the one writer of the library.
 
 The plan (new, changed, moved, missing photos), the checkpoints, resume and skip reasons are the
-local indexer's own (`engine.indexer`): only the stream of encoded photos comes from the cluster.
+local indexer's own (`engine.indexing.indexer`): only the stream of encoded photos comes from the cluster.
 Decode tasks read each photo at its absolute path, so every node must see the collection at the
 same path (a shared file system), and Quadrat must be installed on every node. Each encode actor
 builds its encoder from the model spec (nothing of the model is pickled) and refuses to start
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.encoders import Encoder
+from engine.catalog.library import Library
 from engine.errors import BadInputError, ModelMismatchError, QuadratError
-from engine.indexer import (
+from engine.indexing.indexer import (
     Encoded,
     Indexer,
     IndexReport,
@@ -36,7 +36,7 @@ from engine.indexer import (
     _Prepared,
     read_photo,
 )
-from engine.library import Library
+from engine.models.encoders import Encoder
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class EncodeStage:
         store_dir: str | None,
         slice_size: int,
     ) -> None:
-        from engine.encoders import load_encoder
+        from engine.models.encoders import load_encoder
 
         self.encoder = load_encoder(
             spec,

@@ -8,7 +8,7 @@ The store is a folder with one folder per installed model::
     STORE/.partial/<slug>/<file>.part         a download in progress, resumed by HTTP Range
 
 A model installed here loads without a network under the same model key as a direct open_clip
-load (`engine.encoders.load_encoder(..., store_dir=STORE)`), so a library indexed either way
+load (`engine.models.encoders.load_encoder(..., store_dir=STORE)`), so a library indexed either way
 matches. An offline pack is one zip archive (stored, not compressed: weights do not compress)
 holding the config, the weights and a manifest with their sha256, size, licence and source.
 Importing streams each entry into a temporary folder, stopping at the size the manifest gives
@@ -60,8 +60,8 @@ from typing import IO, Any
 
 from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
 from engine.files import file_sha256
-from engine.modelspec import DEMO_SPEC, ModelSpec, as_model_spec, demo_weights_path
-from engine.modelspec import store_key as store_key  # re-exported: it was defined here
+from engine.models.spec import DEMO_SPEC, ModelSpec, as_model_spec, demo_weights_path
+from engine.models.spec import store_key as store_key  # re-exported: it was defined here
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
@@ -1032,7 +1032,7 @@ def _pretrained_config(arch: str, tag: str) -> tuple[dict[str, Any], dict[str, A
     from open_clip.pretrained import get_pretrained_cfg
     from open_clip.transform import PreprocessCfg
 
-    from engine.encoders import known_arch  # lazy: building models needs torch
+    from engine.models.encoders import known_arch  # lazy: building models needs torch
 
     known_arch(arch)
     cfg = get_pretrained_cfg(arch, tag)
@@ -1048,7 +1048,7 @@ def _to_safetensors(source: Path, target: Path) -> None:
     """Store a PyTorch weights file as safetensors (read with the safe loader)."""
     from safetensors.torch import save_file
 
-    from engine.encoders import read_weights  # lazy: needs torch
+    from engine.models.encoders import read_weights  # lazy: needs torch
 
     state = {k: v.contiguous() for k, v in read_weights(source).items()}
     save_file(state, str(target))
@@ -1178,7 +1178,7 @@ def _check_claim(key: str, parsed: ModelSpec, folder: Path, pack: Path) -> None:
     import torch
     from safetensors import safe_open
 
-    from engine.encoders import apply_state_dict, quiet_random_init  # lazy: needs torch
+    from engine.models.encoders import apply_state_dict, quiet_random_init  # lazy: needs torch
 
     config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
     claim = f"{pack} claims to be {key}"

@@ -27,13 +27,11 @@ from sqlalchemy.orm import Session
 
 from engine.catalog import Collection, Embedding, Image, Judgment, Taxon
 from engine.catalog.db import catalog_faults
+from engine.catalog.library import Library
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
-from engine.collections import CatalogRow, FolderRows
-from engine.encoders import Encoder
 from engine.errors import BadImageError, BadInputError, Cancelled, QuadratError
-from engine.library import Library
-from engine.progress import CancelToken, Progress, ProgressCallback, RateMeter, no_progress
-from engine.scan import (
+from engine.indexing.collections import CatalogRow, FolderRows
+from engine.indexing.scan import (
     DecodeBudget,
     DecodedImage,
     FileEntry,
@@ -49,6 +47,8 @@ from engine.scan import (
     taxon_for_path,
     walk_images,
 )
+from engine.models.encoders import Encoder
+from engine.progress import CancelToken, Progress, ProgressCallback, RateMeter, no_progress
 
 if TYPE_CHECKING:
     import torch
@@ -563,7 +563,7 @@ class Indexer:
         report.metadata_examples = list(getattr(coco, "examples", []))
 
         if relocate and first is not None and self.library.catalog_root(root) == str(root):
-            from engine.collections import find_moved_collection, relocate_collection
+            from engine.indexing.collections import find_moved_collection, relocate_collection
 
             # It walks the folder itself, only when the folder may be a moved collection.
             moved_from = find_moved_collection(self.library, root)
@@ -610,7 +610,7 @@ class Indexer:
                 coll.last_scanned_at = utcnow()
         report.returned += self._returned_elsewhere
         if prune and not report.cancelled:
-            from engine.collections import forget_missing
+            from engine.indexing.collections import forget_missing
 
             report.removed = forget_missing(self.library, collection_id).photos
         self._read_back(collection_id, report)

@@ -16,14 +16,14 @@ import numpy as np
 from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Taxon
-from engine.encoders import Encoder
+from engine.catalog.library import Library
 from engine.errors import BadImageError, BadInputError
-from engine.filters import SearchFilters, filtered_ids
-from engine.library import Library
+from engine.models.encoders import Encoder
+from engine.search.filters import SearchFilters, filtered_ids
 from engine.terms import QueryTerms, parse_terms
 
 if TYPE_CHECKING:
-    from engine.index import VectorIndex
+    from engine.vectors.index import VectorIndex
 
 __all__ = [
     "SearchFilters",
@@ -101,7 +101,7 @@ class Searcher:
         return self.library.vector_index(self.encoder.model_key)
 
     def encode_image_file(self, path: str | Path) -> np.ndarray:
-        from engine.scan import decode_image
+        from engine.indexing.scan import decode_image
 
         path = Path(path).expanduser()
         if not path.is_file():
@@ -184,5 +184,5 @@ class Searcher:
         return hits
 
     def filtered_ids(self, filters: SearchFilters) -> np.ndarray:
-        """Sorted ids of the status-ok photos that pass `filters` (see `engine.filters`)."""
+        """Sorted ids of the status-ok photos that pass `filters` (see `engine.search.filters`)."""
         return filtered_ids(self.library.catalog, filters)

@@ -25,17 +25,17 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from engine.backup import safety_backup
-from engine.benchmark import JudgmentResolver, catalog_docid
+from engine.benchmarks.runner import JudgmentResolver, catalog_docid
 from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query
+from engine.catalog.backup import safety_backup
+from engine.catalog.library import Library
 from engine.catalog.models import utcnow
-from engine.collections import PhotoDetails, photo_details
 from engine.errors import BadInputError, QuadratError
-from engine.evaluate import Judgment as FileJudgment
-from engine.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
+from engine.evaluation.evaluate import Judgment as FileJudgment
+from engine.evaluation.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
 from engine.files import atomic_output, atomic_write_bytes, csv_field, csv_record, csv_row
-from engine.library import Library
-from engine.queries import QueryStore, find_query, insert_query
+from engine.indexing.collections import PhotoDetails, photo_details
+from engine.judgments.queries import QueryStore, find_query, insert_query
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def plain_write_errors(
     path: str | os.PathLike[str], what: str, needed: int | None = None
 ) -> Iterator[None]:
     """Turn an OSError of the writes inside into `write_failure`'s one line (for writers that
-    are atomic already, such as `engine.evaluate.write_trec_run`)."""
+    are atomic already, such as `engine.evaluation.evaluate.write_trec_run`)."""
     try:
         yield
     except OSError as error:

@@ -1,6 +1,6 @@
 """Benchmark runs against a library: matching judgments to catalog photos and running methods.
 
-`engine.evaluate` knows files and protocols; this module supplies the library side:
+`engine.evaluation.evaluate` knows files and protocols; this module supplies the library side:
 `JudgmentResolver` (by source image id, relative path, or unique file name), a search callable
 for any method of the registry, and `run_methods`, the one set-up that the command line and the
 window use to run and compare several methods.
@@ -16,12 +16,13 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from engine.benchmarks.inquire_rerank import Candidate
 from engine.catalog import Collection, Image
+from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
-from engine.filters import SearchFilters, filtered_ids
-from engine.inquire_rerank import Candidate
-from engine.library import Library
+from engine.evaluation.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
+from engine.evaluation.metrics import MeanMetrics
+from engine.evaluation.significance import PERMUTATIONS, Comparison, compare
 from engine.methods import (
     LanguageModelEndpoint,
     MethodContext,
@@ -29,9 +30,8 @@ from engine.methods import (
     SearchQuery,
     resolve_spec,
 )
-from engine.metrics import MeanMetrics
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
-from engine.significance import PERMUTATIONS, Comparison, compare
+from engine.search.filters import SearchFilters, filtered_ids
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ def choose_collections(
 def method_search(
     context: MethodContext, spec: MethodSpec, depth: int
 ) -> Callable[[BenchmarkQuery, Sequence[int] | None], list[tuple[int, float]]]:
-    """A `search(query, candidates)` callable for `engine.evaluate.run_benchmark`: any method of
+    """A `search(query, candidates)` callable for `engine.evaluation.evaluate.run_benchmark`: any method of
     the registry, ranking the collection (fullrank) or reordering fixed candidates (rerank)."""
 
     def search(query: BenchmarkQuery, candidates: Sequence[int] | None) -> list[tuple[int, float]]:
@@ -489,9 +489,7 @@ def _set_up(
             1 for image_id in found if image_id is not None and image_id not in allowed
         )
     if request.candidates is not None:
-        fixed, setup.unresolved_candidates = _resolve_candidates(
-            request.candidates, setup.resolver
-        )
+        fixed, setup.unresolved_candidates = _resolve_candidates(request.candidates, setup.resolver)
         if allowed is not None:  # the filters restrict the fixed candidates too
             fixed = {qid: [i for i in ids if i in allowed] for qid, ids in fixed.items()}
         setup.candidates_of = lambda query: fixed.get(query.query_id, [])

@@ -21,10 +21,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from engine.catalog import Judgment, JudgmentEvent, Query, Run, RunResult
+from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.errors import BadInputError
-from engine.library import Library
-from engine.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
+from engine.evaluation.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
 
 if TYPE_CHECKING:
     from sqlalchemy import CursorResult, Table

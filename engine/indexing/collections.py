@@ -34,10 +34,10 @@ from engine.catalog import (
     RunResult,
     Taxon,
 )
+from engine.catalog.library import Library
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
 from engine.errors import BadInputError, QuadratError
-from engine.library import Library
-from engine.scan import FileEntry, content_hash, walk_images, with_utc_offset
+from engine.indexing.scan import FileEntry, content_hash, walk_images, with_utc_offset
 
 log = logging.getLogger(__name__)
 
@@ -441,7 +441,7 @@ def forget_missing(
     if not even_if_unmounted:
         refuse_if_unmounted(library, collection_id)
     if forgotten.judgments or forgotten.events:
-        from engine.backup import safety_backup
+        from engine.catalog.backup import safety_backup
 
         try:
             safety_backup(library.root, library.catalog, "before-forget")

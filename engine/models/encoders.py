@@ -1,7 +1,7 @@
 """CLIP encoders: device choice, safe weight loading and the open_clip encoder.
 
-A model is named by a spec string, parsed into a `ModelSpec` by `engine.modelspec` (the
-grammar is described there). A named model installed in the model store (`engine.models`)
+A model is named by a spec string, parsed into a `ModelSpec` by `engine.models.spec` (the
+grammar is described there). A named model installed in the model store (`engine.models.store`)
 loads from there, offline; otherwise open_clip's download cache is used.
 
 Local weights are read by this module, never by a general unpickler: safetensors files with
@@ -27,17 +27,17 @@ import numpy as np
 
 from engine.errors import BadInputError, ModelLoadError, one_line
 from engine.files import file_sha256
-from engine.modelspec import DEMO_ARCH as DEMO_ARCH
-from engine.modelspec import DEMO_SPEC as DEMO_SPEC
-from engine.modelspec import ModelSpec as ModelSpec  # re-exported: callers import it from here
-from engine.modelspec import (
+from engine.models.spec import DEMO_ARCH as DEMO_ARCH
+from engine.models.spec import DEMO_SPEC as DEMO_SPEC
+from engine.models.spec import ModelSpec as ModelSpec  # re-exported: callers import it from here
+from engine.models.spec import (
     as_model_spec,
     bundled_model_file,
     demo_weights_path,
     store_key,
 )
-from engine.modelspec import demo_model_spec as demo_model_spec
-from engine.modelspec import parse_model_spec as parse_model_spec
+from engine.models.spec import demo_model_spec as demo_model_spec
+from engine.models.spec import parse_model_spec as parse_model_spec
 
 if TYPE_CHECKING:
     import torch
@@ -476,7 +476,7 @@ def load_encoder(
     """Load the model named by `spec` on `device` ("auto": cuda, mps, cpu).
 
     A named model (``ARCH:PRETRAINED``, ``hf-hub:ORG/NAME``) installed in the model store at
-    `store_dir` (see `engine.models`) loads from there, offline, under the same model key as a
+    `store_dir` (see `engine.models.store`) loads from there, offline, under the same model key as a
     download. Otherwise it comes from open_clip's download cache in `cache_dir` (the user
     cache by default), downloaded on first use; when it is not there and cannot be fetched now
     (offline, unreachable hub) -> `ModelUnavailableError` within seconds. Any other failure ->
@@ -584,11 +584,11 @@ def _known_pretrained(arch: str, tag: str) -> None:
 
 def _stored(spec: ModelSpec, store_dir: Path | None) -> tuple[Path, str] | None:
     """The store folder of a named model installed at `store_dir` and the model key the store
-    gives it (`engine.models.ModelStore.model_key`), or None when it is not installed there."""
+    gives it (`engine.models.store.ModelStore.model_key`), or None when it is not installed there."""
     if store_dir is None:
         return None
     # Lazy: the store is the layer above; only a load from a store needs it.
-    from engine.models import ModelStore
+    from engine.models.store import ModelStore
 
     store = ModelStore(store_dir)
     folder = store.folder(spec)
@@ -627,7 +627,7 @@ def _load_pretrained(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained, get_pretrained_cfg
 
-    from engine.models import ensure_reachable, unavailable
+    from engine.models.store import ensure_reachable, unavailable
 
     assert model_spec.arch is not None and model_spec.pretrained is not None
     arch, tag = model_spec.arch, model_spec.pretrained
@@ -655,7 +655,7 @@ def _load_from_hub(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained_from_hf
 
-    from engine.models import ensure_reachable, unavailable
+    from engine.models.store import ensure_reachable, unavailable
 
     assert model_spec.hub_id is not None
     hub_id, name = model_spec.hub_id, store_key(model_spec)

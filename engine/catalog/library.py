@@ -29,8 +29,8 @@ from engine.progress import CancelToken, ProgressCallback, no_progress
 if TYPE_CHECKING:
     from sqlalchemy import URL, CursorResult
 
-    from engine.backup import Fingerprint
-    from engine.index import VectorIndex
+    from engine.catalog.backup import Fingerprint
+    from engine.vectors.index import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +136,13 @@ class Library:
         self.root_map = root_map or RootMap()
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.RLock()
-        # Bytes the vector index may take in memory (None: engine.index.DEFAULT_MEMORY_BUDGET);
+        # Bytes the vector index may take in memory (None: engine.vectors.index.DEFAULT_MEMORY_BUDGET);
         # the application sets the user's setting. Decides the index kind at the next build.
         self.index_memory_budget: int | None = None
         # Judgments as the session found them: a session that changed them ends with a backup.
         self._judgments_at_open: Fingerprint | None = None
         if catalog.path is not None:  # a server catalog is backed up by its server
-            from engine.backup import judgment_fingerprint
+            from engine.catalog.backup import judgment_fingerprint
 
             self._judgments_at_open = judgment_fingerprint(catalog.engine)
 
@@ -244,7 +244,7 @@ class Library:
         newest few backups are kept in `backups/`). A failed backup never stops the close."""
         try:
             if self._judgments_at_open is not None:
-                from engine.backup import backup_if_changed, judgment_fingerprint
+                from engine.catalog.backup import backup_if_changed, judgment_fingerprint
                 from engine.catalog.db import catalog_faults
 
                 with catalog_faults(self.catalog.location):  # one line, not the SQL dump
@@ -264,7 +264,7 @@ class Library:
         """Take the catalog as it is now as the session's starting point, so closing makes no
         backup of it (after a restore, say, whose result is already a backup)."""
         if self._judgments_at_open is not None:
-            from engine.backup import judgment_fingerprint
+            from engine.catalog.backup import judgment_fingerprint
 
             self._judgments_at_open = judgment_fingerprint(self.catalog.engine)
 
@@ -458,7 +458,7 @@ class Library:
         when it is missing, fails its check or cannot be read (one warning line says which).
         Returns (index, RepairReport)."""
         from engine.errors import CorruptIndexError
-        from engine.index import VectorIndex
+        from engine.vectors.index import VectorIndex
 
         path = self.index_path(model_key)
         table_ids = self.embedding_ids(model_key)
@@ -511,7 +511,7 @@ class Library:
         """Give a compressed index its vector file, rebuilt from the catalog when it is
         missing, fails its checks or does not hold the index's ids."""
         from engine.errors import CorruptIndexError
-        from engine.vectorfile import VectorFile
+        from engine.vectors.vectorfile import VectorFile
 
         path = self.index_path(model_key)
         try:
@@ -554,7 +554,7 @@ class Library:
     def _build_from_catalog(
         self, model_key: str, progress: ProgressCallback, cancel: CancelToken | None
     ) -> VectorIndex:
-        from engine.index import VectorIndex
+        from engine.vectors.index import VectorIndex
 
         table_ids = self.embedding_ids(model_key)
         path = self.index_path(model_key)
@@ -594,7 +594,7 @@ def _backup_before_upgrade(root: Path, catalog: URL, current: str, head: str) ->
     """A whole copy of a SQLite catalog before its schema is upgraded (whole, not judgments
     only: the copy must open with the version that wrote it). The upgrade does not run when
     the backup cannot be written. A server catalog's backups are the server's (pg_dump)."""
-    from engine.backup import backup_catalog, is_sqlite_catalog, sqlite_catalog_file
+    from engine.catalog.backup import backup_catalog, is_sqlite_catalog, sqlite_catalog_file
 
     if not is_sqlite_catalog(catalog):
         return

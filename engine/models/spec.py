@@ -4,12 +4,12 @@ A model is named by a spec string (docs/SPEC.md §5.2):
 
 - ``demo`` - the tiny model shipped in ``resources/models``;
 - ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, from the model store
-  (`engine.models`) or downloaded on first use;
+  (`engine.models.store`) or downloaded on first use;
 - ``hf-hub:ORG/NAME`` - an open_clip model on the Hugging Face hub, likewise;
 - ``ARCH:/path/to/checkpoint`` - an open_clip architecture with a local weights file;
 - ``local-dir:/path`` - a folder with ``open_clip_config.json`` and the weights.
 
-Both the loader (`engine.encoders`) and the model store (`engine.models`) import this module and
+Both the loader (`engine.models.encoders`) and the model store (`engine.models.store`) import this module and
 pass the parsed value between them; it imports neither, nor torch, so parsing stays cheap.
 """
 

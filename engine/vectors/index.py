@@ -16,7 +16,7 @@ Three kinds, chosen by size and by the memory the user lets the index take (`cho
   byte per dimension) or, where even that exceeds the budget, product-quantized ones
   (``IndexIVFPQ``, `PQ_BYTES_PER_DIMENSION`) finds a shortlist of `rerank_factor` x k, which
   is re-ranked exactly with the vectors of a memory-mapped float16 file beside the index
-  (engine.vectorfile; attached by the library with `attach_vectors`). Used above
+  (engine.vectors.vectorfile; attached by the library with `attach_vectors`). Used above
   `COMPRESSED_LIMIT`, or whenever IVF-Flat would exceed the memory budget.
 
 Vectors are L2-normalised on the way in (a no-op for vectors that already are), so scores are
@@ -62,7 +62,7 @@ import numpy as np
 
 from engine.errors import CorruptIndexError, QuadratError
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
-from engine.vectorfile import VectorFile
+from engine.vectors.vectorfile import VectorFile
 
 log = logging.getLogger(__name__)
 

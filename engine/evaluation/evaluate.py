@@ -1,7 +1,7 @@
 """Benchmark files and benchmark runs (docs/SPEC.md §3–§5).
 
 Reads INQUIRE query and judgment CSVs and TREC qrels and runs; writes TREC runs and qrels and
-INQUIRE-style CSVs; scores runs with `engine.metrics` under the FULLRANK or RERANK protocol.
+INQUIRE-style CSVs; scores runs with `engine.evaluation.metrics` under the FULLRANK or RERANK protocol.
 The library is not imported here: `run_benchmark` takes the search and the judgment-to-image
 matching as callables, so the same code serves the CLI, the GUI and tests.
 
@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.errors import BadInputError
-from engine.files import atomic_write_text, csv_field, csv_row
-from engine.metrics import (
+from engine.evaluation.metrics import (
     PROTOCOLS,
     MeanMetrics,
     QueryMetrics,
@@ -28,6 +27,7 @@ from engine.metrics import (
     mean_metrics,
     strict_order,
 )
+from engine.files import atomic_write_text, csv_field, csv_row
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)

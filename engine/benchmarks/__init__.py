@@ -1,0 +1,1 @@
+"""INQUIRE-format benchmarks: the INQUIRE-Rerank dataset and the benchmark runner."""

@@ -1,0 +1,1 @@
+"""The bundled demo: its scenes and the collection writer."""

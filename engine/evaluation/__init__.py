@@ -1,0 +1,1 @@
+"""Evaluation: pure retrieval metrics, significance tests, scoring run files."""

@@ -1,0 +1,1 @@
+"""Indexing: walking folders, reading metadata, decoding, the indexer, thumbnails, collections."""

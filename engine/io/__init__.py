@@ -1,0 +1,1 @@
+"""Exports: the files Quadrat writes for others to read."""

@@ -1,0 +1,1 @@
+"""Judgments: the query store, live metrics and learning from judgments."""

@@ -1,0 +1,1 @@
+"""Models: the model spec, CLIP encoders, the model store and the LLM client."""

@@ -1,0 +1,1 @@
+"""Search: the vector searcher, filters and full-text search over records."""

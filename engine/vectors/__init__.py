@@ -1,0 +1,1 @@
+"""Vectors: the FAISS index, its memory policy and the checksummed vector file."""
