@@ -14,9 +14,9 @@ from sqlalchemy import select
 from engine.catalog import Image, Taxon
 from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluation.metrics import shared_ranks
 from engine.indexing.indexer import Indexer
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
+from engine.methods.fusion import shared_ranks
 from engine.methods.hybrid import HybridMethod
 from engine.search.fulltext import TaxonMention
 from engine.search.searcher import SearchFilters

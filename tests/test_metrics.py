@@ -19,11 +19,11 @@ from engine.evaluation.metrics import (
     precision_at_k,
     recall_at_k,
     reciprocal_rank_at_k,
-    reciprocal_rank_fusion,
     strict_order,
     trailing_nonrelevant,
-    yes_probability,
 )
+from engine.methods.fusion import reciprocal_rank_fusion
+from engine.rerank.base import yes_probability
 
 # --- docs/SPEC.md worked examples -----------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The worked examples of docs/SPEC.md §1–§2, computed by `engine.evaluation.metrics`.
+"""The worked examples of docs/SPEC.md §1–§2, computed by `engine.evaluation.metrics`,
+`engine.methods.fusion` and `engine.rerank.base`.
 
 Each example is written here as the document writes it, so a change to a definition fails here
 and must be carried into the document too. The last test checks that the numbers stated in the
@@ -21,11 +22,10 @@ from engine.evaluation.metrics import (
     precision_at_k,
     recall_at_k,
     reciprocal_rank_at_k,
-    reciprocal_rank_fusion,
     strict_order,
-    yes_probability,
 )
-from engine.rerank.base import aggregate
+from engine.methods.fusion import reciprocal_rank_fusion
+from engine.rerank.base import aggregate, yes_probability
 
 SPEC = Path(__file__).resolve().parents[1] / "docs" / "SPEC.md"
 

@@ -18,8 +18,8 @@ from app.cli import main
 from engine.benchmarks.runner import JudgmentResolver
 from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluation.metrics import reciprocal_rank_fusion
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
+from engine.methods.fusion import reciprocal_rank_fusion
 from engine.progress import CancelToken, no_progress
 from engine.visret.painter import DemoPainter, parse_prompt, scene_for
 from tests.test_prompt import server  # noqa: F401 - the local chat endpoint fixture

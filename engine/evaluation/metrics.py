@@ -1,4 +1,4 @@
-"""Retrieval metrics, fusion and ranking order, exactly as docs/SPEC.md §1–§2 define them.
+"""Retrieval metrics and ranking order, exactly as docs/SPEC.md §1 defines them.
 
 Pure functions, no I/O. A ranking is given as a sequence of relevance values `rels`
 (`rels[0]` is rank 1); a value > 0 counts as relevant (graded judgments keep their integer but
@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any, Literal, TypeVar, overload
+from typing import TypeVar
 
 PROTOCOLS: tuple[str, ...] = ("fullrank", "rerank")
 
@@ -99,25 +98,6 @@ def trailing_nonrelevant(rels: Sequence[int]) -> int:
     return count
 
 
-def yes_probability(l_yes: float | None, l_no: float | None) -> float:
-    """p = exp(l_yes) / (exp(l_yes) + exp(l_no)) from logits or log-probabilities (docs/SPEC.md §2).
-
-    A token the scorer did not return (None or -inf) has probability zero; with neither token,
-    p = 0 ("No").
-    """
-    yes = -math.inf if l_yes is None else float(l_yes)
-    no = -math.inf if l_no is None else float(l_no)
-    if yes == -math.inf:
-        return 0.0
-    if no == -math.inf:
-        return 1.0
-    # 1 / (1 + exp(no - yes)) is the same ratio without overflowing for large logits.
-    diff = no - yes
-    if diff > 700:
-        return 0.0
-    return 1.0 / (1.0 + math.exp(diff))
-
-
 def _score_key(score: float) -> float:
     # NaN would make the sort order undefined; rank it last.
     return -math.inf if math.isnan(score) else score
@@ -143,71 +123,6 @@ def strict_order(
         )
 
     return [image_id for image_id, _ in sorted(scored, key=key)]
-
-
-Ties = Literal["position", "shared"]
-
-
-def shared_ranks(scored: Sequence[tuple[Id, float]]) -> dict[Id, int]:
-    """1-based ranks of a list sorted best first, where equal scores share the best rank of
-    their group ("1, 2, 2, 4"). An id repeated in the list keeps its first (best) rank.
-
-    bm25 gives every photo of one species without notes the same score; counting them 1, 2, 3…
-    in id order would make a fusion favour low ids."""
-    ranks: dict[Id, int] = {}
-    previous: float | None = None
-    rank = 0
-    for position, (doc, score) in enumerate(scored, start=1):
-        if previous is None or score != previous:
-            rank = position
-            previous = score
-        ranks.setdefault(doc, rank)
-    return ranks
-
-
-def _positions(ranking: Sequence[Id]) -> dict[Id, int]:
-    """1-based rank of each id by its place in the list; a repeat keeps its first rank."""
-    ranks: dict[Id, int] = {}
-    for rank, doc in enumerate(ranking, start=1):
-        ranks.setdefault(doc, rank)
-    return ranks
-
-
-@overload
-def reciprocal_rank_fusion(
-    lists: Sequence[Sequence[Id]], k_rrf: int = 60, *, ties: Literal["position"] = "position"
-) -> list[tuple[Id, float]]: ...
-
-
-@overload
-def reciprocal_rank_fusion(
-    lists: Sequence[Sequence[tuple[Id, float]]], k_rrf: int = 60, *, ties: Literal["shared"]
-) -> list[tuple[Id, float]]: ...
-
-
-def reciprocal_rank_fusion(
-    lists: Sequence[Sequence[Any]], k_rrf: int = 60, *, ties: Ties = "position"
-) -> list[tuple[Any, float]]:
-    """RRF: Σ_j 1 / (k_rrf + rank_j(d)); ties by best single rank, then id (docs/SPEC.md §2.1).
-
-    `ties="position"`: each list holds ids best first and an id's rank is its place.
-    `ties="shared"`: each list holds (id, score) pairs best first and equal scores share the
-    best rank of their group (`shared_ranks`), for rankers that give many items one score.
-    An id repeated within one list counts once, at its first (best) rank.
-    """
-    if ties not in ("position", "shared"):
-        raise ValueError(f"ties must be 'position' or 'shared', got {ties!r}")
-    # Exact fractions: float sums of different terms that are equal in exact arithmetic
-    # (1/2 + 1/6 and 1/3 + 1/3) can differ in the last bit and break a tie the wrong way.
-    scores: dict[Any, Fraction] = {}
-    best_rank: dict[Any, int] = {}
-    for ranking in lists:
-        ranks = shared_ranks(ranking) if ties == "shared" else _positions(ranking)
-        for doc, rank in ranks.items():
-            scores[doc] = scores.get(doc, Fraction(0)) + Fraction(1, k_rrf + rank)
-            best_rank[doc] = min(best_rank.get(doc, rank), rank)
-    ordered = sorted(scores, key=lambda doc: (-scores[doc], best_rank[doc], doc))
-    return [(doc, float(scores[doc])) for doc in ordered]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.evaluation.metrics import reciprocal_rank_fusion
 from engine.judgments.learning import (
     LEVEL,
     PRIOR_WEIGHT,
@@ -49,6 +48,7 @@ from engine.judgments.learning import (
 )
 from engine.methods.base import Method, MethodSpec, Ranking, SearchQuery
 from engine.methods.context import MethodContext
+from engine.methods.fusion import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.evaluation.metrics import reciprocal_rank_fusion, shared_ranks
 from engine.methods.base import Method, Ranking, SearchQuery
 from engine.methods.context import MethodContext
+from engine.methods.fusion import reciprocal_rank_fusion, shared_ranks
 from engine.methods.text import TextMethod, TextParams
 from engine.terms import combine_vectors
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.evaluation.metrics import reciprocal_rank_fusion
 from engine.methods.base import Method, Ranking, SearchQuery
 from engine.methods.context import MethodContext
+from engine.methods.fusion import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from engine.visret.base import Drawing, Generator

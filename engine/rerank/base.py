@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.errors import BadInputError
-from engine.evaluation.metrics import yes_probability
 from engine.progress import CancelToken
 
 __all__ = [
@@ -27,6 +26,25 @@ __all__ = [
 ]
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "min", "product")
+
+
+def yes_probability(l_yes: float | None, l_no: float | None) -> float:
+    """p = exp(l_yes) / (exp(l_yes) + exp(l_no)) from logits or log-probabilities (docs/SPEC.md §2).
+
+    A token the scorer did not return (None or -inf) has probability zero; with neither token,
+    p = 0 ("No").
+    """
+    yes = -math.inf if l_yes is None else float(l_yes)
+    no = -math.inf if l_no is None else float(l_no)
+    if yes == -math.inf:
+        return 0.0
+    if no == -math.inf:
+        return 1.0
+    # 1 / (1 + exp(no - yes)) is the same ratio without overflowing for large logits.
+    diff = no - yes
+    if diff > 700:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(diff))
 
 
 @dataclass(frozen=True)
