@@ -41,7 +41,7 @@ from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
 from app.settings import language_model
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
-from engine.models.store import ModelUnavailableError
+from engine.models.hub import ModelUnavailableError
 
 log = logging.getLogger("quadrat.cli")
 
@@ -240,7 +240,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from engine.indexing.indexer import Indexer
-    from engine.indexing.scan import printable_name
+    from engine.indexing.walk import printable_name
     from engine.progress import CancelToken
 
     folder = args.folder.expanduser()
@@ -315,7 +315,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     import time
 
     from engine.indexing.collections import missing_photos
-    from engine.indexing.scan import printable_name
+    from engine.indexing.walk import printable_name
     from engine.methods import MethodContext, SearchQuery
     from engine.search.searcher import validate_query_text
 
@@ -461,7 +461,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
 
     info = write_demo_collection(args.dir.expanduser(), images_per_class=args.images_per_class)
     print(f"demo collection written to {args.dir} ({info.image_count} photos)")

@@ -19,17 +19,15 @@ from pathlib import Path
 from app.cli_args import positive_int
 from engine.catalog.backup import (
     DEFAULT_KEEP,
-    KIND_JUDGMENTS,
     SPECIAL_KEEP,
     BackupInfo,
     backup_catalog,
     backup_judgments,
     catalog_counts,
-    check_backup,
-    is_sqlite_catalog,
     list_backups,
-    restore_backup,
 )
+from engine.catalog.backup_source import KIND_JUDGMENTS, is_sqlite_catalog
+from engine.catalog.restore import check_backup, restore_backup
 from engine.errors import BadInputError
 
 

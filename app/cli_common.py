@@ -94,7 +94,7 @@ class TqdmProgress:
     def __init__(self, desc: str, unit: str = "img") -> None:
         from tqdm import tqdm
 
-        from engine.indexing.scan import READING_METADATA
+        from engine.indexing.coco import READING_METADATA
 
         self._unit = unit
         self._bytes_message = READING_METADATA

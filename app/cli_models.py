@@ -80,7 +80,7 @@ def _size(n: int) -> str:
 
 def model_rows() -> list[dict[str, Any]]:
     """The catalogue, then installed models it does not list: what `models list` shows."""
-    from engine.models.store import model_offers
+    from engine.models.offers import model_offers
 
     store = _store()
     installed = {model.spec: model for model in store.installed()}

@@ -41,7 +41,7 @@ class _State:
     """What the steps hand on to each other."""
 
     home: Path
-    collection: Any = None  # engine.demo.scenes.DemoCollection
+    collection: Any = None  # engine.demo.collection.DemoCollection
     library: Any = None  # engine.catalog.library.Library
     encoder: Any = None
     hits: list[Any] = field(default_factory=list)  # engine.search.searcher.SearchHit
@@ -52,7 +52,7 @@ class _State:
 
 
 def _write_demo(state: _State) -> None:
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
 
     state.collection = write_demo_collection(
         state.home / "demo-collection", images_per_class=IMAGES_PER_CLASS

@@ -34,7 +34,7 @@ MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
 MIN_INDEX_MEMORY_GB = 0.25
 MAX_INDEX_MEMORY_GB = 4096.0
-# The models offered in the window come from engine.models.store.model_offers() (the model chooser
+# The models offered in the window come from engine.models.offers.model_offers() (the model chooser
 # and the settings dialog share them); any other valid spec may be typed in.
 DEFAULT_MODEL = "ViT-B-32:laion2b_s34b_b79k"
 

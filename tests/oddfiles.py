@@ -374,7 +374,7 @@ def make_odd_collection(root: Path, with_symlink_loop: bool | None = None) -> Od
 
     `good` lists the images a scan must find and decode (any-case extensions, odd names,
     EXIF-rotated, an animated GIF); `bad` maps each broken image-named file to a fragment of
-    the reason `engine.indexing.scan.decode_image` gives; `hidden` and `not_images` must not be listed.
+    the reason `engine.indexing.decode.decode_image` gives; `hidden` and `not_images` must not be listed.
     `with_symlink_loop` adds `make_symlink_loop` (default: when the platform allows it).
     """
     root = Path(root)

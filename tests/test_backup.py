@@ -26,9 +26,9 @@ from engine.catalog.backup import (
     catalog_counts,
     judgment_fingerprint,
     list_backups,
-    restore_catalog,
 )
 from engine.catalog.library import CATALOG_FILE, Library
+from engine.catalog.restore import restore_catalog
 from engine.errors import BadInputError, QuadratError
 from engine.judgments.queries import QueryStore
 

@@ -17,17 +17,15 @@ from sqlalchemy import func, select
 from app.cli import main
 from engine.catalog import Collection, Image, JudgmentEvent
 from engine.catalog.backup import (
-    KIND_FULL,
-    KIND_JUDGMENTS,
     backup_catalog,
     backup_judgments,
     catalog_counts,
     list_backups,
-    restore_backup,
-    restore_catalog,
     safety_backup,
 )
+from engine.catalog.backup_source import KIND_FULL, KIND_JUDGMENTS
 from engine.catalog.library import Library
+from engine.catalog.restore import restore_backup, restore_catalog
 from engine.errors import QuadratError
 from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url

@@ -21,6 +21,13 @@ import engine
 ROOT = Path(__file__).resolve().parents[1]
 QT = {"PySide6", "shiboken6", "PyQt5", "PyQt6"}
 APP_ABOVE_WORKERS = {"widgets", "app.controllers", "app.main"}
+# The model store's modules, above the loader (engine.models.encoders).
+MODEL_STORE = {
+    "engine.models.store",
+    "engine.models.download",
+    "engine.models.packs",
+    "engine.models.offers",
+}
 
 # (modules a rule covers, what they must never import, why). A name ending in "*" covers every
 # module whose name starts with it ("app.cli*": app.cli, app.cli_common, ...).
@@ -57,18 +64,40 @@ RULES: list[tuple[str, set[str], str]] = [
         QT | {"app", "widgets", "engine.judgments.queries"},
         "a method's context is given the judgments it needs, never opens the query store",
     ),
-    # The model spec is the value the loader and the model store both take; the store uses the
-    # loader's public names only, and only lazily where torch is needed anyway.
+    # The model spec, the store's folders and the hub's reachability are what the loader and
+    # the model store both use; the store (store, download, packs) uses the loader's public
+    # names only, and only lazily where torch is needed anyway; the loader never imports it.
     (
         "engine.models.spec",
-        QT | {"app", "widgets", "engine.models.encoders", "engine.models.store"},
+        QT
+        | {"app", "widgets"}
+        | MODEL_STORE
+        | {"engine.models.encoders", "engine.models.folders", "engine.models.hub"},
         "the model spec is what the loader and the store share: it imports neither",
     ),
     (
-        "engine.models.store",
-        QT | {"app", "widgets", "engine.models.encoders._*"},
-        "the model store never reaches into the loader's private helpers",
+        "engine.models.folders",
+        QT | {"app", "widgets", "engine.models.encoders"} | MODEL_STORE,
+        "the store's folders are read by the loader too: they import neither it nor the store",
     ),
+    (
+        "engine.models.hub",
+        QT | {"app", "widgets", "engine.models.encoders"} | MODEL_STORE,
+        "the hub's reachability is asked by the loader too: it imports neither it nor the store",
+    ),
+    (
+        "engine.models.encoders",
+        QT | {"app", "widgets"} | MODEL_STORE,
+        "the loader finds installed models through engine.models.folders, never the store",
+    ),
+    *[
+        (
+            name,
+            QT | {"app", "widgets", "engine.models.encoders._*"},
+            "the model store never reaches into the loader's private helpers",
+        )
+        for name in sorted(MODEL_STORE - {"engine.models.offers"})
+    ],
     (
         "widgets",
         {"app", "engine"},

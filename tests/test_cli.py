@@ -282,7 +282,7 @@ def test_the_progress_bar_counts_a_metadata_file_in_bytes_and_photos_as_photos(
     import io
 
     from app.cli_common import TqdmProgress
-    from engine.indexing.scan import READING_METADATA
+    from engine.indexing.coco import READING_METADATA
     from engine.progress import Progress
 
     class Terminal(io.StringIO):

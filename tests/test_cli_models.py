@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from app.cli import main
-from engine.models.store import MANIFEST_NAME, WEIGHTS_NAME
+from engine.models.folders import MANIFEST_NAME, WEIGHTS_NAME
 from tests.test_models import HUB_SPEC, closed_port, hub_files, serve, tiny  # noqa: F401
 
 UNINSTALLED = "ViT-B-32:laion2b_s34b_b79k"

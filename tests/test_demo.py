@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from engine.demo.collection import write_demo_collection
 from engine.demo.scenes import (
     BACKGROUNDS,
     COLOURS,
@@ -20,7 +21,6 @@ from engine.demo.scenes import (
     SHAPES,
     SIZES,
     SUPERCATEGORIES,
-    write_demo_collection,
 )
 from engine.errors import BadInputError
 
@@ -198,7 +198,7 @@ def test_metadata_describes_every_drawn_object(small_collection) -> None:
 
 
 def test_the_metadata_reads_back_through_the_scanner(small_collection) -> None:
-    from engine.indexing.scan import load_coco_metadata
+    from engine.indexing.coco import load_coco_metadata
 
     metadata = load_coco_metadata(small_collection.metadata_path)
     assert metadata.problems == 0
@@ -388,6 +388,16 @@ def test_the_shipped_demo_model_is_small() -> None:
     folder = Path(resources.models.__file__).parent
     assert (folder / "quadrat-demo.safetensors").stat().st_size <= 8_000_000
     assert json.loads((folder / "quadrat-demo.json").read_text())["embed_dim"] > 0
+
+
+def test_the_training_tool_builds_the_shipped_architecture() -> None:
+    """tools/train_demo_clip.py (a developer tool: nothing at run time trains) writes the
+    config that ships beside the weights."""
+    import resources.models
+    from tools.train_demo_clip import DEMO_MODEL_CONFIG
+
+    folder = Path(resources.models.__file__).parent
+    assert json.loads((folder / "quadrat-demo.json").read_text()) == DEMO_MODEL_CONFIG
 
 
 @pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import engine.demo.scenes as demo
-from engine.demo.scenes import NOTES_SHARE, write_demo_collection
+import engine.demo.collection as demo
+from engine.demo.collection import NOTES_SHARE, write_demo_collection
 
 
 def _metadata(root: Path) -> dict:

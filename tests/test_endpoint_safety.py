@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from engine.demo.scenes import DemoScene, draw_demo_scene
-from engine.indexing.scan import content_hash
+from engine.indexing.hashes import content_hash
 from engine.models.chat import ChatError, post_chat
 from engine.rerank.base import Photo, Question
 from engine.rerank.decompose import BuiltinDecomposer, LlmDecomposer

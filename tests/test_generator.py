@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from engine.errors import Cancelled, ModelLoadError
-from engine.models.store import ModelUnavailableError
+from engine.models.hub import ModelUnavailableError
 from engine.progress import CancelToken, Progress
 from engine.visret.generator import DrawingCache, DrawSettings, draw_all, load_generator
 

@@ -9,8 +9,9 @@ pillow_heif = pytest.importorskip("pillow_heif")
 from PIL import Image  # noqa: E402
 
 from engine.catalog.library import Library  # noqa: E402
+from engine.indexing.decode import decode_image  # noqa: E402
 from engine.indexing.indexer import Indexer  # noqa: E402
-from engine.indexing.scan import decode_image, walk_images  # noqa: E402
+from engine.indexing.walk import walk_images  # noqa: E402
 
 
 def test_heic_files_are_listed_decoded_and_indexed(tmp_path, demo_encoder):

@@ -8,7 +8,9 @@ import faiss
 import numpy as np
 import pytest
 
+import engine.vectors.filtered as filtered_module
 import engine.vectors.index as index_module
+import engine.vectors.policy as policy_module
 from engine.errors import Cancelled, QuadratError
 from engine.progress import CancelToken, Progress
 from engine.vectors.index import VectorIndex
@@ -205,7 +207,7 @@ def test_allowed_ids_return_only_allowed_and_the_right_top(
     index = VectorIndex.build(ids, vectors, kind=kind)
     if path == "selector":
         # Push the filter through FAISS's id selector rather than direct scoring.
-        monkeypatch.setattr(index_module, "SMALL_FILTER_LIMIT", 10)
+        monkeypatch.setattr(filtered_module, "SMALL_FILTER_LIMIT", 10)
     allowed_mask = np.random.default_rng(4).random(len(ids)) < 0.3
     allowed = ids[allowed_mask]
     # Queries near allowed and near excluded vectors alike.
@@ -349,7 +351,7 @@ def test_ivf_nprobe_is_clamped_and_validated(clustered_ivf) -> None:
 
 
 def test_auto_kind_and_needs_rebuild_follow_exact_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(index_module, "EXACT_LIMIT", 100)
+    monkeypatch.setattr(policy_module, "EXACT_LIMIT", 100)
     vectors = clustered_vectors(300, clusters=5)
     ids = np.arange(1, 301, dtype=np.int64)
 

@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import engine.vectors.index as index_module
+import engine.vectors.policy as policy_module
 from engine.catalog.library import Library
 from engine.errors import CorruptIndexError, QuadratError
 from engine.methods import SearchQuery, search_hits
 from engine.progress import CancelToken, Progress
 from engine.search.searcher import Searcher
-from engine.vectors.index import VectorIndex, checksum_path, choose_codec, choose_kind
+from engine.vectors.files import checksum_path
+from engine.vectors.index import VectorIndex
+from engine.vectors.policy import choose_codec, choose_kind
 from engine.vectors.vectorfile import VectorFile, vector_file_paths
 
 DIM = 128
@@ -294,7 +296,7 @@ def compressed_library(tmp_path: Path, copy_cli_demo_library, demo_encoder, monk
     """The demo library (a copy of the session's, indexed with the flat kind) opened under a
     budget too small for anything but the compressed kind (and a minimum size lowered to the
     demo's few hundred photos): (library, exact top 10s)."""
-    monkeypatch.setattr(index_module, "_MIN_COMPRESSED", 0)
+    monkeypatch.setattr(policy_module, "_MIN_COMPRESSED", 0)
     lib = Library.open(copy_cli_demo_library(tmp_path / "lib"))
     searcher = Searcher(lib, demo_encoder)
     queries = ["red circle", "blue triangle", "green square", "yellow star"]

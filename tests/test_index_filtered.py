@@ -9,7 +9,7 @@ import faiss
 import numpy as np
 import pytest
 
-import engine.vectors.index as index_module
+import engine.vectors.filtered as filtered_module
 from engine.errors import CorruptIndexError
 from engine.vectors.index import VectorIndex
 
@@ -59,13 +59,13 @@ def collection() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @pytest.fixture
 def through_faiss(monkeypatch: pytest.MonkeyPatch) -> None:
     """Filters of more than 10 ids go through FAISS rather than direct scoring."""
-    monkeypatch.setattr(index_module, "SMALL_FILTER_LIMIT", 10)
+    monkeypatch.setattr(filtered_module, "SMALL_FILTER_LIMIT", 10)
 
 
 @pytest.fixture
 def every_list(monkeypatch: pytest.MonkeyPatch) -> None:
     """A filtered IVF search scans every list holding an allowed vector: it must be exact."""
-    monkeypatch.setattr(index_module, "FILTER_CANDIDATES_PER_RESULT", 10**9)
+    monkeypatch.setattr(filtered_module, "FILTER_CANDIDATES_PER_RESULT", 10**9)
 
 
 def queries_near(vectors: np.ndarray, count: int, seed: int) -> np.ndarray:
@@ -118,16 +118,16 @@ def test_a_filter_cheap_to_scan_whole_is_searched_exactly(
     ids, vectors, _ = collection
     index = VectorIndex.build(ids, vectors, kind="ivf")
     index.nprobe = 1
-    monkeypatch.setattr(index_module, "FILTER_CANDIDATES_PER_RESULT", 1)
+    monkeypatch.setattr(filtered_module, "FILTER_CANDIDATES_PER_RESULT", 1)
     mask = np.random.default_rng(6).random(N) < 0.3
     queries = queries_near(vectors, 10, seed=6)
     expected = [brute_force(ids[mask], vectors[mask], query, 20) for query in queries]
 
-    monkeypatch.setattr(index_module, "EXACT_COST_SLACK", 0.0)  # never exact
+    monkeypatch.setattr(filtered_module, "EXACT_COST_SLACK", 0.0)  # never exact
     approximate = index.search_many(queries, 20, allowed_ids=ids[mask])
     assert min(recall(f, e) for f, e in zip(approximate, expected, strict=True)) < 1.0
 
-    monkeypatch.setattr(index_module, "EXACT_COST_SLACK", 1e9)  # exact whatever it costs
+    monkeypatch.setattr(filtered_module, "EXACT_COST_SLACK", 1e9)  # exact whatever it costs
     for found, wanted in zip(index.search_many(queries, 20, ids[mask]), expected, strict=True):
         assert_same_ranking(found, wanted)
 
@@ -163,14 +163,20 @@ def test_a_broad_filter_scans_part_of_the_lists_and_keeps_recall(
     index = VectorIndex.build(ids, vectors, kind="ivf")
     mask = np.random.default_rng(8).random(N) < 0.5
     scanned: list[int] = []
-    choose = index._choose_lists
+    choose = filtered_module.choose_lists
 
-    def counting(queries: np.ndarray, k: int, allowed_lists: np.ndarray) -> np.ndarray:
-        lists = choose(queries, k, allowed_lists)
+    def counting(
+        ivf: faiss.IndexIVF,
+        lookup: filtered_module.FilterLookup,
+        queries: np.ndarray,
+        k: int,
+        allowed_lists: np.ndarray,
+    ) -> np.ndarray:
+        lists = choose(ivf, lookup, queries, k, allowed_lists)
         scanned.extend(int((row >= 0).sum()) for row in lists)
         return lists
 
-    monkeypatch.setattr(index, "_choose_lists", counting)
+    monkeypatch.setattr(filtered_module, "choose_lists", counting)
     recalls = []
     for query in queries_near(vectors, 20, seed=9):
         found = index.search(query, 10, allowed_ids=ids[mask])

@@ -14,12 +14,16 @@ import faiss
 import numpy as np
 import pytest
 
+import engine.vectors.files as files_module
+import engine.vectors.filtered as filtered_module
 import engine.vectors.index as index_module
 from engine.catalog.library import Library
 from engine.errors import CorruptIndexError, QuadratError
 from engine.methods import SearchQuery, search_hits
 from engine.search.searcher import Searcher
-from engine.vectors.index import SCORE_TOLERANCE, VectorIndex, checksum_path
+from engine.vectors.files import checksum_path
+from engine.vectors.index import VectorIndex
+from engine.vectors.scoring import SCORE_TOLERANCE
 from tests.small_disk import small_tmpfs
 
 DIM = 32
@@ -281,7 +285,7 @@ def test_nan_vectors_raise_corrupt_index_error_rather_than_go_missing(route: str
 def damaged_collection() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, vectors, query, the 3 vectors nearest the query) of a collection large enough
     that a filter above SMALL_FILTER_LIMIT searches through FAISS."""
-    n = index_module.SMALL_FILTER_LIMIT + 500
+    n = filtered_module.SMALL_FILTER_LIMIT + 500
     vectors = unit_vectors(n)
     query = vectors[0].copy()
     closest = np.argsort(-(vectors @ query))[:3]
@@ -291,7 +295,7 @@ def damaged_collection() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 def allowed_for(route: str, ids: np.ndarray, closest: np.ndarray) -> np.ndarray | None:
     if route == "faiss":
         return None
-    size = index_module.SMALL_FILTER_LIMIT + 100 if route == "faiss-filtered" else 100
+    size = filtered_module.SMALL_FILTER_LIMIT + 100 if route == "faiss-filtered" else 100
     return np.union1d(ids[:size], closest)
 
 
@@ -347,7 +351,7 @@ def test_faiss_write_errors_become_one_line_quadrat_errors(
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(index_module.faiss, "write_index", failing_write)
-    monkeypatch.setattr(index_module.shutil, "disk_usage", lambda _: usage._replace(free=free))
+    monkeypatch.setattr(files_module.shutil, "disk_usage", lambda _: usage._replace(free=free))
     with pytest.raises(QuadratError, match=expected) as error:
         VectorIndex.build(np.arange(20), unit_vectors(20)).save(path)
     assert "\n" not in str(error.value) and str(tmp_path) in str(error.value)
@@ -373,7 +377,7 @@ def test_bench_checksum_cost_at_open(tmp_path: Path, n: int) -> None:
     timings = []
     for _ in range(3):
         started = time.perf_counter()
-        index_module._verify_checksum(path)
+        files_module.verify_checksum(path)
         timings.append(time.perf_counter() - started)
     started = time.perf_counter()
     VectorIndex.load(path)

@@ -268,36 +268,22 @@ with Library.open(library) as lib:
 """
 
 
-def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, demo_collection):
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
+    tmp_path, demo_collection, warm_python
+):
     """Kill an indexing process mid-run, resume it, and check catalog and index agree."""
     photos = tmp_path / "photos"
     shutil.copytree(demo_collection.root, photos)
     lib_dir = tmp_path / "lib"
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLER, str(photos), str(lib_dir), "150"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    here = {"env": dict(os.environ), "cwd": os.getcwd(), "timeout": 300}
+    killed = warm_python.run(["-c", KILLER, str(photos), str(lib_dir), "150"], **here)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     with sqlite3.connect(lib_dir / "catalog.sqlite3") as conn:
         committed = conn.execute("select count(*) from embeddings").fetchone()[0]
     assert 0 < committed < demo_collection.image_count
 
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "index",
-            str(photos),
-            "--library",
-            str(lib_dir),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    resumed = warm_python.run(
+        ["-m", "app.cli", "index", str(photos), "--library", str(lib_dir), "--json"], **here
     )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
@@ -336,9 +322,9 @@ def test_cancel_interrupts_a_large_cpu_batch_between_slices(folder, library, dem
 def test_crossing_the_exact_search_limit_switches_to_an_approximate_index(
     folder, library, demo_encoder, small_demo_collection, monkeypatch
 ):
-    import engine.vectors.index
+    import engine.vectors.policy
 
-    monkeypatch.setattr(engine.vectors.index, "EXACT_LIMIT", 20)
+    monkeypatch.setattr(engine.vectors.policy, "EXACT_LIMIT", 20)
     messages: list[str] = []
     Indexer(library, demo_encoder).run(folder, progress=lambda p: messages.append(p.message))
     index = library.vector_index(demo_encoder.model_key)

@@ -11,8 +11,9 @@ import pytest
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
 from engine.errors import Cancelled
 from engine.indexing.collections import CatalogRow
-from engine.indexing.indexer import PLAN_CANCEL_EVERY, FilePlan, SkippedFile, classify_files
-from engine.indexing.scan import FileEntry
+from engine.indexing.plan import PLAN_CANCEL_EVERY, FilePlan, classify_files
+from engine.indexing.report import SkippedFile
+from engine.indexing.walk import FileEntry
 
 
 class Rows:

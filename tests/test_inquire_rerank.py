@@ -15,7 +15,7 @@ import pytest
 
 from app.cli import main
 from engine.demo.scenes import draw_demo_image
-from engine.indexing.scan import load_coco_metadata
+from engine.indexing.coco import load_coco_metadata
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 SCHEMA = pa.schema(

@@ -13,7 +13,8 @@ from app import paths
 from app.cli import main
 from engine.catalog import Image
 from engine.catalog.library import Library
-from engine.indexing.scan import load_coco_metadata, metadata_key
+from engine.indexing.coco import load_coco_metadata
+from engine.indexing.metadata import metadata_key
 
 IMPOSSIBLE = {"latitude": "north", "longitude": 720, "date": "2021-13-05 10:00:00"}
 

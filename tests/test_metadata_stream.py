@@ -13,8 +13,10 @@ from sqlalchemy import select
 from engine.catalog import Image, Taxon
 from engine.catalog.library import Library
 from engine.errors import BadInputError, Cancelled
+from engine.indexing.coco import READING_METADATA, load_coco_metadata
 from engine.indexing.indexer import Indexer
-from engine.indexing.scan import READING_METADATA, MetadataStore, load_coco_metadata, metadata_key
+from engine.indexing.metadata import metadata_key
+from engine.indexing.metadata_store import MetadataStore
 from engine.progress import Progress
 
 

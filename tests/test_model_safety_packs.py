@@ -26,13 +26,9 @@ from PIL import Image
 from app.cli import main
 from engine.errors import BadInputError
 from engine.models.encoders import load_encoder
-from engine.models.store import (
-    CONFIG_NAME,
-    MANIFEST_NAME,
-    PACK_FORMAT,
-    WEIGHTS_NAME,
-    ModelStore,
-)
+from engine.models.folders import CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME
+from engine.models.packs import PACK_FORMAT
+from engine.models.store import ModelStore
 from engine.progress import Progress
 from tests.test_encoders import TINY_ARCH, TINY_CONFIG
 from tests.test_models import HUB_SPEC, hub, hub_files, serve, tiny  # noqa: F401

@@ -25,14 +25,10 @@ from PIL import Image
 
 from engine.errors import BadInputError, Cancelled
 from engine.models.encoders import load_encoder, parse_model_spec
-from engine.models.store import (
-    CONFIG_NAME,
-    MANIFEST_NAME,
-    WEIGHTS_NAME,
-    ModelStore,
-    ModelUnavailableError,
-    model_offers,
-)
+from engine.models.folders import CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME
+from engine.models.hub import ModelUnavailableError
+from engine.models.offers import model_offers
+from engine.models.store import ModelStore
 from engine.progress import CancelToken, Progress
 from tests.test_encoders import TINY_ARCH, TINY_CONFIG
 

@@ -14,7 +14,7 @@ from engine.catalog import Image
 from engine.catalog.library import Library
 from engine.indexing.collections import FolderRows, collection_stats
 from engine.indexing.indexer import Indexer
-from engine.indexing.scan import walk_images
+from engine.indexing.walk import walk_images
 
 # Folders whose names sort around "a/" byte by byte: " " and "-" before "/", "0" after it.
 LAYOUT = (

@@ -1,4 +1,5 @@
-"""Tests for engine.indexing.scan: folder walking, iNat names, COCO metadata, EXIF, safe decoding."""
+"""Tests for finding photos and reading them: engine.indexing's walk, names, metadata, coco,
+decode and hashes (folder walking, iNat names, COCO metadata, EXIF, safe decoding)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,12 @@ import pytest
 from PIL import Image, ImageFile
 
 from engine.errors import BadImageError, BadInputError
-from engine.indexing.scan import (
-    DEFAULT_MAX_PIXELS,
-    IMAGE_EXTENSIONS,
-    FileEntry,
-    TaxonInfo,
-    content_hash,
-    decode_image,
-    find_metadata_file,
-    load_coco_metadata,
-    metadata_key,
-    parse_date,
-    parse_inat_dirname,
-    read_exif,
-    taxon_for_path,
-    walk_images,
-)
+from engine.indexing.coco import load_coco_metadata
+from engine.indexing.decode import DEFAULT_MAX_PIXELS, IMAGE_EXTENSIONS, decode_image, read_exif
+from engine.indexing.hashes import content_hash
+from engine.indexing.metadata import find_metadata_file, metadata_key, parse_date
+from engine.indexing.names import TaxonInfo, parse_inat_dirname, taxon_for_path
+from engine.indexing.walk import FileEntry, walk_images
 from tests import oddfiles
 
 EARTHWORM = "00000_Animalia_Annelida_Clitellata_Haplotaxida_Lumbricidae_Lumbricus_terrestris"
@@ -562,7 +553,7 @@ def test_walk_logs_and_skips_unreadable_folder(
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    with caplog.at_level(logging.WARNING, logger="engine.indexing.scan"):
+    with caplog.at_level(logging.WARNING, logger="engine.indexing.walk"):
         found = rel_paths(tmp_path)
     assert found == ["open/a.jpg", "z.jpg"]
     assert any("locked" in record.getMessage() for record in caplog.records)
@@ -584,7 +575,7 @@ def test_walk_skips_names_that_are_not_unicode(
     if oddfiles.write_non_utf8_named_file(tmp_path) is None:
         pytest.skip("file system refuses non-UTF-8 names")
     oddfiles.write_jpeg(tmp_path / "fine.jpg")
-    with caplog.at_level(logging.WARNING, logger="engine.indexing.scan"):
+    with caplog.at_level(logging.WARNING, logger="engine.indexing.walk"):
         assert rel_paths(tmp_path) == ["fine.jpg"]
     assert any("not valid Unicode" in r.getMessage() for r in caplog.records)
 

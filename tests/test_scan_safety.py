@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engine.indexing.scan import (
+from engine.indexing.walk import (
     LINK_OUTSIDE_FILE,
     LINK_OUTSIDE_FOLDER,
     NAME_NOT_UNICODE,

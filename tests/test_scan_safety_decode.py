@@ -11,8 +11,8 @@ import pytest
 from PIL import Image, ImageFile
 
 from engine.catalog.library import Library
+from engine.indexing.decode import DecodeBudget, decode_image
 from engine.indexing.indexer import Indexer
-from engine.indexing.scan import DecodeBudget, decode_image
 
 BIG = (900, 700)  # with the demo model's 64-pixel side, each of these is reduced 3 times
 

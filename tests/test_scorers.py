@@ -18,7 +18,7 @@ import pytest
 
 from engine.demo.scenes import DemoScene, draw_demo_scene
 from engine.errors import BadInputError
-from engine.indexing.scan import content_hash
+from engine.indexing.hashes import content_hash
 from engine.methods.base import LanguageModelEndpoint, ModelManager
 from engine.rerank.base import Answer, Photo, Question, yes_probability
 from engine.rerank.scorers import (

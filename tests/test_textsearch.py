@@ -15,9 +15,10 @@ from sqlalchemy import select, update
 
 from engine.catalog import Image, Taxon
 from engine.catalog.library import Library
+from engine.indexing.coco import load_coco_metadata
 from engine.indexing.collections import remove_collection
 from engine.indexing.indexer import Indexer
-from engine.indexing.scan import NOTES_MAX_CHARS, load_coco_metadata
+from engine.indexing.metadata import NOTES_MAX_CHARS
 from engine.search.fulltext import (
     fts_query,
     matched_words,

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from engine.errors import BadImageError
-from engine.indexing.scan import content_hash
+from engine.indexing.hashes import content_hash
 from engine.indexing.thumbnails import ThumbnailCache, load_preview, make_thumbnail
 from tests.small_disk import small_tmpfs
 

@@ -35,7 +35,7 @@ def write_hub_folder(root: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from engine.models.store import CONFIG_NAME, WEIGHTS_NAME
+    from engine.models.folders import CONFIG_NAME, WEIGHTS_NAME
 
     arch_file = root / f"{ARCH}.json"
     arch_file.write_text(json.dumps(CONFIG))

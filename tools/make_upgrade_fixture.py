@@ -61,7 +61,7 @@ def _library(out: Path, work: Path) -> list[dict[str, object]]:
 
     from engine.catalog import Collection, Image
     from engine.catalog.library import Library
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
     from engine.indexing.indexer import Indexer
     from engine.judgments.queries import QueryStore
     from engine.methods import SearchQuery, search_hits

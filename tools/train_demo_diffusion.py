@@ -19,8 +19,8 @@
   caption at 8x8) trained for noise prediction (DDPM schedule, 10 % of captions dropped for
   classifier-free guidance); drawn with DDIM.
 
-Training data are procedurally drawn demo scenes (`engine.demo.scenes.random_scene`,
-`draw_demo_scene`) with their captions (`caption_scene`), sometimes wrapped in the window's
+Training data are procedurally drawn demo scenes (`tools.train_demo_clip.random_scene`,
+`engine.demo.scenes.draw_demo_scene`) with their captions (`caption_scene`), sometimes wrapped in the window's
 prompt templates: never the benchmark's queries or judgments. Everything runs on the CPU, in a
 wall-time budget that includes drawing the data, with one torch thread by default: on the
 2-core machine shared with other work, two OpenMP threads mostly waited on each other.
@@ -177,7 +177,8 @@ def training_pairs(rng: np.random.Generator, count: int) -> tuple[np.ndarray, li
     captions are wrapped in one of the window's prompt templates, as VisRet will prompt."""
     from PIL import Image
 
-    from engine.demo.scenes import caption_scene, draw_demo_scene, random_scene
+    from engine.demo.scenes import draw_demo_scene
+    from tools.train_demo_clip import caption_scene, random_scene
 
     templates = [
         t["template"]
@@ -412,7 +413,8 @@ def train(out: Path, minutes: float, pool: int, threads: int) -> None:
 def held_out_captions(count: int) -> list[tuple[str, set[str], set[str]]]:
     """Captions of random scenes from a seed stream training never used: (caption, colours
     named, shapes named)."""
-    from engine.demo.scenes import COLOURS, SHAPES, caption_scene, random_scene
+    from engine.demo.scenes import COLOURS, SHAPES
+    from tools.train_demo_clip import caption_scene, random_scene
 
     rng = np.random.default_rng(HELD_OUT_SEED)
     out = []
@@ -482,7 +484,7 @@ def benchmark(folder: Path, k: int = 10) -> None:
 
     from engine.benchmarks.runner import run_methods
     from engine.catalog.library import Library
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
     from engine.evaluation.evaluate import load_judgments, load_queries_csv
     from engine.indexing.indexer import Indexer
     from engine.models.encoders import load_encoder

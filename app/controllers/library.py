@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from app import paths
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
-from engine.indexing.scan import READING_METADATA
+from engine.indexing.coco import READING_METADATA
 from engine.progress import Progress
 from widgets.library_panel import (
     DONE,
@@ -32,7 +32,7 @@ from widgets.library_panel import (
 if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.indexing.collections import CollectionStats, MissingPhotos, MovedCollection
-    from engine.indexing.indexer import IndexReport
+    from engine.indexing.report import IndexReport
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ class LibraryController(QObject):
         dest = paths.demo_collection_dir()
 
         def write(ctx: TaskContext) -> Path:
-            from engine.demo.scenes import write_demo_collection
+            from engine.demo.collection import write_demo_collection
 
             return write_demo_collection(dest, progress=ctx.progress).root
 

@@ -28,7 +28,9 @@ from widgets.model_chooser import DEMO_SPEC, ModelChooser, ModelRow, format_byte
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
-    from engine.models.store import InstalledModel, ModelOffer, ModelStore
+    from engine.models.folders import InstalledModel
+    from engine.models.offers import ModelOffer
+    from engine.models.store import ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +196,8 @@ class ModelsController(QObject):
             return True
 
     def offers(self) -> list[ModelOffer]:
-        """The catalogue (`engine.models.store.model_offers`)."""
-        from engine.models.store import model_offers
+        """The catalogue (`engine.models.offers.model_offers`)."""
+        from engine.models.offers import model_offers
 
         return list(model_offers())
 

@@ -6,7 +6,7 @@ INQUIRE-format benchmark files.
 
 - `collection/<inat24_file_name>`: each photo once (by `inat24_image_id`), checked with the
   indexer's own decoder, so every photo written here is one the index accepts;
-- `collection/metadata.json`: COCO-style metadata that `engine.indexing.scan` reads (taxon from the
+- `collection/metadata.json`: COCO-style metadata that `engine.indexing.coco` reads (taxon from the
   species, date, latitude/longitude, location uncertainty, licence, rights holder);
 - `queries.csv`, `judgments.csv` (with `relevant`, negatives kept) and `candidates.csv`
   (`query_id,image_id,image_path,rank,clip_score`): each query's candidates are its rows,
@@ -40,7 +40,7 @@ from engine.evaluation.evaluate import (
     write_queries_csv,
 )
 from engine.files import atomic_write_text, csv_field, csv_row
-from engine.indexing.scan import IMAGE_EXTENSIONS, decode_image
+from engine.indexing.decode import IMAGE_EXTENSIONS, decode_image
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ QUERY_COLUMNS: tuple[str, ...] = ("supercategory", "category", "iconic_group")
 
 COLLECTION_FOLDER = "collection"
 METADATA_FILE = (
-    "metadata.json"  # found by engine.indexing.scan.find_metadata_file at the collection root
+    "metadata.json"  # found by engine.indexing.metadata.find_metadata_file at the collection root
 )
 QUERIES_FILE = "queries.csv"
 JUDGMENTS_FILE = "judgments.csv"

@@ -136,7 +136,7 @@ class Library:
         self.root_map = root_map or RootMap()
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.RLock()
-        # Bytes the vector index may take in memory (None: engine.vectors.index.DEFAULT_MEMORY_BUDGET);
+        # Bytes the vector index may take in memory (None: engine.vectors.policy.DEFAULT_MEMORY_BUDGET);
         # the application sets the user's setting. Decides the index kind at the next build.
         self.index_memory_budget: int | None = None
         # Judgments as the session found them: a session that changed them ends with a backup.
@@ -594,7 +594,8 @@ def _backup_before_upgrade(root: Path, catalog: URL, current: str, head: str) ->
     """A whole copy of a SQLite catalog before its schema is upgraded (whole, not judgments
     only: the copy must open with the version that wrote it). The upgrade does not run when
     the backup cannot be written. A server catalog's backups are the server's (pg_dump)."""
-    from engine.catalog.backup import backup_catalog, is_sqlite_catalog, sqlite_catalog_file
+    from engine.catalog.backup import backup_catalog
+    from engine.catalog.backup_source import is_sqlite_catalog, sqlite_catalog_file
 
     if not is_sqlite_catalog(catalog):
         return

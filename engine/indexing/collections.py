@@ -37,7 +37,9 @@ from engine.catalog import (
 from engine.catalog.library import Library
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
 from engine.errors import BadInputError, QuadratError
-from engine.indexing.scan import FileEntry, content_hash, walk_images, with_utc_offset
+from engine.indexing.hashes import content_hash
+from engine.indexing.metadata import with_utc_offset
+from engine.indexing.walk import FileEntry, walk_images
 
 log = logging.getLogger(__name__)
 

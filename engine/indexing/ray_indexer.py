@@ -26,16 +26,10 @@ import numpy as np
 
 from engine.catalog.library import Library
 from engine.errors import BadInputError, ModelMismatchError, QuadratError
-from engine.indexing.indexer import (
-    Encoded,
-    Indexer,
-    IndexReport,
-    PhotoFailure,
-    _Failed,
-    _Job,
-    _Prepared,
-    read_photo,
-)
+from engine.indexing.indexer import Indexer
+from engine.indexing.pipeline import Encoded, Failed, PhotoFailure, Prepared, read_photo
+from engine.indexing.plan import Job
+from engine.indexing.report import IndexReport
 from engine.models.encoders import Encoder
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
@@ -285,7 +279,7 @@ class RayIndexer(Indexer):
         return "cpu", max(1, nodes), {"num_cpus": 0}
 
     def _encoded_stream(
-        self, jobs: list[_Job], cancel: CancelToken
+        self, jobs: list[Job], cancel: CancelToken
     ) -> Generator[Encoded, None, None]:
         """Photos decoded and encoded on the cluster, received here in job order."""
         if not jobs:
@@ -345,13 +339,13 @@ class RayIndexer(Indexer):
                 close()
 
     @staticmethod
-    def _received(jobs: list[_Job], batch: dict[str, np.ndarray], seen: set[int]) -> Encoded:
+    def _received(jobs: list[Job], batch: dict[str, np.ndarray], seen: set[int]) -> Encoded:
         """Turn one batch from the cluster into the local indexer's encoded and failed photos.
 
         A photo already received is dropped: a batch that a restarted worker sent again must
         not add a second row for it."""
-        encoded: list[tuple[_Prepared, np.ndarray]] = []
-        failed: list[_Failed] = []
+        encoded: list[tuple[Prepared, np.ndarray]] = []
+        failed: list[Failed] = []
         for row, job_index in enumerate(int(i) for i in batch["job"]):
             if job_index in seen:
                 log.warning("the cluster sent %s twice; kept once", jobs[job_index].entry.rel_path)
@@ -361,10 +355,10 @@ class RayIndexer(Indexer):
             digest = str(batch["hash"][row]) or None
             reason = str(batch["reason"][row])
             if reason:
-                failed.append(_Failed(job, reason, digest))
+                failed.append(Failed(job, reason, digest))
                 continue
             assert digest is not None  # a decoded photo was hashed
-            prepared = _Prepared(
+            prepared = Prepared(
                 job,
                 digest,
                 int(batch["width"][row]),

@@ -23,7 +23,8 @@ from PIL import Image
 
 from engine.errors import BadImageError
 from engine.files import atomic_write_bytes
-from engine.indexing.scan import content_hash, decode_image
+from engine.indexing.decode import decode_image
+from engine.indexing.hashes import content_hash
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,10 @@
 """CLIP encoders: device choice, safe weight loading and the open_clip encoder.
 
 A model is named by a spec string, parsed into a `ModelSpec` by `engine.models.spec` (the
-grammar is described there). A named model installed in the model store (`engine.models.store`)
-loads from there, offline; otherwise open_clip's download cache is used.
+grammar is described there). A named model installed in the model store loads from there,
+offline (found through `engine.models.folders`; the store imports this module for torch work,
+never the other way round); otherwise open_clip's download cache is used, after a reachability
+probe (`engine.models.hub`).
 
 Local weights are read by this module, never by a general unpickler: safetensors files with
 safetensors, anything else with ``torch.load(weights_only=True)``, so a checkpoint that would
@@ -27,6 +29,8 @@ import numpy as np
 
 from engine.errors import BadInputError, ModelLoadError, one_line
 from engine.files import file_sha256
+from engine.models.folders import StoreFolders
+from engine.models.hub import ensure_reachable, unavailable
 from engine.models.spec import DEMO_ARCH as DEMO_ARCH
 from engine.models.spec import DEMO_SPEC as DEMO_SPEC
 from engine.models.spec import ModelSpec as ModelSpec  # re-exported: callers import it from here
@@ -584,13 +588,11 @@ def _known_pretrained(arch: str, tag: str) -> None:
 
 def _stored(spec: ModelSpec, store_dir: Path | None) -> tuple[Path, str] | None:
     """The store folder of a named model installed at `store_dir` and the model key the store
-    gives it (`engine.models.store.ModelStore.model_key`), or None when it is not installed there."""
+    gives it (`engine.models.folders.StoreFolders.model_key`), or None when it is not installed
+    there."""
     if store_dir is None:
         return None
-    # Lazy: the store is the layer above; only a load from a store needs it.
-    from engine.models.store import ModelStore
-
-    store = ModelStore(store_dir)
+    store = StoreFolders(store_dir)
     folder = store.folder(spec)
     return None if folder is None else (folder, store.model_key(folder, spec))
 
@@ -627,8 +629,6 @@ def _load_pretrained(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained, get_pretrained_cfg
 
-    from engine.models.store import ensure_reachable, unavailable
-
     assert model_spec.arch is not None and model_spec.pretrained is not None
     arch, tag = model_spec.arch, model_spec.pretrained
     spec = store_key(model_spec)
@@ -654,8 +654,6 @@ def _load_pretrained(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
 def _load_from_hub(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained_from_hf
-
-    from engine.models.store import ensure_reachable, unavailable
 
     assert model_spec.hub_id is not None
     hub_id, name = model_spec.hub_id, store_key(model_spec)

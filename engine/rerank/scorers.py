@@ -44,7 +44,7 @@ import numpy as np
 from PIL import Image
 
 from engine.errors import BadImageError, BadInputError, ModelLoadError, QuadratError, one_line
-from engine.indexing.scan import decode_image
+from engine.indexing.decode import decode_image
 from engine.models.chat import ChatError, chat_url, post_chat
 from engine.rerank.base import Answer, Photo, Question, Scorer, yes_probability
 

@@ -101,7 +101,7 @@ class Searcher:
         return self.library.vector_index(self.encoder.model_key)
 
     def encode_image_file(self, path: str | Path) -> np.ndarray:
-        from engine.indexing.scan import decode_image
+        from engine.indexing.decode import decode_image
 
         path = Path(path).expanduser()
         if not path.is_file():

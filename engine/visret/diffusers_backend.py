@@ -465,7 +465,7 @@ def _parameter_bytes(pipe: Any) -> int:
 
 
 def _unavailable(hub_id: str, reason: str) -> Exception:
-    from engine.models.store import ModelUnavailableError
+    from engine.models.hub import ModelUnavailableError
 
     return ModelUnavailableError(
         f"generator {hub_id} is not downloaded and {reason}; copy its pipeline folder here and "
@@ -484,7 +484,7 @@ def _hub_folder(
 ) -> Path:
     """The local snapshot of `hub_id`, downloaded first when missing (byte progress, cancel).
     Offline and not on disk -> `ModelUnavailableError` within seconds."""
-    from engine.models.store import probe
+    from engine.models.hub import probe
 
     local = _cached_snapshot(hub_id, cache)
     if local is not None and (configs_only or any(local.glob("*/*.safetensors"))):

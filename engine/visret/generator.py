@@ -67,7 +67,7 @@ def load_generator(
     Any spec may end in ``?steps=N&guidance=G&width=W&height=H`` (joined to ``config=`` with
     ``&``) to change the model's default settings. A malformed, missing or unloadable spec raises
     `ModelLoadError` (one line); a hub model neither on disk nor reachable raises
-    `engine.models.store.ModelUnavailableError` within seconds.
+    `engine.models.hub.ModelUnavailableError` within seconds.
     """
     text = spec.strip()
     if not text:

@@ -227,12 +227,13 @@ def coarse(data: np.ndarray, nlist: int, scratch: Path) -> tuple[Any, np.ndarray
         quantizer = faiss.IndexFlatIP(DIM)
         quantizer.add(saved["centroids"])
         return quantizer, saved["assign"], float(saved["train_s"]), float(saved["assign_s"])
-    from engine.vectors.index import _KMEANS_ITERATIONS, _TRAIN_POINTS_PER_LIST
+    from engine.vectors.kinds import KMEANS_ITERATIONS
+    from engine.vectors.policy import TRAIN_POINTS_PER_LIST
 
-    sample = as_f32(data[sample_rows(len(data), _TRAIN_POINTS_PER_LIST * nlist)])
+    sample = as_f32(data[sample_rows(len(data), TRAIN_POINTS_PER_LIST * nlist)])
     log(f"k-means: {nlist} lists on {len(sample):,} vectors")
     started = time.perf_counter()
-    kmeans = faiss.Kmeans(DIM, nlist, niter=_KMEANS_ITERATIONS, spherical=True, seed=1234)
+    kmeans = faiss.Kmeans(DIM, nlist, niter=KMEANS_ITERATIONS, spherical=True, seed=1234)
     kmeans.train(sample)
     train_s = time.perf_counter() - started
     del sample
@@ -282,9 +283,9 @@ def build_kind(
     index.own_fields = True
     copy.this.disown()
     started = time.perf_counter()
-    from engine.vectors.index import _COMPRESSED_TRAIN_SAMPLE
+    from engine.vectors.policy import COMPRESSED_TRAIN_SAMPLE
 
-    index.train(as_f32(data[sample_rows(len(data), _COMPRESSED_TRAIN_SAMPLE)]))
+    index.train(as_f32(data[sample_rows(len(data), COMPRESSED_TRAIN_SAMPLE)]))
     index.set_direct_map_type(faiss.DirectMap.Hashtable)
     for start in range(0, len(data), CHUNK):
         stop = min(start + CHUNK, len(data))
@@ -515,8 +516,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import faiss
 
-    import engine.vectors.index as index_module
     from engine.vectors.index import VectorIndex
+    from engine.vectors.policy import choose_compressed_nlist, default_nprobe
+    from engine.vectors.scoring import RERANK_FACTOR
     from engine.vectors.vectorfile import VectorFile
 
     faiss.omp_set_num_threads(int(THREADS))
@@ -525,15 +527,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     data, filters = generate(args.n, args.scratch, args.queries)
     log(f"data ready in {time.perf_counter() - started:.0f} s")
-    nlist = args.nlist or index_module.choose_compressed_nlist(args.n)
+    nlist = args.nlist or choose_compressed_nlist(args.n)
     quantizer, assign, train_s, assign_s = coarse(data, nlist, args.scratch)
     log(f"coarse: k-means {train_s:.0f} s, assignment {assign_s:.0f} s")
     ids_path = args.scratch / f"vectorfile-{args.n}"
     row_ids = np.arange(1, args.n + 1, dtype=np.int64)
     vector_file = VectorFile.wrap_rows(data, row_ids, ids_path)
 
-    nprobes = [int(p) for p in args.nprobes.split(",") if p] or [index_module.default_nprobe(nlist)]
-    factors = [int(f) for f in args.factors.split(",") if f] or [index_module.RERANK_FACTOR]
+    nprobes = [int(p) for p in args.nprobes.split(",") if p] or [default_nprobe(nlist)]
+    factors = [int(f) for f in args.factors.split(",") if f] or [RERANK_FACTOR]
     summary: list[str] = []
     rows: list[str] = []
     filter_rows: list[str] = []

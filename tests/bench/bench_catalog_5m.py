@@ -309,13 +309,13 @@ def measure(name: str, library_dir: Path, tree: Path, profile: str | None) -> di
             out["indexed"] = report.indexed
             out["missing"] = report.missing
     elif name == "coco-load":
-        from engine.indexing.scan import load_coco_metadata
+        from engine.indexing.coco import load_coco_metadata
 
         meta = load_coco_metadata(tree)
         out["seconds"] = time.perf_counter() - started
         out["records"] = len(meta)
     elif name == "coco-spill":
-        from engine.indexing.scan import MetadataStore
+        from engine.indexing.metadata_store import MetadataStore
 
         done: list[int] = []
         with MetadataStore.load(tree, progress=lambda p: done.append(p.done)) as store:

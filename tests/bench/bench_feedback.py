@@ -343,7 +343,7 @@ def main() -> int:
 
     from engine.benchmarks.runner import JudgmentResolver
     from engine.catalog.library import Library
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
     from engine.evaluation.evaluate import load_judgments, load_queries_csv
     from engine.indexing.indexer import Indexer
     from engine.models.encoders import load_encoder

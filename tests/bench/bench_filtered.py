@@ -24,7 +24,9 @@ single `VectorIndex.search` call, timed from the call to its return (the allowed
 as the sorted int64 array the search layer hands over).
 
 ``--baseline REV`` also measures engine/vectors/index.py as it was at git revision REV, on the same
-FAISS index object and the same queries, so before and after come from one run.
+FAISS index object and the same queries, so before and after come from one run. Only a revision
+where the index was that one file gives a true baseline: later, its filtered search lives in
+engine/vectors/filtered.py and scoring.py, which would be imported from the working tree.
 
 Prints a Markdown table on stdout; progress goes to stderr.
 """

@@ -47,8 +47,9 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.catalog.library import Library  # noqa: E402
+from engine.indexing.decode import decode_image  # noqa: E402
+from engine.indexing.hashes import content_hash  # noqa: E402
 from engine.indexing.indexer import Indexer  # noqa: E402
-from engine.indexing.scan import content_hash, decode_image  # noqa: E402
 from engine.models.encoders import load_encoder  # noqa: E402
 
 QUERIES = [

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine.catalog.library import Library  # noqa: E402
-from engine.demo.scenes import write_demo_collection  # noqa: E402
+from engine.demo.collection import write_demo_collection  # noqa: E402
 from engine.indexing.indexer import Indexer  # noqa: E402
 from engine.indexing.ray_indexer import RayIndexer  # noqa: E402
 from engine.models.encoders import load_encoder  # noqa: E402

@@ -53,7 +53,7 @@ def main() -> None:
         _swap_colours,
         draw_demo_scene,
     )
-    from engine.indexing.scan import content_hash
+    from engine.indexing.hashes import content_hash
     from engine.models.encoders import load_encoder
     from engine.rerank.base import Photo, Question
     from engine.rerank.scorers import ClipScorer, VlmScorer

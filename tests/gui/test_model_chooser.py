@@ -13,7 +13,8 @@ import pytest
 
 from app.controllers.application import Application
 from app.settings import DEFAULT_MODEL, Settings, load_settings
-from engine.models.store import ModelStore, model_offers
+from engine.models.offers import model_offers
+from engine.models.store import ModelStore
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 
 # The offscreen platform cannot raise a window above another (the chooser is raised when it is

@@ -1,0 +1,471 @@
+"""Decoding one photo safely for an encoder, and reading its EXIF.
+
+- `decode_image` opens one photo: bad files become `BadImageError` with a short reason, huge
+  images are refused from their header before any pixels are decoded, and the decodes of all
+  threads together stay within a memory budget (`DecodeBudget`).
+- `read_exif` reads the date, GPS position and orientation of a photo.
+- `IMAGE_EXTENSIONS`: the file names the formats decoded here go by (HEIC with its extra).
+
+Nothing here changes PIL settings that decoding reads per call (the pixel limit, truncated
+images), so decoding can run in a thread pool; only Pillow's memory block size is raised, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import threading
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, cast
+
+from PIL import ExifTags, Image, UnidentifiedImageError
+
+from engine.errors import BadImageError
+from engine.indexing.metadata import as_float
+
+log = logging.getLogger(__name__)
+
+try:  # HEIC/HEIF support is optional (the "heic" extra).
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
+    HEIF_AVAILABLE = True
+except ImportError:
+    HEIF_AVAILABLE = False
+
+# The file names the walk takes for photos: those of the formats decoded here.
+IMAGE_EXTENSIONS: frozenset[str] = frozenset(
+    {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".gif"}
+    | ({".heic", ".heif"} if HEIF_AVAILABLE else set())
+)
+
+# Where PIL's own default refusal starts (2 x Image.MAX_IMAGE_PIXELS), ~13,400 x 13,400.
+DEFAULT_MAX_PIXELS: int = 178_956_970
+
+# PIL formats decode_image accepts, whatever the file's extension says. Restricting the list
+# keeps PIL from handing odd files to plugins such as EPS, which would run Ghostscript.
+# "JPEG" also covers MPO, the multi-picture JPEG many cameras write under a .jpg name.
+_ALLOWED_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "TIFF", "GIF") + (
+    ("HEIF",) if HEIF_AVAILABLE else ()
+)
+
+
+# --------------------------------------------------------------------------------------------
+# EXIF
+
+
+@dataclass(frozen=True)
+class ExifInfo:
+    """What a photo's EXIF says about when and where it was taken, and how to turn it."""
+
+    observed_at: datetime | None = None
+    latitude: float | None = None
+    longitude: float | None = None
+    orientation: int | None = None  # 1..8 as in the EXIF standard
+
+
+_TAG_ORIENTATION = 0x0112
+_TAG_DATETIME_ORIGINAL = 0x9003
+_TAG_DATETIME_DIGITIZED = 0x9004
+_TAG_OFFSET_TIME_ORIGINAL = 0x9011
+_GPS_LATITUDE_REF, _GPS_LATITUDE, _GPS_LONGITUDE_REF, _GPS_LONGITUDE = 1, 2, 3, 4
+_OFFSET_RE = re.compile(r"([+-])(\d{2}):?(\d{2})\Z")
+
+
+def _exif_text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if not isinstance(value, str):
+        return None
+    return value.strip("\x00 ") or None
+
+
+def _exif_datetime(exif_ifd: dict[int, Any]) -> datetime | None:
+    text = _exif_text(exif_ifd.get(_TAG_DATETIME_ORIGINAL)) or _exif_text(
+        exif_ifd.get(_TAG_DATETIME_DIGITIZED)
+    )
+    if text is None:
+        return None
+    # Cameras write "0000:00:00 00:00:00" or blanks when the clock was unset: parse fails.
+    try:
+        moment = datetime.strptime(text[:19], "%Y:%m:%d %H:%M:%S")
+    except ValueError:
+        return None
+    offset = _OFFSET_RE.match(_exif_text(exif_ifd.get(_TAG_OFFSET_TIME_ORIGINAL)) or "")
+    if offset:
+        sign = -1 if offset.group(1) == "-" else 1
+        delta = timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3)))
+        if delta < timedelta(hours=24):
+            moment = moment.replace(tzinfo=timezone(sign * delta))
+    return moment
+
+
+def _gps_coordinate(value: object, ref: object, limit: float) -> float | None:
+    """Degrees from EXIF (degrees, minutes, seconds) rationals; S and W give negatives."""
+    parts = value if isinstance(value, tuple | list) else (value,)
+    if not 1 <= len(parts) <= 3:
+        return None
+    degrees = 0.0
+    for part, scale in zip(parts, (1.0, 60.0, 3600.0), strict=False):
+        number = as_float(part)  # a zero denominator gives nan, rejected here
+        if number is None or number < 0:
+            return None
+        degrees += number / scale
+    if degrees > limit:
+        return None
+    ref_text = (_exif_text(ref) or "").upper()
+    return -degrees if ref_text in ("S", "W") else degrees
+
+
+def read_exif(image: Image.Image) -> ExifInfo:
+    """Date (DateTimeOriginal), GPS position and orientation from an opened image.
+
+    Never raises: junk or missing EXIF gives None fields.
+    """
+    try:
+        exif = image.getexif()
+    except Exception as exc:  # PIL raises many kinds of errors on junk EXIF
+        log.debug("unreadable EXIF: %s", exc)
+        return ExifInfo()
+
+    orientation: int | None = None
+    try:
+        raw = exif.get(_TAG_ORIENTATION)
+        if isinstance(raw, int) and 1 <= raw <= 8:
+            orientation = raw
+    except Exception as exc:
+        log.debug("unreadable EXIF orientation: %s", exc)
+
+    observed_at: datetime | None = None
+    try:
+        observed_at = _exif_datetime(exif.get_ifd(ExifTags.IFD.Exif))
+    except Exception as exc:
+        log.debug("unreadable EXIF date: %s", exc)
+
+    latitude = longitude = None
+    try:
+        gps = exif.get_ifd(ExifTags.IFD.GPSInfo)
+        latitude = _gps_coordinate(gps.get(_GPS_LATITUDE), gps.get(_GPS_LATITUDE_REF), 90.0)
+        longitude = _gps_coordinate(gps.get(_GPS_LONGITUDE), gps.get(_GPS_LONGITUDE_REF), 180.0)
+        if latitude is None or longitude is None:  # half a position is no position
+            latitude = longitude = None
+    except Exception as exc:
+        log.debug("unreadable EXIF GPS: %s", exc)
+        latitude = longitude = None
+
+    return ExifInfo(observed_at, latitude, longitude, orientation)
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding
+
+
+@dataclass
+class DecodedImage:
+    """A photo ready for an encoder."""
+
+    image: Image.Image  # RGB, EXIF orientation applied, first frame, fully loaded
+    width: int  # the photo's full size after orientation (image.size unless min_side shrank it)
+    height: int
+    exif: ExifInfo
+
+
+_TRANSPOSE_FOR_ORIENTATION: dict[int, Image.Transpose] = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+_plugins_lock = threading.Lock()
+_plugins_ready = False
+
+
+def _ensure_pil_plugins() -> None:
+    # PIL registers its format plugins lazily on first use; do it once, under a lock, so
+    # worker threads never race on the registry.
+    global _plugins_ready
+    if _plugins_ready:
+        return
+    with _plugins_lock:
+        if not _plugins_ready:
+            Image.init()
+            _use_large_pixel_blocks()
+            _plugins_ready = True
+
+
+# Pillow keeps a big image's pixels in 16 MB blocks. glibc hands blocks of that size back to
+# the system only below its (self-raising) mmap threshold of at most 32 MB: the freed blocks of
+# one huge photo stayed in the process, and four 13,000-pixel RGBA PNGs indexed one after the
+# other peaked at 3.2 GB rather than 2.2. Blocks of 64 MB are always returned when freed; a
+# small image still takes only the memory it needs.
+_PIXEL_BLOCK_BYTES = 64 << 20
+
+
+def _use_large_pixel_blocks() -> None:
+    if "PILLOW_BLOCK_SIZE" in os.environ:  # the user's own choice wins
+        return
+    try:
+        core: Any = Image.core  # type: ignore[attr-defined]  # PIL's C module, not re-exported
+        if core.get_block_size() < _PIXEL_BLOCK_BYTES:
+            core.set_block_size(_PIXEL_BLOCK_BYTES)
+    except (AttributeError, ValueError) as exc:  # a Pillow without the arena functions
+        log.debug("cannot set Pillow's block size: %s", exc)
+
+
+_BOMB_PIXELS_RE = re.compile(r"\((\d+) pixels\)")
+
+
+# The memory that decodes running at once may take, whatever the number of threads: one
+# 13,000 x 13,000 PNG (0.7 MB on disk) is 676 MB of pixels once decoded, and four decoded at
+# once used to take 7.5 GB. A photo larger than the budget is decoded alone.
+DEFAULT_DECODE_MEMORY: int = 1 << 30
+
+# Photos are first shrunk by a whole factor (a box average, cheap) while both sides stay at least
+# this many times the size asked for; the encoder's own resize does the rest. Pillow documents a
+# gap of 3 as indistinguishable from resizing in one step.
+_REDUCING_GAP = 3
+
+
+class DecodeBudget:
+    """A bound on the bytes of the decodes in flight, shared by threads.
+
+    `reserve(n)` waits until `n` more bytes fit, in arrival order (a big photo is not starved
+    by small ones); a request larger than the whole budget waits until nothing else is in
+    flight and then runs alone, so every photo is decoded eventually."""
+
+    def __init__(self, max_bytes: int = DEFAULT_DECODE_MEMORY) -> None:
+        if max_bytes < 1:
+            raise ValueError("a decode budget must be at least one byte")
+        self.max_bytes = max_bytes
+        self.in_use = 0
+        self.peak = 0  # the most bytes reserved at once (for tests and logs)
+        self._ready = threading.Condition()
+        self._queue: deque[object] = deque()
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        """Hold `nbytes` of the budget (at most all of it) while the block runs."""
+        amount = max(0, min(int(nbytes), self.max_bytes))
+        ticket = object()
+        with self._ready:
+            self._queue.append(ticket)
+            try:
+                while self._queue[0] is not ticket or (
+                    self.in_use and self.in_use + amount > self.max_bytes
+                ):
+                    self._ready.wait()
+            finally:
+                self._queue.remove(ticket)
+                self._ready.notify_all()  # the next in line may fit too
+            self.in_use += amount
+            self.peak = max(self.peak, self.in_use)
+        try:
+            yield
+        finally:
+            with self._ready:
+                self.in_use -= amount
+                self._ready.notify_all()
+
+
+_default_budget = DecodeBudget()
+
+
+def default_decode_budget() -> DecodeBudget:
+    """The budget every decode of this process shares unless it is given its own."""
+    return _default_budget
+
+
+def _bytes_per_pixel(mode: str) -> int:
+    # PIL keeps 1-, L- and P-mode pixels in a byte, 16-bit ones in two, all others (RGB too)
+    # in four.
+    if mode in ("1", "L", "P"):
+        return 1
+    return 2 if mode.startswith("I;16") else 4
+
+
+def _reduce_factor(size: tuple[int, int], min_side: int | None) -> int:
+    if not min_side:
+        return 1
+    return max(1, min(size) // (_REDUCING_GAP * min_side))
+
+
+# Modes that `_reduced` shrinks without a full-size copy first (alpha is premultiplied into
+# one, palettes and 16-bit greyscale are converted).
+_REDUCED_IN_PLACE = frozenset({"L", "RGB", "I", "F", "CMYK", "YCbCr"})
+
+
+def _decode_cost(mode: str, size: tuple[int, int], factor: int) -> int:
+    """The bytes decoding one photo may hold at its worst: its pixels as decoded, a full-size
+    working copy where the mode needs one before shrinking, and the shrunk photo with its RGB
+    conversion; unshrunk, two full-size copies (RGB conversion and orientation)."""
+    pixels = size[0] * size[1]
+    decoded = pixels * _bytes_per_pixel(mode)
+    if factor > 1:
+        copy = 0 if mode in _REDUCED_IN_PLACE else pixels * 4
+        return decoded + copy + 2 * 4 * (pixels // (factor * factor))
+    return decoded + 2 * 4 * pixels
+
+
+def _reduced(image: Image.Image, factor: int) -> Image.Image:
+    """`image` shrunk `factor` times by a box average in a mode that averages correctly
+    (palettes and 1-bit images are converted first); the same image when factor is 1."""
+    if factor < 2:
+        return image
+    mode = image.mode
+    if mode == "1":
+        image = image.convert("L")
+    elif mode.startswith("I;16"):
+        image = image.convert("I")
+    elif mode in ("P", "PA"):
+        transparent = mode == "PA" or "transparency" in image.info
+        image = image.convert("RGBA" if transparent else "RGB")
+    elif mode not in ("L", "LA", "RGB", "RGBA", "I", "F", "CMYK", "YCbCr"):
+        return image  # a mode Pillow cannot reduce: decoded at full size, as before
+    return image.reduce(factor)
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Convert any PIL mode to RGB; transparent areas become white."""
+    mode = image.mode
+    if mode == "RGB":
+        return image  # no copy: a loaded image outlives its closed file
+    if mode.startswith("I;16"):
+        image, mode = image.convert("I"), "I"
+    if mode in ("I", "F"):
+        # 16-bit and float greyscale: map the format's range onto 0..255 instead of
+        # clipping to white (a 16-bit PNG arrives as "I" or "I;16" with values to 65535).
+        # One band: getextrema gives (min, max) numbers, not a (min, max) pair per band.
+        high = cast(float, image.getextrema()[1])
+        if mode == "F" and 0 < high <= 1.0:
+            scale = 255.0
+        elif high <= 255:
+            scale = 1.0
+        elif high <= 65535:
+            scale = 255.0 / 65535.0
+        else:
+            scale = 255.0 / high
+        return image.point(lambda value: value * scale).convert("L").convert("RGB")
+    has_alpha = mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
+        mode == "P" and "transparency" in image.info
+    )
+    if has_alpha:
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+def decode_image(
+    path: Path,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    min_side: int | None = None,
+    budget: DecodeBudget | None = None,
+) -> DecodedImage:
+    """Open, fully decode and normalise one photo (RGB, upright, first frame).
+
+    Images with more than `max_pixels` pixels are refused from their header, before any
+    pixel is decoded. (PIL itself refuses images above twice its global MAX_IMAGE_PIXELS
+    before we see them, so a larger `max_pixels` cannot lift that.) `min_side`, when given,
+    lets formats that can decode at reduced size (JPEG) do so, keeping both sides at least
+    `min_side` pixels, and shrinks other large photos right after decoding, before any mode
+    conversion (both sides stay at least 3 x `min_side`); `width`/`height` still report the
+    full size.
+
+    The memory a decode may take is estimated from the header and reserved from `budget`
+    (the process's `default_decode_budget()` when None) before any pixel is decoded, so the
+    decodes of all threads together stay within it: a big photo waits for the others.
+
+    Raises `BadImageError` with a short reason for every file that cannot be used. Safe to
+    call from several threads; changes no global PIL setting.
+    """
+    path = Path(path)
+    try:
+        file_stat = path.stat()
+    except FileNotFoundError:
+        raise BadImageError("file not found") from None
+    except OSError as exc:
+        raise BadImageError(f"cannot read file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(file_stat.st_mode):
+        raise BadImageError("not a regular file")
+    if file_stat.st_size == 0:
+        raise BadImageError("empty file")
+
+    _ensure_pil_plugins()
+    try:
+        with Image.open(path, formats=_ALLOWED_FORMATS) as opened:
+            width, height = opened.size
+            if width <= 0 or height <= 0:
+                raise BadImageError("corrupt image data (zero size)")
+            if width * height > max_pixels:
+                raise BadImageError(
+                    f"image too large: {width}x{height} pixels (limit {max_pixels:,})"
+                )
+            if min_side is not None and opened.format in ("JPEG", "MPO"):
+                opened.draft("RGB", (min_side, min_side))  # the DCT decodes at 1/2 to 1/8
+            factor = _reduce_factor(opened.size, min_side)
+            cost = _decode_cost(opened.mode, opened.size, factor)
+            with (budget or _default_budget).reserve(cost):
+                # Load before reading EXIF: for PNG, getexif() loads the pixels itself and
+                # read_exif would swallow a decoding error, leaving a half-decoded image.
+                opened.load()
+                exif = read_exif(opened)
+                # Shrink first: converting a 13,000-pixel RGBA photo to RGB at full size took
+                # three more copies of it.
+                image = _to_rgb(_reduced(opened, factor))
+                if image is not opened:  # the full-size pixels go now, not with the caller's
+                    opened.close()
+                image = _oriented(image, exif.orientation)
+    except BadImageError:
+        raise
+    except Image.DecompressionBombError as exc:
+        # PIL refused it in Image.open, before we could read the size ourselves.
+        match = _BOMB_PIXELS_RE.search(str(exc))
+        pixels = f"{int(match.group(1)):,} pixels" if match else "too many pixels"
+        pil_limit = Image.MAX_IMAGE_PIXELS
+        limit = max_pixels if pil_limit is None else min(max_pixels, 2 * pil_limit)
+        raise BadImageError(f"image too large: {pixels} (limit {limit:,})") from None
+    except UnidentifiedImageError:
+        raise BadImageError("not an image file") from None
+    except FileNotFoundError:
+        raise BadImageError("file not found") from None
+    except PermissionError:
+        raise BadImageError("cannot read file: permission denied") from None
+    except MemoryError:
+        raise BadImageError("image too large to decode") from None
+    except OSError as exc:
+        message = str(exc)
+        if "truncated" in message:
+            raise BadImageError("truncated image data") from None
+        if "mode" in message:
+            raise BadImageError(f"unsupported image mode ({message})") from None
+        raise BadImageError(f"corrupt image data ({message or type(exc).__name__})") from None
+    except ValueError as exc:
+        # PIL raises ValueError for conversions it does not support, and for bad parameters.
+        raise BadImageError(f"unsupported image data ({exc})") from None
+    except Exception as exc:  # SyntaxError, struct.error, IndexError... from damaged files
+        raise BadImageError(f"corrupt image data ({type(exc).__name__}: {exc})") from None
+
+    if exif.orientation in _SIDEWAYS:
+        width, height = height, width
+    return DecodedImage(image=image, width=width, height=height, exif=exif)
+
+
+# EXIF orientations that turn the photo by a quarter: its width and height swap.
+_SIDEWAYS = frozenset({5, 6, 7, 8})
+
+
+def _oriented(image: Image.Image, orientation: int | None) -> Image.Image:
+    """`image` turned upright as its EXIF orientation says."""
+    transpose = _TRANSPOSE_FOR_ORIENTATION.get(orientation or 1)
+    return image if transpose is None else image.transpose(transpose)

@@ -1,0 +1,346 @@
+"""Downloads from the model hub into the model store.
+
+A small urllib client (byte progress, cancel between chunks, `Range` resume of the partial
+file, the hub's sha256 ETag checked when given); it is used rather than huggingface_hub's
+because it reports progress to our callback, stops on our `CancelToken` and keeps the partial
+file where we can show and resume it. A model that cannot be fetched now is a one-line
+`ModelUnavailableError` within seconds (`engine.models.hub`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from engine.errors import Cancelled, ModelLoadError, one_line
+from engine.files import file_sha256
+from engine.models.folders import (
+    CONFIG_NAME,
+    MANIFEST_NAME,
+    PARTIAL_DIR,
+    WEIGHTS_NAME,
+    InstalledModel,
+    StoreFolders,
+    folder_slug,
+    installed_from,
+    read_manifest,
+)
+from engine.models.hub import HEADERS, ensure_reachable, hub_endpoint, unavailable
+from engine.models.offers import licence_of
+from engine.models.spec import ModelSpec, as_model_spec, store_key
+from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
+
+_HUB_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+
+
+def _origin(url: str) -> tuple[str, str]:
+    """A URL's scheme and host: where a hub token may be sent."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def _hub_token() -> str | None:
+    """The user's hub token (HF_TOKEN, or huggingface_hub's saved login), for gated models."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return None
+    return get_token() or None
+
+
+class _NoAuthAcrossOrigins(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, dropping the Authorization header when one leads to another origin:
+    the hub sends downloads to a CDN with signed links, and a token must stay with the hub."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_opener = urllib.request.build_opener(_NoAuthAcrossOrigins())
+
+
+class _Missing(Exception):
+    """The server has no such file (404): try the next candidate name."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where a named model's files come from."""
+
+    key: str
+    urls: tuple[str, ...]  # weight file candidates, best first
+    config_url: str | None  # None: the config is built from open_clip's own registry
+    config: dict[str, Any] | None
+    source: str
+
+
+class HubDownloads(StoreFolders):
+    """A model store that downloads named models from the hub.
+
+    `endpoint` is the model hub's base URL (HF_ENDPOINT or huggingface.co); tests point it at a
+    local server.
+    """
+
+    chunk_bytes = 1 << 20
+    timeout_seconds = 30.0
+
+    def __init__(self, root: Path, *, endpoint: str | None = None) -> None:
+        super().__init__(root)
+        self.endpoint = (endpoint or hub_endpoint()).rstrip("/")
+        self.bytes_fetched = 0  # over the network, by this store object (resume shows here)
+
+    # -- download ------------------------------------------------------------------------------
+
+    def download(
+        self,
+        spec: str | ModelSpec,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> InstalledModel:
+        """Download a named model into the store (already installed: returned as it is).
+
+        Progress counts bytes. A cancel raises `Cancelled` and keeps the partial file, which the
+        next call resumes. Offline or unreachable -> `ModelUnavailableError` within seconds.
+        """
+        parsed = as_model_spec(spec)
+        if parsed.kind == "demo":
+            return self.installed()[0]
+        key = store_key(parsed)
+        existing = self.folder(parsed)
+        if existing is not None:
+            manifest = read_manifest(existing / MANIFEST_NAME) or {}
+            return installed_from(existing, manifest)
+        ensure_reachable(key, self.endpoint)
+        plan = self._plan(parsed)
+        partial = self.root / PARTIAL_DIR / folder_slug(key)
+        partial.mkdir(parents=True, exist_ok=True)
+
+        config = plan.config
+        if config is None:
+            assert plan.config_url is not None
+            config_part = partial / f"{CONFIG_NAME}.part"
+            config_part.unlink(missing_ok=True)  # small: always fetched whole
+            try:
+                self._fetch(plan.config_url, config_part, key, no_progress, cancel)
+            except _Missing:
+                raise unavailable(key, f"{plan.source} has no {CONFIG_NAME}") from None
+            try:
+                config = json.loads(config_part.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise ModelLoadError(f"{plan.source} has an unreadable {CONFIG_NAME}") from error
+            finally:
+                config_part.unlink(missing_ok=True)
+            if not isinstance(config, dict) or "model_cfg" not in config:
+                raise ModelLoadError(f"{plan.source} is not an open_clip model (no model_cfg)")
+
+        weights_part: Path | None = None
+        for url in plan.urls:
+            name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1] or WEIGHTS_NAME
+            candidate = partial / f"{name}.part"
+            try:
+                self._fetch(url, candidate, key, progress, cancel)
+            except _Missing:
+                candidate.unlink(missing_ok=True)
+                continue
+            weights_part = candidate
+            break
+        if weights_part is None:
+            raise unavailable(key, f"{plan.source} has no open_clip weights file")
+
+        origin_name = weights_part.name.removesuffix(".part")
+        installed = self._install(
+            key,
+            config,
+            weights_part,
+            convert=not origin_name.endswith(".safetensors"),
+            origin="download",
+            licence=licence_of(key),
+            source=plan.source,
+        )
+        shutil.rmtree(partial, ignore_errors=True)
+        return installed
+
+    def _plan(self, parsed: ModelSpec) -> _Plan:
+        key = store_key(parsed)
+        if parsed.kind == "hf-hub":
+            assert parsed.hub_id is not None
+            base = f"{self.endpoint}/{parsed.hub_id}/resolve/main"
+            return _Plan(
+                key,
+                tuple(f"{base}/{name}" for name in _HUB_WEIGHTS),
+                f"{base}/{CONFIG_NAME}",
+                None,
+                parsed.hub_id,
+            )
+        assert parsed.arch is not None and parsed.pretrained is not None
+        config, cfg = _pretrained_config(parsed.arch, parsed.pretrained)
+        hub = str(cfg.get("hf_hub") or "")
+        if hub:
+            repo_id = "/".join(hub.split("/")[:2])
+            file_name = hub[len(repo_id) :].strip("/")
+            base = f"{self.endpoint}/{repo_id}/resolve/main"
+            names = (file_name,) if file_name else _HUB_WEIGHTS
+            return _Plan(key, tuple(f"{base}/{n}" for n in names), None, config, repo_id)
+        url = str(cfg.get("url") or "")
+        if not url:
+            raise ModelLoadError(f"open_clip names no download for {key}")
+        return _Plan(key, (url,), None, config, url)
+
+    def _fetch(
+        self,
+        url: str,
+        part: Path,
+        key: str,
+        progress: ProgressCallback,
+        cancel: CancelToken | None,
+    ) -> None:
+        """Fetch `url` into `part`, resuming from its current size with an HTTP Range."""
+        have = part.stat().st_size if part.exists() else 0
+        headers = dict(HEADERS)
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        token = _hub_token()
+        if token and _origin(url) == _origin(self.endpoint):
+            headers["Authorization"] = f"Bearer {token}"  # only to the hub, never elsewhere
+        try:
+            response = _opener.open(
+                urllib.request.Request(url, headers=headers), timeout=self.timeout_seconds
+            )
+        except urllib.error.HTTPError as error:
+            if error.code == 416 and have:
+                return  # nothing left to fetch: the partial file is whole
+            if error.code in (401, 403, 404):
+                raise _Missing() from None
+            raise unavailable(key, f"the server answered HTTP {error.code}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise unavailable(key, one_line(reason)) from None
+        with response:
+            start = have if response.status == 206 else 0
+            length = int(response.headers.get("Content-Length") or 0)
+            total = start + length if length else 0
+            expected = _sha256_etag(response.headers)
+            meter = RateMeter(total)
+            done = start
+            progress(meter.update(done, key))
+            with part.open("ab" if start else "wb") as handle:
+                while True:
+                    if cancel is not None and cancel.cancelled:
+                        raise Cancelled()
+                    try:
+                        chunk = response.read(self.chunk_bytes)
+                    except OSError as error:
+                        raise unavailable(
+                            key, f"the download broke off: {one_line(error)}"
+                        ) from None
+                    if not chunk:
+                        break
+                    handle.write(chunk)
+                    done += len(chunk)
+                    self.bytes_fetched += len(chunk)
+                    progress(meter.update(done, key))  # per chunk: views throttle their own
+        if total and part.stat().st_size != total:
+            raise unavailable(key, "the download broke off (run it again to resume)")
+        if expected and file_sha256(part) != expected:
+            part.unlink(missing_ok=True)
+            raise ModelLoadError(
+                f"the download of {key} was damaged (its sha256 does not match); run it again"
+            )
+
+    # -- installing ----------------------------------------------------------------------------
+
+    def _install(
+        self,
+        key: str,
+        config: dict[str, Any],
+        weights: Path,
+        *,
+        convert: bool,
+        origin: str,
+        licence: str,
+        source: str,
+    ) -> InstalledModel:
+        """Move a config and weights into the store atomically (temporary folder, then rename)."""
+        with self._incoming() as temp:
+            (temp / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
+            target = temp / WEIGHTS_NAME
+            if convert:
+                _to_safetensors(weights, target)
+            else:
+                shutil.copyfile(weights, target)
+            manifest = {
+                "spec": key,
+                "model_key": key,
+                "sha256": file_sha256(target),
+                "size_bytes": target.stat().st_size,
+                "licence": licence,
+                "source": source,
+                "origin": origin,
+                "installed": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+            (temp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+            folder = self._place(temp, self.root / folder_slug(key))
+        return installed_from(folder, manifest)
+
+
+def _sha256_etag(headers: Any) -> str | None:
+    """The hub serves large files with their sha256 as (linked) ETag: check it when given."""
+    for name in ("X-Linked-Etag", "ETag"):
+        value = str(headers.get(name) or "").strip().strip('"').removeprefix("W/").strip('"')
+        if re.fullmatch(r"[0-9a-f]{64}", value):
+            return value
+    return None
+
+
+def _pretrained_config(arch: str, tag: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The open_clip config a direct `ARCH:TAG` load uses (the architecture's registered
+    model_cfg and the tag's preprocessing), and the tag's pretrained entry."""
+    import dataclasses
+
+    import open_clip
+    from open_clip.pretrained import get_pretrained_cfg
+    from open_clip.transform import PreprocessCfg
+
+    from engine.models.encoders import known_arch  # lazy: building models needs torch
+
+    known_arch(arch)
+    cfg = get_pretrained_cfg(arch, tag)
+    if not cfg:
+        tags = ", ".join(open_clip.list_pretrained_tags_by_model(arch)) or "none"
+        raise ModelLoadError(f"unknown pretrained tag '{tag}' for {arch}; known tags: {tags}")
+    fields = {field.name for field in dataclasses.fields(PreprocessCfg)}
+    preprocess = {k: v for k, v in cfg.items() if k in fields}
+    return {"model_cfg": open_clip.get_model_config(arch), "preprocess_cfg": preprocess}, cfg
+
+
+def _to_safetensors(source: Path, target: Path) -> None:
+    """Store a PyTorch weights file as safetensors (read with the safe loader)."""
+    from safetensors.torch import save_file
+
+    from engine.models.encoders import read_weights  # lazy: needs torch
+
+    state = {k: v.contiguous() for k, v in read_weights(source).items()}
+    save_file(state, str(target))
