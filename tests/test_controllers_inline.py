@@ -123,7 +123,7 @@ def test_a_search_fills_the_results_and_says_what_it_found(searching: Searching)
     assert ranks == [1, 2, 3, 4, 5]
     [outcome] = searching.outcomes
     # Saved with the run: the method's full parameters, no filters, nothing drawn.
-    assert outcome.params == {"template": "{query}", "image_weight": 0.5}
+    assert outcome.params.to_json() == {"template": "{query}", "image_weight": 0.5}
     assert searching.messages[0] == "Searching…"
     assert searching.messages[-1].startswith("5 results for “a red circle”  ·  ")
     assert searching.controller.history.items == ["a red circle"]

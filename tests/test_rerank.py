@@ -21,6 +21,7 @@ from engine.errors import BadInputError, Cancelled
 from engine.evaluation.metrics import average_precision_at_k
 from engine.indexing.indexer import Indexer
 from engine.methods import MethodContext, SearchQuery, resolve_spec
+from engine.methods.events import MethodEvent, RerankPartial, RerankProgress
 from engine.progress import CancelToken
 from engine.rerank import Answer, Photo, Question, aggregate, yes_probability
 from engine.rerank.cache import ScoreCache
@@ -217,8 +218,8 @@ def test_rerank_reorders_the_base_ties_keep_its_order_and_evidence_is_kept(
         base = resolve_spec("text").run(query, context, top_k=20)
         favoured = set(base.ids[10:13])
         use_scorer(monkeypatch, FakeScorer(lambda i, q: 0.9 if i in favoured else 0.5))
-        events: list[tuple[str, Any]] = []
-        context.notify = lambda event, payload: events.append((event, payload))
+        events: list[MethodEvent] = []
+        context.notify = events.append
         ranking = resolve_spec("rerank:depth=20,subqueries=red circle;Is it round?").run(
             query, context, top_k=20
         )
@@ -234,9 +235,9 @@ def test_rerank_reorders_the_base_ties_keep_its_order_and_evidence_is_kept(
         details = ranking.details
         assert details["calls"] == 40 and details["cached"] == 0 and details["depth"] == 20
         assert details["scorer"] == "fake:1" and details["decomposer"] == "user"
-        progress = [p for e, p in events if e == "rerank-progress"]
+        progress = [(e.done, e.total) for e in events if isinstance(e, RerankProgress)]
         assert progress[0] == (0, 20) and progress[-1] == (20, 20)
-        assert any(e == "rerank-partial" for e, _ in events)
+        assert any(isinstance(e, RerankPartial) for e in events)
 
 
 def test_chaining_gives_the_scorer_the_earlier_answers(indexed, demo_encoder, monkeypatch):

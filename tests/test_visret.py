@@ -19,6 +19,7 @@ from engine.benchmarks.runner import JudgmentResolver
 from engine.catalog.library import Library
 from engine.errors import BadInputError
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
+from engine.methods.events import DrawingMade, DrawingProgress, MethodEvent
 from engine.methods.fusion import reciprocal_rank_fusion
 from engine.progress import CancelToken, no_progress
 from engine.visret.painter import DemoPainter, parse_prompt, scene_for
@@ -157,13 +158,13 @@ def test_visret_finds_a_relation_above_chance_and_records_its_drawings(
     indexed, demo_encoder, small_demo_collection, tmp_path
 ):
     query = next(q for q in small_demo_collection.queries if q.category == "relation")
-    events: list[str] = []
+    events: list[MethodEvent] = []
     with Library.open(indexed) as library:
         context = MethodContext(
             library,
             lambda: demo_encoder,
             drawings_dir=tmp_path / "drawings",
-            notify=lambda event, payload: events.append(event),
+            notify=events.append,
         )
         total = len(JudgmentResolver(library).catalog_ids)
         relevant = _relevant_ids(library, small_demo_collection, query.query_id)
@@ -177,7 +178,8 @@ def test_visret_finds_a_relation_above_chance_and_records_its_drawings(
     assert query.text in details["prompt"]
     assert [d["seed"] for d in details["drawings"]] == [0, 1, 2]
     assert all(Path(d["path"]).is_file() and not d["error"] for d in details["drawings"])
-    assert events.count("drawing") == 3 and "drawing-progress" in events
+    assert sum(isinstance(e, DrawingMade) for e in events) == 3
+    assert any(isinstance(e, DrawingProgress) for e in events)
     assert set(ranking.evidence[ranking.ids[0]]["ranks"]) <= {"drawing 0", "drawing 1", "drawing 2"}
 
 

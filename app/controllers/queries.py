@@ -13,9 +13,10 @@ labels, titles and the list; the list's thumbnails load in the thumbnails pool.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from app.controllers.search import SearchOutcome
     from engine.catalog.library import Library
     from engine.judgments.queries import QueryInfo, QueryStore, RunInfo
+    from engine.judgments.runs import SavedRunParams
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +81,11 @@ def _run_label(run: RunInfo, names: PhotoNames) -> str:
     photo searched with (its taxon, else its file name), and the time."""
     from engine.methods.registry import run_label
 
-    image = (run.params or {}).get("image")
+    saved = run.saved
+    image = saved.image
     label = run_label(run.method, run.params, run.kind)
     what = f"{label} · {names(image).reference}" if image else label
-    if (run.params or {}).get("filters"):
+    if saved.filters:
         # A filtered run ranks fewer photos: its metrics must not pass for the unfiltered one's.
         what += " · filtered"
     return f"{what} · {_local_time(run.created_at)}"
@@ -148,11 +151,11 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
     shown = next((r for r in runs if r.id == run_id), None)
     text = info.text if info else ""
     image_path = info.image_path if info else None
-    filters = (shown.params or {}).get("filters") if shown is not None else None
+    filters = shown.saved.filters if shown is not None else None
     if shown is not None:
         # The query bar shows what the shown run searched: a "More like this" run of a text
         # query searched its photo alone.
-        image_path = (shown.params or {}).get("image") or image_path
+        image_path = shown.saved.image or image_path
         if shown.kind == "image":
             text = ""
         elif shown.kind == "text":
@@ -176,7 +179,7 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
         text=text,
         image_path=image_path,
         queries=query_rows(store, names),
-        filters=filters if isinstance(filters, dict) else None,
+        filters=filters,
     )
 
 
@@ -292,10 +295,11 @@ class SavedQueriesController(QObject):
         image = str(request.image) if request.image is not None else None
         attach_to: int | None = None
         method = request.method
-        params: dict[str, Any] = dict(outcome.params or {})
-        params.setdefault("top_k", request.top_k)
-        if image is not None:
-            params["image"] = image
+        params = replace(
+            outcome.params,
+            top_k=request.top_k if outcome.params.top_k is None else outcome.params.top_k,
+            image=image if image is not None else outcome.params.image,
+        )
         pending, self._more_like_this = self._more_like_this, None
         if pending is not None and image == pending[0] and not request.text.strip():
             attach_to = pending[1]  # saved as an image run of the open query
@@ -306,7 +310,7 @@ class SavedQueriesController(QObject):
         ranking = [(item.image_id, item.score) for item in outcome.items]
         model_key = self.session.model_key
 
-        companions = list(getattr(outcome, "companions", []) or [])
+        companions = list(outcome.companions)
 
         def save(ctx: TaskContext) -> _Loaded:
             query_id = (
@@ -316,7 +320,7 @@ class SavedQueriesController(QObject):
             )
             # The searches this one stood on first (a reranked search's base), so the metrics
             # compare them on the same judgments; the shown run stays the newest.
-            have = [(r.method, _comparable(r.params)) for r in store.runs_for(query_id)]
+            have = [(r.method, _comparable(r.saved)) for r in store.runs_for(query_id)]
             for companion in companions:
                 if (companion.method, _comparable(companion.params)) in have:
                     continue
@@ -325,7 +329,7 @@ class SavedQueriesController(QObject):
                     companion.method,
                     companion.ranking,
                     model_key=model_key,
-                    params={**companion.params, "top_k": request.top_k},
+                    params=replace(companion.params, top_k=request.top_k),
                     kind=request.kind,
                 )
             run_id = store.save_run(
@@ -461,10 +465,7 @@ class SavedQueriesController(QObject):
         )
 
 
-def _comparable(params: dict[str, Any]) -> str:
+def _comparable(params: SavedRunParams) -> str:
     """A run's parameters without what does not change its ranking's method (what it drew or
     scored, how many it kept, the photo path): two runs alike here are the same search."""
-    import json
-
-    kept = {k: v for k, v in params.items() if k not in ("details", "top_k", "image")}
-    return json.dumps(kept, sort_keys=True, default=str)
+    return json.dumps(params.search_params(), sort_keys=True, default=str)

@@ -4,12 +4,12 @@ grid by one question.
 
 A Reranked search runs like any other (`SearchController`, a `MethodSpec` in a worker). Before
 it starts, `prepare` puts the editor's questions, expert context and base method into its
-parameters. The method reports `rerank-progress` and `rerank-partial` through
-`MethodContext.notify`; in the worker this controller turns a partial ranking into plain result
-cards and queues them to the GUI thread, so the grid fills in as batches finish and Cancel
-leaves what was scored on screen. A finished run keeps each photo's answers in its parameters
-("details" → "evidence"), so a reopened run shows them again; the questions are saved with the
-query (`engine.rerank.store`) and come back when it is opened.
+parameters. The method reports `RerankProgress` and `RerankPartial` events; this controller
+listens to them (`SearchController.add_event_listener`), turns a partial ranking into plain
+result cards in the worker and queues them to the GUI thread, so the grid fills in as batches
+finish and Cancel leaves what was scored on screen. A finished run keeps each photo's answers
+with its saved parameters (`SavedRunParams.evidence`), so a reopened run shows them again; the
+questions are saved with the query (`engine.rerank.store`) and come back when it is opened.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from app.controllers.search import SearchController, SearchOutcome, SearchReques
 from app.controllers.session import LibrarySession
 from app.settings import language_model
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
+from engine.judgments.runs import SavedRunParams
+from engine.methods.events import MethodEvent, RerankPartial, RerankProgress
 from widgets.detail_pane import DetailPane
 from widgets.results import ResultItem, ResultsView
 from widgets.subquery_editor import SORT_BY_RANK, QuestionRow, SubqueryEditor
@@ -55,17 +57,6 @@ def question_rows(questions: Any) -> list[QuestionRow]:
         if str(text).strip():
             rows.append(QuestionRow(str(text), str(source or "user")))
     return rows
-
-
-def evidence_of(details: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """A saved run's per-photo answers ("details" → "evidence", keyed by id as text)."""
-    out: dict[int, dict[str, Any]] = {}
-    for key, value in dict(details.get("evidence") or {}).items():
-        try:
-            out[int(key)] = dict(value)
-        except (TypeError, ValueError):
-            continue
-    return out
 
 
 def answer_rows(evidence: dict[str, Any]) -> list[tuple[str, str, float]]:
@@ -108,8 +99,10 @@ class RerankController(QObject):
     message = Signal(str)
     partialShown = Signal(int)  # photos in the grid after a partial result arrived
     questionsLoaded = Signal(int)  # query id whose saved questions the editor now shows
-    # (search id, event, payload) from the worker; queued to the GUI thread.
-    _event = Signal(int, str, object)
+    # From the worker, queued to the GUI thread: (search id, photos scored, photos to score)
+    # and (search id, result cards so far, their evidence by id, the questions asked).
+    _scored = Signal(int, int, int)
+    _partial = Signal(int, object, object, object)
 
     def __init__(
         self,
@@ -141,11 +134,11 @@ class RerankController(QObject):
         self._order: list[int] = []  # its ids in the run's order
         self._reranked_shown = False
         self._generation = 0
-        self._forward = search.event_hook  # VisRet's hook: other methods' events go on to it
-        search.event_hook = self._in_worker
+        search.add_event_listener(self._in_worker)
         search.prepare = self.prepare
         search.evidence_kept.add(METHOD)
-        self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
+        self._scored.connect(self._on_scored, Qt.ConnectionType.QueuedConnection)
+        self._partial.connect(self._on_partial, Qt.ConnectionType.QueuedConnection)
         search.searchStarted.connect(self._on_started)
         search.searchFinished.connect(self._on_finished)
         search.searchStopped.connect(self._on_stopped)
@@ -321,36 +314,41 @@ class RerankController(QObject):
 
     # -- the worker's side ------------------------------------------------------------------------
 
-    def _in_worker(self, search_id: int, event: str, payload: Any) -> None:
-        """`MethodContext.notify`, in the search's worker: plain data only, then a queued
-        signal. Events of other methods go on to the hook that was there before."""
-        if event == "rerank-progress":
-            done, total = payload
-            self._event.emit(search_id, event, (int(done), int(total)))
-        elif event == "rerank-partial":
+    def _in_worker(self, search_id: int, event: MethodEvent) -> None:
+        """A method's event, in the search's worker: Reranked's become plain data, then a
+        queued signal; others are not for the editor."""
+        if isinstance(event, RerankProgress):
+            self._scored.emit(search_id, int(event.done), int(event.total))
+        elif isinstance(event, RerankPartial):
+            ranking = event.ranking
             library = self.session.library
-            items = result_items(library, payload.pairs()) if library is not None else []
-            evidence = {int(i): dict(e) for i, e in payload.evidence.items()}
+            items = result_items(library, ranking.pairs()) if library is not None else []
+            evidence = {int(i): dict(e) for i, e in ranking.evidence.items()}
             # A partial ranking has no details yet: its questions are those each photo answered.
             first = next(iter(evidence.values()), {})
             questions = [str(a.get("question", "")) for a in first.get("answers", [])]
-            self._event.emit(search_id, event, (items, evidence, questions))
-        elif self._forward is not None:
-            self._forward(search_id, event, payload)
+            self._partial.emit(search_id, items, evidence, questions)
 
-    @Slot(int, str, object)
-    def _on_event(self, search_id: int, event: str, payload: Any) -> None:
+    @Slot(int, int, int)
+    def _on_scored(self, search_id: int, done: int, total: int) -> None:
         if search_id != self._live:
             return  # replaced, cancelled, or not a Reranked search
-        if event == "rerank-progress":
-            self._progress = payload
-            done, total = payload
-            self.editor.set_running(True, f"Scored {done} of {total} photos")
-        elif event == "rerank-partial":
-            items, evidence, questions = payload
-            self.search.model.set_results(items)
-            self._show_run(evidence, questions)
-            self.partialShown.emit(len(items))
+        self._progress = (done, total)
+        self.editor.set_running(True, f"Scored {done} of {total} photos")
+
+    @Slot(int, object, object, object)
+    def _on_partial(
+        self,
+        search_id: int,
+        items: list[ResultItem],
+        evidence: dict[int, dict[str, Any]],
+        questions: list[str],
+    ) -> None:
+        if search_id != self._live:
+            return
+        self.search.model.set_results(items)
+        self._show_run(evidence, questions)
+        self.partialShown.emit(len(items))
 
     # -- searches ---------------------------------------------------------------------------------
 
@@ -373,12 +371,12 @@ class RerankController(QObject):
         if outcome.search_id != self._live or outcome.request.method != METHOD:
             return
         self._live = None
-        details = dict(outcome.params.get("details") or {})
+        details = dict(outcome.params.details or {})
         rows = question_rows(details.get("questions"))
         self.editor.set_questions(rows)
         self._query_text = _words(outcome.request.text)
         self._to_save = rows
-        self._show_run(evidence_of(details), [r.text for r in rows])
+        self._show_run(outcome.params.evidence, [r.text for r in rows])
         self.editor.set_running(False, _summary(details))
         self.update_cost()
 
@@ -456,18 +454,18 @@ class RerankController(QObject):
             if generation != self._generation or self._live is not None:
                 return
             run, saved = result
-            params = dict(run.params or {}) if run is not None else {}
+            params = run.saved if run is not None else SavedRunParams()
             reranked = run is not None and run.method == METHOD
-            details = dict(params.get("details") or {})
+            details = dict(params.details or {})
             if saved:
                 self.editor.set_questions(saved)
                 self._edited = True  # the next run asks the questions saved with the query
                 self._query_text = _words(self.search.query_bar.text())
             if reranked:
-                self.editor.set_context(str(params.get("context", "")))
+                self.editor.set_context(str(params.method_params.get("context", "")))
             self._reranked_shown = reranked
             questions = [r.text for r in question_rows(details.get("questions"))]
-            self._show_run(evidence_of(details) if reranked else {}, questions)
+            self._show_run(params.evidence if reranked else {}, questions)
             self._update_visible()
             if saved:
                 self.questionsLoaded.emit(query_id)

@@ -12,7 +12,6 @@ the thumbnails pool; the status line says what was searched: words, photo, or bo
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from app.controllers.thumbnails import ThumbnailLoader
 from app.settings import QueryHistory, language_model
 from app.workers import READ, THUMBNAILS, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
+from engine.judgments.runs import SavedRunParams
 from engine.methods import SearchQuery
 from widgets.detail_pane import DetailPane
 from widgets.method_options import MethodOptionsDialog, ParamField
@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the engine loads in a worker, not with the window
     import PIL.Image
 
     from engine.methods import MethodSpec, ModelManager, Ranking
+    from engine.methods.events import MethodEvent
     from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,10 @@ PHOTO_FILTER = "Photos (*.jpg *.jpeg *.png *.webp *.tif *.tiff *.bmp *.gif *.hei
 
 # Asks for a file to open: (caption, filter) -> path or None (the window's file dialog).
 AskOpenFile = Callable[[str, str], str | None]
+
+# Hears a running method's events in the search's worker: (search id, event). It must only
+# turn them into plain data and emit queued signals (widgets live on the GUI thread).
+MethodEventListener = Callable[[int, "MethodEvent"], None]
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ class CompanionRun:
     of the query unless the query has one like it already."""
 
     method: str
-    params: dict[str, Any]
+    params: SavedRunParams  # the base's parameters and what it drew or chose
     ranking: list[tuple[int, float]]
 
 
@@ -125,7 +130,8 @@ class SearchOutcome:
     seconds: float  # engine time: encode the query and search
     total_seconds: float  # including reading the photos' details
     method_label: str = ""
-    params: dict[str, Any] = field(default_factory=dict)  # the method's full parameters
+    # What the run is saved with: the method's full parameters, filters, details, evidence.
+    params: SavedRunParams = field(default_factory=SavedRunParams)
     missing: int = 0  # photos of the library missing from disk, so not searched
     photo: QueryPhoto | None = None  # the query photo, named (None: a text search)
     search_id: int = 0  # which search of this window (`SearchController.searchStarted`)
@@ -157,26 +163,18 @@ def pil_to_qimage(image: PIL.Image.Image) -> QImage:
     return qimage.copy()
 
 
-def _json_safe(value: object) -> Any:
-    """`value` as JSON would give it back: paths and other objects as text."""
-    return json.loads(json.dumps(value, default=str))
-
-
 def run_params(
     spec: MethodSpec, ranking: Ranking, filters: SearchFilters | None, keep_evidence: bool
-) -> dict[str, Any]:
-    """The parameters a search's run is saved with: the method's, the filters it ran within,
-    what the method drew or chose (details) and, for methods that keep it, its evidence."""
-    params = spec.params_dict()
-    if filters is not None:
-        params["filters"] = filters.to_params()  # reopening the run shows its chips
-    if ranking.details:
-        # Saved with the run (what VisRet drew); JSON-safe, paths as text.
-        params["details"] = _json_safe(ranking.details)
-    if keep_evidence and ranking.evidence:
-        evidence = {str(i): e for i, e in ranking.evidence.items()}
-        params.setdefault("details", {})["evidence"] = _json_safe(evidence)
-    return params
+) -> SavedRunParams:
+    """The parameters a search's run is saved with: the method's, the filters it ran within
+    (reopening the run shows their chips), what the method drew or chose (details, kept only
+    when it said something) and, for methods that keep it, its evidence."""
+    return SavedRunParams.for_run(
+        spec.params_dict(),
+        details=ranking.details or None,
+        evidence=ranking.evidence if keep_evidence else None,
+        filters=filters.to_params() if filters is not None else None,
+    )
 
 
 def companion_runs(ranking: Ranking, top_k: int) -> list[CompanionRun]:
@@ -186,10 +184,8 @@ def companion_runs(ranking: Ranking, top_k: int) -> list[CompanionRun]:
     companions = []
     for text, companion in ranking.companions:
         base = resolve_spec(text)
-        base_params = base.params_dict()
-        if companion.details:
-            base_params["details"] = _json_safe(companion.details)
-        companions.append(CompanionRun(base.key, base_params, companion.pairs()[:top_k]))
+        params = SavedRunParams.for_run(base.params_dict(), details=companion.details or None)
+        companions.append(CompanionRun(base.key, params, companion.pairs()[:top_k]))
     return companions
 
 
@@ -222,9 +218,8 @@ class SearchController(QObject):
         self._pending: SearchRequest | None = None
         self.last_outcome: SearchOutcome | None = None
         self.options: dict[str, dict[str, Any]] = {}  # method key -> options the user set
-        # Called in the worker with (search id, event, payload) for a method's partial results
-        # (`MethodContext.notify`: VisRet's drawings); it must only emit queued signals.
-        self.event_hook: Callable[[int, str, Any], None] | None = None
+        # Hear a running method's events (`add_event_listener`), each in the order added.
+        self._event_listeners: list[MethodEventListener] = []
         # Called on the GUI thread with each request before it runs (the subquery editor puts
         # a Reranked search's questions, context and base into its parameters).
         self.prepare: Callable[[SearchRequest], SearchRequest] | None = None
@@ -246,6 +241,12 @@ class SearchController(QObject):
         model.set_thumbnail_source(thumbnails)
         thumbnails.thumbnailReady.connect(model.thumbnail_ready)
         session.readyChanged.connect(self._on_ready_changed)
+
+    def add_event_listener(self, listener: MethodEventListener) -> None:
+        """Give `listener` every event of the searches started from now on (VisRet's drawings,
+        Reranked's partial rankings), in the search's worker. Each listener picks the events
+        it knows by type, so controllers may be built in any order."""
+        self._event_listeners.append(listener)
 
     def _on_ready_changed(self, ready: bool, message: str) -> None:
         self.query_bar.set_status(ready, message)
@@ -426,12 +427,12 @@ class SearchController(QObject):
         self, request: SearchRequest, spec: MethodSpec, search_id: int
     ) -> Callable[[TaskContext], SearchOutcome]:
         """The worker's function for one search: everything it needs is read here, on the GUI
-        thread; partial results go to `event_hook` as they come."""
+        thread; a method's events go to the event listeners as they come."""
         session = self.session
         filters = self.filters if self.filters is not None and self.filters.active else None
         library = session.library
         assert library is not None  # searches are ready only once the library is open
-        hook = self.event_hook
+        listeners = tuple(self._event_listeners)
         keep_evidence = request.method in self.evidence_kept
         if self._model_manager is None:
             from engine.methods import ModelManager
@@ -439,9 +440,9 @@ class SearchController(QObject):
             self._model_manager = ModelManager()
         models = self._model_manager
 
-        def notify(event: str, payload: Any) -> None:
-            if hook is not None:
-                hook(search_id, event, payload)
+        def notify(event: MethodEvent) -> None:
+            for listener in listeners:
+                listener(search_id, event)
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.indexing.collections import missing_photos
@@ -506,7 +507,7 @@ class SearchController(QObject):
             f"{count:,} result{'s' * (count != 1)} for {outcome.searched}  ·  "
             f"{outcome.method_label}  ·  "
             f"search {outcome.seconds * 1000:.0f} ms"
-            + ("  ·  filtered" if outcome.params.get("filters") else "")
+            + ("  ·  filtered" if outcome.params.filters else "")
             + (
                 f"  ·  {outcome.missing:,} photos missing from disk, not searched"
                 if outcome.missing

@@ -1,15 +1,16 @@
 """Visualize-then-retrieve in the window: the drawings strip beside the search.
 
 A VisRet search runs like any other (`SearchController`, a `MethodSpec` in a worker); this
-controller gives it a `notify` hook that turns each drawing and each drawing step into plain
-data in the worker (a `QImage`, never a widget) and hands it to the GUI thread through a queued
-signal, so the strip fills in while the method is still drawing.
+controller listens to its events (`SearchController.add_event_listener`) and turns each
+`DrawingMade` and `DrawingProgress` into plain data in the worker (a `QImage`, never a widget),
+handed to the GUI thread through a queued signal, so the strip fills in while the method is
+still drawing.
 
 What the user does in the strip becomes another search with changed parameters: a toggle sets
 `leave_out` (the drawings come from the cache, so the ranking is only fused again), "Draw again"
 moves the seeds on by the number of images, an edited prompt becomes the template. A saved
 VisRet run reopened from the Queries tab or the metrics panel shows its drawings again, read
-from the cache paths its parameters hold under "details".
+from the cache paths its saved parameters' details hold (`SavedRunParams.details`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from PySide6.QtGui import QImage
 from app.controllers.judging import JudgingController
 from app.controllers.search import SearchController, SearchOutcome, SearchRequest, pil_to_qimage
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
+from engine.judgments.runs import SavedRunParams
+from engine.methods.events import DrawingMade, DrawingProgress, MethodEvent
 from widgets.drawings_strip import DrawingCard, DrawingsStrip
 
 if TYPE_CHECKING:
@@ -34,9 +37,7 @@ log = logging.getLogger(__name__)
 
 METHOD = "visret"
 # Parameters that change what is drawn; the others (leave_out) only change the fusion.
-_NOT_DRAWING = frozenset({"leave_out", "k_rrf", "fusion", "include_text", "details"})
-# Saved with a run beside the method's own parameters; not parameters of the method.
-_RUN_ONLY = ("details", "top_k", "image")
+_NOT_DRAWING = frozenset({"leave_out", "k_rrf", "fusion", "include_text"})
 
 
 def drawing_card(drawing: Drawing, left_out: bool = False) -> DrawingCard:
@@ -82,11 +83,6 @@ def _leave_out_text(indices: list[int]) -> str:
     return ",".join(str(i) for i in sorted(set(indices)))
 
 
-def method_params(params: dict[str, Any]) -> dict[str, Any]:
-    """A run's stored parameters without what was saved beside them."""
-    return {n: v for n, v in params.items() if n not in _RUN_ONLY}
-
-
 def _fingerprint(details: dict[str, Any]) -> tuple[Any, ...]:
     return (
         details.get("prompt"),
@@ -115,8 +111,10 @@ class VisRetController(QObject):
 
     message = Signal(str)
     drawingShown = Signal(object)  # DrawingCard, once it is in the strip
-    # (search id, event, payload) from the worker; queued to the GUI thread.
-    _event = Signal(int, str, object)
+    # From the worker, queued to the GUI thread: (search id, DrawingCard, prompt) and
+    # (search id, drawing index, steps done, steps in all).
+    _drawing = Signal(int, object, str)
+    _step = Signal(int, int, int, int)
 
     def __init__(
         self,
@@ -136,8 +134,9 @@ class VisRetController(QObject):
         self._shown: tuple[Any, ...] | None = None  # what the strip shows (see _fingerprint)
         self.cards: dict[int, DrawingCard] = {}  # the live run's drawings, by index
         self._generation = 0  # the newest search or opened run wins the strip
-        self._event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
-        search.event_hook = self._in_worker
+        self._drawing.connect(self._on_drawing, Qt.ConnectionType.QueuedConnection)
+        self._step.connect(self._on_step, Qt.ConnectionType.QueuedConnection)
+        search.add_event_listener(self._in_worker)
         search.searchStarted.connect(self._on_started)
         search.searchFinished.connect(self._on_finished)
         search.searchStopped.connect(self._on_stopped)
@@ -150,28 +149,30 @@ class VisRetController(QObject):
 
     # -- the worker's side ------------------------------------------------------------------------
 
-    def _in_worker(self, search_id: int, event: str, payload: Any) -> None:
-        """`MethodContext.notify`, in the search's worker: plain data only, then a queued
-        signal (the strip is touched on the GUI thread alone)."""
-        if event == "drawing":
-            self._event.emit(search_id, event, (drawing_card(payload), str(payload.prompt)))
-        elif event == "drawing-progress":
-            index, progress = payload
-            self._event.emit(search_id, event, (int(index), progress.done, progress.total))
+    def _in_worker(self, search_id: int, event: MethodEvent) -> None:
+        """A method's event, in the search's worker: VisRet's become plain data, then a queued
+        signal (the strip is touched on the GUI thread alone); others are not for the strip."""
+        if isinstance(event, DrawingMade):
+            drawing = event.drawing
+            self._drawing.emit(search_id, drawing_card(drawing), str(drawing.prompt))
+        elif isinstance(event, DrawingProgress):
+            progress = event.progress
+            self._step.emit(search_id, int(event.index), int(progress.done), int(progress.total))
 
-    @Slot(int, str, object)
-    def _on_event(self, search_id: int, event: str, payload: Any) -> None:
+    @Slot(int, object, str)
+    def _on_drawing(self, search_id: int, card: DrawingCard, prompt: str) -> None:
         if search_id != self._live:
             return  # a search replaced, cancelled, or not a VisRet one
-        if event == "drawing-progress":
-            self.strip.set_progress(*payload)
-        elif event == "drawing":
-            card, prompt = payload
-            self.cards[card.index] = card
-            if prompt:
-                self.strip.set_prompt(prompt)
-            self.strip.set_drawing(card)
-            self.drawingShown.emit(card)
+        self.cards[card.index] = card
+        if prompt:
+            self.strip.set_prompt(prompt)
+        self.strip.set_drawing(card)
+        self.drawingShown.emit(card)
+
+    @Slot(int, int, int, int)
+    def _on_step(self, search_id: int, index: int, done: int, total: int) -> None:
+        if search_id == self._live:
+            self.strip.set_progress(index, done, total)
 
     # -- searches ---------------------------------------------------------------------------------
 
@@ -204,9 +205,9 @@ class VisRetController(QObject):
         if outcome.search_id != self._live or outcome.request.method != METHOD:
             return
         self._live = None
-        details = dict(outcome.params.get("details") or {})
+        details = dict(outcome.params.details or {})
         self._request = outcome.request
-        self._params = method_params(outcome.params)
+        self._params = outcome.params.search_params()
         self._shown = _fingerprint(details)
         rows = details.get("drawings", [])
         for row in rows:
@@ -288,14 +289,14 @@ class VisRetController(QObject):
         self._generation += 1
         generation = self._generation
 
-        def load(ctx: TaskContext) -> tuple[dict[str, Any], list[DrawingCard]] | None:
+        def load(ctx: TaskContext) -> tuple[SavedRunParams, list[DrawingCard]] | None:
             run = next((r for r in store.runs_for(query_id) if r.id == run_id), None)
             if run is None or run.method != METHOD:
                 return None
-            params = dict(run.params or {})
-            return params, saved_cards(dict(params.get("details") or {}))
+            params = run.saved
+            return params, saved_cards(dict(params.details or {}))
 
-        def loaded(result: tuple[dict[str, Any], list[DrawingCard]] | None) -> None:
+        def loaded(result: tuple[SavedRunParams, list[DrawingCard]] | None) -> None:
             if self._live is not None or generation != self._generation:
                 return  # a search is filling the strip, or a newer one replaced this
             if result is None:
@@ -303,9 +304,9 @@ class VisRetController(QObject):
                 self.strip.hide()
                 return
             params, cards = result
-            details = dict(params.get("details") or {})
-            image = params.get("image")
-            self._params = method_params(params)
+            details = dict(params.details or {})
+            image = params.image
+            self._params = params.search_params()
             self._request = SearchRequest(
                 text, Path(image) if image else None, METHOD, top_k, dict(self._params)
             )
@@ -327,7 +328,7 @@ class VisRetController(QObject):
 
 
 def _drawing_params(params: dict[str, Any]) -> dict[str, Any]:
-    return {n: v for n, v in params.items() if n not in _NOT_DRAWING and n not in _RUN_ONLY}
+    return {n: v for n, v in params.items() if n not in _NOT_DRAWING}
 
 
 def _summary(details: dict[str, Any], cards: dict[int, DrawingCard]) -> str:

@@ -25,6 +25,7 @@ from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.errors import BadInputError
 from engine.evaluation.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
+from engine.judgments.runs import SavedRunParams
 
 if TYPE_CHECKING:
     from sqlalchemy import CursorResult, Table
@@ -72,6 +73,11 @@ class RunInfo:
         import json
 
         return (self.method, self.kind, json.dumps(self.params, sort_keys=True, default=str))
+
+    @property
+    def saved(self) -> SavedRunParams:
+        """Its parameters as the typed record (filters, details, evidence, photo, ...)."""
+        return SavedRunParams.from_json(self.params)
 
 
 @dataclass(frozen=True)
@@ -191,12 +197,14 @@ class QueryStore:
         ranking: Sequence[tuple[int, float]],
         *,
         model_key: str | None = None,
-        params: dict[str, Any] | None = None,
+        params: SavedRunParams | dict[str, Any] | None = None,
         duration_ms: float | None = None,
         kind: str = "text",
     ) -> int:
         """Store one method's ranked list for a query, with what it takes to repeat it (method,
         full parameters, query kind, model key, Quadrat version); returns the run id."""
+        if isinstance(params, SavedRunParams):
+            params = params.to_json()
         from engine import quadrat_version
 
         with self.library.catalog.session() as s:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.errors import BadInputError
 from engine.methods.base import (
@@ -21,6 +21,7 @@ from engine.methods.base import (
     Ranking,
     SearchQuery,
 )
+from engine.methods.events import MethodEvent
 from engine.methods.registry import resolve_spec
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from engine.search.searcher import Searcher, SearchFilters, SearchHit
 
 
-def _no_notify(_event: str, _payload: Any) -> None:
+def _no_notify(_event: MethodEvent) -> None:
     """The default `MethodContext.notify`: nobody listens."""
 
 
@@ -50,9 +51,10 @@ class MethodContext:
     generator: str = ""  # the configured generator spec ("" = none configured)
     llm: LanguageModelEndpoint = field(default_factory=LanguageModelEndpoint)
     drawings_dir: Path | None = None  # drawing cache; None = LIBRARY/cache/drawings
-    # Partial results as they come: visret calls notify("drawing", Drawing) as each drawing is
-    # ready and notify("drawing-progress", (index, Progress)) per step.
-    notify: Callable[[str, Any], None] = field(default=_no_notify, repr=False)
+    # Partial results as they come, as typed events (`engine.methods.events`): visret gives a
+    # `DrawingMade` as each drawing is ready and a `DrawingProgress` per step; rerank its
+    # `RerankProgress` and, between batches, a `RerankPartial`.
+    notify: Callable[[MethodEvent], None] = field(default=_no_notify, repr=False)
     # The judgments a learning method (rocchio, probe, ...) learns from, image id -> relevance,
     # read when the method runs: the caller gives them (the catalog's for a saved query, the
     # window's in memory, a simulated user's); None = no saved query to learn from. A callable,

@@ -19,7 +19,6 @@ alike (run them off the GUI thread: they encode the query and search):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from engine.judgments.learning import (
     rocchio,
     sample_to_judge,
 )
+from engine.judgments.runs import SavedRunParams
 from engine.methods.base import Method, MethodSpec, Ranking, SearchQuery
 from engine.methods.context import MethodContext
 from engine.methods.fusion import reciprocal_rank_fusion
@@ -495,7 +495,7 @@ def refine_query(
             text.key,
             baseline.pairs(),
             model_key=model_key,
-            params={**text.params_dict(), "top_k": top_k},
+            params=SavedRunParams.for_run(text.params_dict(), top_k=top_k),
             kind=search_query.kind,
         )
         base_run = store.runs_for(query_id)[-1]
@@ -504,14 +504,13 @@ def refine_query(
     started = time.monotonic()
     ranking = spec.run(search_query, context, top_k=top_k)
     seconds = time.monotonic() - started
-    params = {
-        **spec.params_dict(),
-        "top_k": top_k,
-        "from_run": base_run.id,
-        "details": json.loads(json.dumps(ranking.details, default=str)),
-    }
-    if filters is not None:
-        params["filters"] = filters.to_params()  # as a search saves them
+    params = SavedRunParams.for_run(
+        spec.params_dict(),
+        details=ranking.details,  # kept even when empty, as refined runs always had it
+        filters=filters.to_params() if filters is not None else None,  # as a search saves them
+        top_k=top_k,
+        from_run=base_run.id,
+    )
     run_id = store.save_run(
         query_id,
         spec.key,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import BadInputError
 from engine.methods.base import Method, MethodSpec, Ranking, SearchQuery
 from engine.methods.context import MethodContext
+from engine.methods.events import RerankPartial, RerankProgress
 from engine.progress import Progress
 from engine.rerank.base import (
     AGGREGATIONS,
@@ -233,7 +234,7 @@ class _Scoring:
         base_rank = _base_ranks(order)
         batch_size = max(1, int(getattr(self.scorer, "batch_size", 16) or 16))
         context.progress(Progress(0, len(head), message="asking subqueries"))
-        context.notify("rerank-progress", (0, len(head)))
+        context.notify(RerankProgress(0, len(head)))
         self.started = time.perf_counter()
         for start in range(0, len(head), batch_size):
             batch = [photos[i] for i in head[start : start + batch_size]]
@@ -242,10 +243,10 @@ class _Scoring:
                 self._ask(batch, question)
             done = min(len(head), start + batch_size)
             context.progress(Progress(done, len(head), message="asking subqueries"))
-            context.notify("rerank-progress", (done, len(head)))
+            context.notify(RerankProgress(done, len(head)))
             if done < len(head):
                 partial = _ranking(order, self.answers, base_rank, self.params.aggregate)
-                context.notify("rerank-partial", partial)
+                context.notify(RerankPartial(partial))
         return head
 
     def _ask(self, batch: list[Photo], question: Question) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 from engine.errors import BadInputError
 from engine.methods.base import Method, Ranking, SearchQuery
 from engine.methods.context import MethodContext
+from engine.methods.events import DrawingMade, DrawingProgress
 from engine.methods.fusion import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def rewritten_prompt(query: str, template: str, context: MethodContext) -> tuple
 
 def is_demo_library(context: MethodContext) -> bool:
     """Whether the library was indexed with the bundled demo model."""
-    from engine.demo.scenes import DEMO_ARCH
+    from engine.models.spec import DEMO_ARCH
 
     return (context.library.model_key or "").startswith(f"{DEMO_ARCH}:")
 
@@ -195,9 +196,9 @@ class VisRetMethod(Method):
             seeds,
             settings,
             cache=DrawingCache(context.drawing_cache_dir),
-            progress=lambda index, p: context.notify("drawing-progress", (index, p)),
+            progress=lambda index, p: context.notify(DrawingProgress(index, p)),
             cancel=context.cancel,
-            on_drawing=lambda drawing: context.notify("drawing", drawing),
+            on_drawing=lambda drawing: context.notify(DrawingMade(drawing)),
         )
         timings["drawing"] = time.perf_counter() - started
         ranking = self.fuse(query, params, context, drawings, top_k=top_k, candidates=candidates,

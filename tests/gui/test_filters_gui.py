@@ -250,7 +250,7 @@ def test_the_histogram_counts_the_results_months_and_sets_the_months_filter(
     november_to_february()  # two searches: the first (November alone) gives way
     assert app.filters.filters.months == (11, 2)
     qtbot.waitUntil(
-        lambda: (app.search.last_outcome.params.get("filters") or {}).get("months") == [11, 2],
+        lambda: (app.search.last_outcome.params.filters or {}).get("months") == [11, 2],
         timeout=20_000,
     )
     _summarised(qtbot, app)

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from app.controllers.application import Application
+from engine.methods.events import RerankPartial
 from tests.gui.test_window import indexed_app
 
 TIMEOUT = 60_000
@@ -65,10 +66,13 @@ def test_reranked_search_with_edited_questions(qtbot, make_app, photos) -> None:
     assert "100 photos × 2 questions = 200 calls" in editor.cost.text()
 
     outcome = rerank_search(qtbot, app, QUERY)
-    assert outcome.params["subqueries"] == "; ".join(QUESTIONS)
-    details = outcome.params["details"]
+    assert outcome.params.method_params["subqueries"] == "; ".join(QUESTIONS)
+    details = outcome.params.details
     assert [q["text"] for q in details["questions"]] == QUESTIONS
-    evidence = {int(i): e for i, e in details["evidence"].items()}
+    evidence = outcome.params.evidence
+    assert outcome.params.to_json()["details"]["evidence"] == {  # stored keyed by id as text
+        str(i): e for i, e in evidence.items()
+    }
     ids = grid_ids(app)
     assert ids and set(ids[: len(evidence)]) == set(evidence)  # the reranked photos lead
 
@@ -110,7 +114,8 @@ def test_questions_are_saved_with_the_query_and_come_back(qtbot, make_app, photo
     editor = app.window.subquery_editor
     editor.set_context("Shapes are drawn flat on a patterned background.")
     outcome = rerank_search(qtbot, app, QUERY)
-    assert outcome.params["context"] == "Shapes are drawn flat on a patterned background."
+    context = outcome.params.method_params["context"]
+    assert context == "Shapes are drawn flat on a patterned background."
     query_id = app.judging.query_id
     library = app.session.library
     qtbot.waitUntil(
@@ -183,15 +188,13 @@ def test_cancel_keeps_the_partial_results(qtbot, make_app, photos, monkeypatch) 
     # Hold the worker after its first partial result until Cancel was pressed, so the test does
     # not race a scorer that finishes in milliseconds.
     pressed = threading.Event()
-    forward = app.search.event_hook
-    assert forward is not None
 
-    def hook(search_id: int, event: str, payload: object) -> None:
-        forward(search_id, event, payload)
-        if event == "rerank-partial":
+    def hold(search_id: int, event: object) -> None:
+        # Heard after the controller's listener (added first), which queued the partial.
+        if isinstance(event, RerankPartial):
             pressed.wait(10)
 
-    app.search.event_hook = hook
+    app.search.add_event_listener(hold)
     shown: list[int] = []
     app.rerank.partialShown.connect(shown.append)
     app.rerank.partialShown.connect(lambda _n: editor.cancel_button.click())

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from app.controllers.application import Application
+from engine.methods.events import DrawingMade
 from engine.methods.registry import run_label
 from tests.gui.test_window import indexed_app
 
@@ -85,14 +86,14 @@ def test_leaving_a_drawing_out_refuses_from_the_cache(qtbot, make_app, photos) -
     ):
         strip.views[0].use.setChecked(False)  # the user unticks the first drawing
     outcome = finished.args[0]
-    assert outcome.params["leave_out"] == "0"
+    assert outcome.params.method_params["leave_out"] == "0"
     assert grid_ids(app) != before  # fused again from two drawings
     assert drawings_on_disk(app) == on_disk  # nothing drawn, nothing rewritten
     assert all(card.cached for card in app.visret.cards.values())
     assert "2 of 3 drawings used" in strip.status.text()
     assert "0 drawn now, 3 from the cache" in strip.status.text()
     assert not strip.views[0].use.isChecked() and strip.views[1].use.isChecked()
-    assert [d["left_out"] for d in outcome.params["details"]["drawings"]] == [True, False, False]
+    assert [d["left_out"] for d in outcome.params.details["drawings"]] == [True, False, False]
     assert app.judging.runs[-1].label.startswith("VisRet (leave_out=0)")
 
 
@@ -131,7 +132,7 @@ def test_the_run_is_saved_with_its_drawings_and_comes_back(qtbot, make_app, phot
     with qtbot.waitSignal(app.search.searchFinished, timeout=TIMEOUT) as finished:
         strip.views[2].use.setChecked(False)
     assert finished.args[0].request.text == "two green triangles"
-    assert finished.args[0].params["leave_out"] == "2"
+    assert finished.args[0].params.method_params["leave_out"] == "2"
     assert drawings_on_disk(app) == on_disk
 
 
@@ -145,7 +146,7 @@ def test_draw_again_makes_new_seeds(qtbot, make_app, photos) -> None:
         qtbot.waitSignal(app.search.searchFinished, timeout=TIMEOUT) as finished,
     ):
         strip.draw_again.click()
-    assert finished.args[0].params["seed"] == 3
+    assert finished.args[0].params.method_params["seed"] == 3
     assert shown_seeds(app) == [3, 4, 5]
     assert not any(card.cached for card in app.visret.cards.values())  # drawn now
     assert len(drawings_on_disk(app)) == len(first) + 3
@@ -170,8 +171,8 @@ def test_an_edited_prompt_draws_again(qtbot, make_app, photos) -> None:
         strip.prompt.setModified(True)
         strip.prompt.returnPressed.emit()
     outcome = finished.args[0]
-    assert outcome.params["template"] == "a big {query} on grass"
-    assert outcome.params["details"]["prompt"] == "a big red circle on grass"
+    assert outcome.params.method_params["template"] == "a big {query} on grass"
+    assert outcome.params.details["prompt"] == "a big red circle on grass"
     assert strip.prompt.text() == "a big red circle on grass"
 
 
@@ -181,15 +182,13 @@ def test_cancel_stops_the_drawing(qtbot, make_app, photos) -> None:
     # Hold the worker after its first drawing until Cancel was pressed, so the test does not
     # race a painter that draws in milliseconds.
     pressed = threading.Event()
-    forward = app.search.event_hook
-    assert forward is not None
 
-    def hook(search_id: int, event: str, payload: object) -> None:
-        forward(search_id, event, payload)
-        if event == "drawing":
+    def hold(search_id: int, event: object) -> None:
+        # Heard after the controller's listener (added first), which queued the drawing.
+        if isinstance(event, DrawingMade):
             pressed.wait(10)
 
-    app.search.event_hook = hook
+    app.search.add_event_listener(hold)
     app.visret.drawingShown.connect(lambda card: strip.cancel.click())
     app.visret.drawingShown.connect(lambda card: pressed.set())
     finished: list[object] = []
