@@ -35,7 +35,7 @@ def demo_encoder():
 @pytest.fixture(scope="session")
 def demo_collection(tmp_path_factory: pytest.TempPathFactory):
     """The demo collection as `quadrat demo` writes it (read-only: copy before changing it)."""
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
 
     return write_demo_collection(tmp_path_factory.mktemp("demo") / "collection")
 
@@ -43,7 +43,7 @@ def demo_collection(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def small_demo_collection(tmp_path_factory: pytest.TempPathFactory):
     """A smaller demo collection (5 photos per class) for tests that change files."""
-    from engine.demo.scenes import write_demo_collection
+    from engine.demo.collection import write_demo_collection
 
     return write_demo_collection(tmp_path_factory.mktemp("demo-small") / "c", images_per_class=5)
 
@@ -135,6 +135,18 @@ def tiny_sd_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_sd import build_tiny_sd
 
     return build_tiny_sd(tmp_path_factory.mktemp("tiny-sd") / "pipeline")
+
+
+@pytest.fixture(scope="session")
+def warm_python():
+    """Runs `python -c ...` / `python -m ...` commands as new processes forked from a parent
+    that imported torch and the engine once (see tests/warm_python.py): a real process per
+    command without seconds of imports each time."""
+    from tests.warm_python import WarmPython
+
+    warm = WarmPython()
+    yield warm
+    warm.stop()
 
 
 @pytest.fixture(scope="session")

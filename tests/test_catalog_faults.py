@@ -22,6 +22,7 @@ from sqlalchemy import exc, text
 from engine.catalog import open_catalog
 from engine.errors import CatalogError, QuadratError
 from tests.small_disk import small_tmpfs
+from tests.warm_python import WarmPython
 
 REPO = Path(__file__).resolve().parents[1]
 ANOTHER_INDEXER = "another Quadrat is indexing the library at"
@@ -70,8 +71,9 @@ def _integrity(catalog_file: Path) -> str:
 
 # -- two first runs at once --------------------------------------------------------------------
 
-# Both processes import everything first, then wait for one start signal: the race between
-# them is then over the catalog alone, not over who finishes importing torch first.
+# Both processes (forked from the warm parent, which imported torch and the engine) import
+# the rest first, then wait for one start signal: the race between them is then over the
+# catalog alone, not over who finishes importing first.
 _SYNCHRONISED_CLI = """
 import os, sys, time
 from pathlib import Path
@@ -88,20 +90,15 @@ sys.exit(main(sys.argv[3:]))
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_two_first_index_runs_at_once_on_a_new_library_never_show_sql(
-    attempt: int, photos: Path, tmp_path: Path
+    attempt: int, photos: Path, tmp_path: Path, warm_python: WarmPython
 ) -> None:
     library = tmp_path / f"new-library-{attempt}"
     go = tmp_path / "go"
     args = ["index", str(photos), "--library", str(library), "--model", "demo", "--json"]
     ready = [tmp_path / f"ready-{i}" for i in range(2)]
     procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _SYNCHRONISED_CLI, str(ready[i]), str(go), *args],
-            cwd=REPO,
-            env=_quadrat_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        warm_python.popen(
+            ["-c", _SYNCHRONISED_CLI, str(ready[i]), str(go), *args], cwd=REPO, env=_quadrat_env()
         )
         for i in range(2)
     ]
@@ -273,20 +270,21 @@ def _fill(folder: Path, leave_bytes: int) -> Path:
     return filler
 
 
-def _index(photos: Path, library: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _index(warm: WarmPython, photos: Path, library: Path) -> subprocess.CompletedProcess[str]:
+    """`quadrat index` of `photos` into `library` as a process of its own."""
     args = ["index", str(photos), "--library", str(library), "--model", "demo", "--json"]
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args, "--batch-size", "8"],
+    return warm.run(
+        ["-m", "app.cli", *args, "--batch-size", "8"],
         cwd=REPO,
-        env=_quadrat_env(QUADRAT_CHECKPOINT_EVERY="8", **env),
-        capture_output=True,
-        text=True,
+        env=_quadrat_env(QUADRAT_CHECKPOINT_EVERY="8"),
         timeout=300,
     )
 
 
 @pytest.fixture
-def full_disk_run(photos: Path, tmp_path: Path):  # -> (result, library, filler)
+def full_disk_run(
+    photos: Path, tmp_path: Path, warm_python: WarmPython
+) -> Iterator[tuple[subprocess.CompletedProcess[str], Path, Path]]:  # result, library, filler
     """A library on a tmpfs whose free space runs out while the demo collection is indexed
     (the catalog exists before; checkpoints every 8 photos, so some commit first)."""
     with small_tmpfs(tmp_path / "small-disk", "8M") as disk:
@@ -296,7 +294,7 @@ def full_disk_run(photos: Path, tmp_path: Path):  # -> (result, library, filler)
         Library.open(library).close()
         # Room for some checkpoints (each also writes the record-text index) before it runs out.
         filler = _fill(disk, leave_bytes=320 * 1024)
-        result = _index(photos, library)
+        result = _index(warm_python, photos, library)
         yield result, library, filler
 
 
@@ -310,12 +308,12 @@ def test_disk_full_during_indexing_is_one_line_with_sqlites_error(full_disk_run)
 
 
 def test_after_a_disk_full_run_freeing_space_lets_indexing_complete(
-    full_disk_run, photos: Path
+    full_disk_run, photos: Path, warm_python: WarmPython
 ) -> None:
     result, library, filler = full_disk_run
     assert result.returncode != 0, result.stdout  # the message: see the test above
     filler.unlink()
-    again = _index(photos, library)
+    again = _index(warm_python, photos, library)
     assert again.returncode == 0, again.stderr
     assert '"cancelled": false' in again.stdout
     assert _photo_counts(library / "catalog.sqlite3") == (108, 108)
@@ -323,18 +321,18 @@ def test_after_a_disk_full_run_freeing_space_lets_indexing_complete(
 
 
 def test_a_disk_full_before_the_catalog_is_created_is_one_line(
-    photos: Path, tmp_path: Path
+    photos: Path, tmp_path: Path, warm_python: WarmPython
 ) -> None:
     """No room for the new catalog itself: SQLite's error as one line, not the migration's SQL."""
     with small_tmpfs(tmp_path / "small-disk", "2M") as disk:
         filler = _fill(disk, leave_bytes=48 * 1024)
-        result = _index(photos, disk / "library")
+        result = _index(warm_python, photos, disk / "library")
         assert result.returncode == 1, result.stdout
         line = _assert_one_clean_line(_stderr_lines(result.stderr))
         assert "database or disk is full" in line and str(disk / "library") in line, line
         assert "free some space" in line, line
         filler.unlink()
-        again = _index(photos, disk / "library")
+        again = _index(warm_python, photos, disk / "library")
         assert again.returncode == 0, again.stderr
         assert _photo_counts(disk / "library" / "catalog.sqlite3") == (108, 108)
         assert _integrity(disk / "library" / "catalog.sqlite3") == "ok"
@@ -498,16 +496,16 @@ def test_a_catalog_file_that_is_not_a_database_gives_one_line(tmp_path: Path) ->
     assert str(library / "catalog.sqlite3") in message
 
 
-def test_the_cli_prints_a_damaged_catalog_as_one_line(tmp_path: Path) -> None:
+def test_the_cli_prints_a_damaged_catalog_as_one_line(
+    tmp_path: Path, warm_python: WarmPython
+) -> None:
     library = tmp_path / "library"
     library.mkdir()
     (library / "catalog.sqlite3").write_bytes(b"definitely not sqlite" * 100)
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "search", "a yellow square", "--library", str(library)],
+    result = warm_python.run(
+        ["-m", "app.cli", "search", "a yellow square", "--library", str(library)],
         cwd=REPO,
         env=_quadrat_env(),
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert result.returncode == 1

@@ -10,8 +10,6 @@ import pickle
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -165,14 +163,15 @@ def test_progress_counts_every_photo_once_with_a_rate(one_node_run):
     assert any(p.rate > 0 for p in indexing)
 
 
-def test_a_second_run_from_the_command_line_encodes_nothing(one_node_run, cluster, collection):
+def test_a_second_run_from_the_command_line_encodes_nothing(
+    one_node_run, cluster, collection, warm_python
+):
     report, library_dir, _ = one_node_run
-    again = subprocess.run(
-        [sys.executable, "-m", "app.cli", "index", str(collection), "--library", str(library_dir)]
+    again = warm_python.run(
+        ["-m", "app.cli", "index", str(collection), "--library", str(library_dir)]
         + ["--ray", cluster.address, "--json"],
         env=cluster.env,
-        capture_output=True,
-        text=True,
+        cwd=REPO,
         timeout=120,
     )
     assert again.returncode == 0, again.stderr[-3000:]
@@ -182,17 +181,16 @@ def test_a_second_run_from_the_command_line_encodes_nothing(one_node_run, cluste
     assert len(summary["skipped"]) == len(report.skipped)
 
 
-def test_without_ray_the_command_line_says_how_to_install_it(tmp_path, collection):
+def test_without_ray_the_command_line_says_how_to_install_it(tmp_path, collection, warm_python):
     hide_ray = (
         "import sys; sys.modules['ray'] = None; from app.cli import main; "
         "sys.exit(main(sys.argv[1:]))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", hide_ray, "index", str(collection)]
+    done = warm_python.run(
+        ["-c", hide_ray, "index", str(collection)]
         + ["--library", str(tmp_path / "lib"), "--ray", "auto"],
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
+        cwd=REPO,
         timeout=60,
     )
     assert done.returncode == 1
@@ -275,15 +273,13 @@ with Library.open(library) as lib:
 
 
 def test_a_killed_writer_keeps_whole_checkpoints_and_the_next_run_resumes(
-    cluster, tmp_path, collection, local_run, demo_encoder
+    cluster, tmp_path, collection, local_run, demo_encoder, warm_python
 ):
     library_dir = tmp_path / "lib"
-    killed = subprocess.run(
-        [sys.executable, "-c", WRITER_KILLED, str(collection), str(library_dir)]
-        + [cluster.address, "30"],
+    killed = warm_python.run(
+        ["-c", WRITER_KILLED, str(collection), str(library_dir), cluster.address, "30"],
         env=cluster.env,
-        capture_output=True,
-        text=True,
+        cwd=REPO,
         timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
@@ -315,10 +311,11 @@ def test_two_nodes_give_the_local_catalog(two_nodes, tmp_path, collection, local
 
 def test_a_photo_sent_twice_by_the_cluster_is_kept_once(tmp_path):
     """A batch sent again after a worker restart must not give a photo a second row."""
-    from engine.indexing.indexer import _Job
-    from engine.indexing.scan import ExifInfo, FileEntry
+    from engine.indexing.decode import ExifInfo
+    from engine.indexing.plan import Job
+    from engine.indexing.walk import FileEntry
 
-    jobs = [_Job(FileEntry(f"{i}.jpg", tmp_path / f"{i}.jpg", 1, 1), None, None) for i in range(3)]
+    jobs = [Job(FileEntry(f"{i}.jpg", tmp_path / f"{i}.jpg", 1, 1), None, None) for i in range(3)]
     exif = pickle.dumps(ExifInfo())
 
     def batch(job_ids: list[int]) -> dict[str, np.ndarray]:

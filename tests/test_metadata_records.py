@@ -18,12 +18,11 @@ import ijson
 import pytest
 from sqlalchemy import select
 
-import engine.indexing.scan as scan
 from engine.catalog import Image, Taxon
 from engine.catalog.library import Library
 from engine.errors import BadInputError
+from engine.indexing.coco import CocoMetadata, load_coco_metadata
 from engine.indexing.indexer import Indexer
-from engine.indexing.scan import load_coco_metadata
 
 HUGE_NUMBER = "1" + "0" * 4999  # beyond int()'s 4300-digit limit
 DEEP_LIST = "[" * 100_000 + "]" * 100_000  # json.load and repr() recurse on it
@@ -108,7 +107,7 @@ def write_sections(path: Path, sections: dict[str, str], order: tuple[str, ...])
 
 
 def check_hostile_result(metadata: Any) -> None:
-    assert isinstance(metadata, scan.CocoMetadata) and isinstance(metadata, dict)
+    assert isinstance(metadata, CocoMetadata) and isinstance(metadata, dict)
     assert sorted(metadata) == [
         "bad/id.jpg",
         "bad/nested.jpg",
@@ -152,10 +151,10 @@ def test_impossible_values_are_ignored_and_counted_and_the_rest_loads(
     )
     if encoding != "utf-8":  # json.load detects these; the stream must too
         path.write_text(path.read_text(encoding="utf-8"), encoding=encoding)
-    with caplog.at_level("WARNING", logger="engine.indexing.scan"):
+    with caplog.at_level("WARNING", logger="engine.indexing.coco"):
         metadata = load_coco_metadata(path)
     check_hostile_result(metadata)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "engine.indexing.scan"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "engine.indexing.coco"]
     assert len(warnings) == 1 and f"{HOSTILE_PROBLEMS} metadata records" in warnings[0]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ from app.cli import main
 from engine.catalog.library import Library
 from engine.errors import BadInputError
 from engine.methods import MethodContext, SearchQuery, method_infos, resolve_spec
+from tests.warm_python import WarmPython
 
 
 @pytest.fixture(scope="module")
@@ -101,34 +102,33 @@ def test_a_plugin_method_is_listed_runs_and_reports_why_it_cannot(
     assert reverse.ids == list(reversed(text.ids))
 
 
-def _cli(plugin: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(warm: WarmPython, plugin: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`quadrat ARGS` as a new process that finds the plug-in on its PYTHONPATH."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(plugin), os.getcwd()]))
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
-        timeout=300,
-    )  # fmt: skip
+    return warm.run(["-m", "app.cli", *args], env=env, cwd=os.getcwd(), timeout=300)
 
 
 def test_a_plugin_method_appears_in_every_command(
-    plugin_path, indexed, small_demo_collection, tmp_path
+    plugin_path, indexed, small_demo_collection, tmp_path, warm_python
 ):
-    listed = _cli(plugin_path, "methods", "--json")
+    cli = partial(_cli, warm_python, plugin_path)
+    listed = cli("methods", "--json")
     assert listed.returncode == 0, listed.stderr
     keys = {m["key"]: m for m in json.loads(listed.stdout)}
     assert {"text", "reverse", "needsgpu", "broken"} <= set(keys)
     assert keys["needsgpu"]["available"] is False
 
-    helped = _cli(plugin_path, "search", "--help")
+    helped = cli("search", "--help")
     assert "reverse" in helped.stdout and "needsgpu" not in helped.stdout  # only what runs
 
-    found = _cli(plugin_path, "search", "red circle", "--library", str(indexed),
-                 "--method", "reverse:depth=60", "--top", "3", "--json")  # fmt: skip
+    found = cli("search", "red circle", "--library", str(indexed),
+                "--method", "reverse:depth=60", "--top", "3", "--json")  # fmt: skip
     assert found.returncode == 0, found.stderr
     lines = [json.loads(line) for line in found.stdout.splitlines()]
     assert [hit["method"] for hit in lines] == ["reverse:depth=60"] * 3
 
-    refused = _cli(plugin_path, "search", "red circle", "--library", str(indexed),
-                   "--method", "needsgpu")  # fmt: skip
+    refused = cli("search", "red circle", "--library", str(indexed),
+                  "--method", "needsgpu")  # fmt: skip
     assert refused.returncode == 2
     assert (
         refused.stderr.strip()
@@ -137,8 +137,8 @@ def test_a_plugin_method_appears_in_every_command(
 
     # Under the rerank protocol a method reorders the same fixed candidates: the upside-down
     # ranking keeps R and must lose AP against Text (a no-op reranker could not).
-    evaluated = _cli(
-        plugin_path, "evaluate", "--queries", str(small_demo_collection.queries_path),
+    evaluated = cli(
+        "evaluate", "--queries", str(small_demo_collection.queries_path),
         "--judgments", str(small_demo_collection.judgments_path), "--library", str(indexed),
         "--k", "5", "--protocol", "rerank", "--method", "text", "--method", "reverse",
         "--permutations", "2000", "--json",
