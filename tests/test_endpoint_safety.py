@@ -22,9 +22,10 @@ import pytest
 from engine.demo.scenes import DemoScene, draw_demo_scene
 from engine.indexing.hashes import content_hash
 from engine.models.chat import ChatError, post_chat
+from engine.rerank.answering import ScorerError
 from engine.rerank.base import Photo, Question
 from engine.rerank.decompose import BuiltinDecomposer, LlmDecomposer
-from engine.rerank.scorers import EndpointScorer, ScorerError
+from engine.rerank.endpoint import EndpointScorer
 from engine.visret.prompt import rewrite_prompt
 
 KEY = "sk-test-7f3a9c1e5b"

@@ -20,15 +20,12 @@ from engine.demo.scenes import DemoScene, draw_demo_scene
 from engine.errors import BadInputError
 from engine.indexing.hashes import content_hash
 from engine.methods.base import LanguageModelEndpoint, ModelManager
+from engine.rerank.answering import ScorerError
 from engine.rerank.base import Answer, Photo, Question, yes_probability
-from engine.rerank.scorers import (
-    ClipScorer,
-    EndpointScorer,
-    ScorerError,
-    VlmScorer,
-    load_scorer,
-    question_statement,
-)
+from engine.rerank.clip import ClipScorer, question_statement
+from engine.rerank.endpoint import EndpointScorer
+from engine.rerank.scorers import load_scorer
+from engine.rerank.vlm import VlmScorer
 
 
 def _photo(image_id: int, path: Path) -> Photo:

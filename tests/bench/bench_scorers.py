@@ -56,7 +56,8 @@ def main() -> None:
     from engine.indexing.hashes import content_hash
     from engine.models.encoders import load_encoder
     from engine.rerank.base import Photo, Question
-    from engine.rerank.scorers import ClipScorer, VlmScorer
+    from engine.rerank.clip import ClipScorer
+    from engine.rerank.vlm import VlmScorer
     from tests.tiny_vlm import build_tiny_vlm
 
     rng = np.random.default_rng(args.seed)

@@ -1,0 +1,221 @@
+"""The offline scorer: CLIP answers a yes/no question through the library's own encoder.
+
+A question is turned into a statement ("a photo of a red circle") and contrasted with a fixed
+"other" statement ("a photo of something else"); the two cosine similarities, multiplied by the
+model's logit scale, are the logits l_yes and l_no, and p = exp(l_yes) / (exp(l_yes) +
+exp(l_no)), a two-way softmax: CLIP's own zero-shot classifier between "it" and "not it". A
+negated statement ("a photo with no red circle") would be the obvious negative, but CLIP reads
+negation poorly: on the demo collection it ranks the photos of a species by "is there a red
+circle" at mAP 0.19, the "other" statement at 0.99. The region-aware variant also encodes a
+grid of crops (2x2 quarters, 3x3 overlapping half-size crops) and answers a question that names
+a `target` with the mean of the whole photo's logits and those of the crop that matches the
+target best, so that a blue circle beside a red square does not look like a "red circle" (demo
+binding questions: AP 0.87 whole, 0.99 regions). CLIP answers each question on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from PIL import Image
+
+from engine.errors import BadImageError
+from engine.rerank.answering import check_lengths, open_photo
+from engine.rerank.base import Answer, Photo, Question, yes_probability
+
+if TYPE_CHECKING:
+    from engine.models.encoders import Encoder
+    from engine.progress import CancelToken
+
+log = logging.getLogger(__name__)
+
+# What "clip" means: "regions" (measured better on the demo's binding questions; see
+# docs/BENCHMARKS.md, "Rerank scorers") or "whole".
+DEFAULT_CLIP_VARIANT = "regions"
+
+_QUESTION_LEADS = re.compile(
+    r"^(?:(?:does|do|did)\s+(?:this|the)\s+(?:image|photo|picture|photograph)\s+"
+    r"(?:show|contain|depict|have|include)s?|"
+    r"(?:is|are)\s+there|is\s+(?:this|it)|are\s+(?:these|they)|"
+    r"(?:can|do)\s+you\s+see|(?:is|are))\s+",
+    re.IGNORECASE,
+)
+_QUESTION_TAILS = re.compile(
+    r"\s+(?:in|on)\s+(?:this|the)\s+(?:image|photo|picture|photograph)\s*$", re.IGNORECASE
+)
+
+
+def question_statement(question: Question) -> str:
+    """The words a CLIP scorer encodes for `question`: its target when it names one, else the
+    question with its yes/no frame taken off ("Does this image show two frogs?" -> "two frogs")."""
+    if question.target.strip():
+        return " ".join(question.target.split())
+    text = " ".join(question.text.split()).rstrip("?.! ")
+    text = _QUESTION_LEADS.sub("", text, count=1)
+    text = _QUESTION_TAILS.sub("", text)
+    return text.strip() or " ".join(question.text.split())
+
+
+def crop_boxes(width: int, height: int) -> list[tuple[int, int, int, int]]:
+    """The regions a region-aware CLIP scorer looks at, as (left, top, right, bottom): the
+    whole photo, its four quarters, and nine half-size crops on a quarter-size stride (so an
+    object on a quarter's border still lies whole inside some crop)."""
+    boxes = [(0, 0, width, height)]
+    for fx, fy in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        boxes.append(
+            (fx * width // 2, fy * height // 2, (fx + 1) * width // 2, (fy + 1) * height // 2)
+        )
+    for fy in (0, 1, 2):
+        for fx in (0, 1, 2):
+            if (fx, fy) in ((0, 0), (2, 0), (0, 2), (2, 2)):
+                continue  # the same crops as the quarters
+            left, top = fx * width // 4, fy * height // 4
+            boxes.append((left, top, left + width // 2, top + height // 2))
+    return boxes
+
+
+class ClipScorer:
+    """p(yes) from the library's CLIP encoder: a two-way softmax, at the model's logit scale,
+    between the question's statement ("a photo of {statement}") and the "other" statement
+    ("a photo of something else"). With `regions`, a question naming a target is answered
+    with the mean of the whole photo's logits and the best-matching crop's (`crop_boxes`);
+    whole-scene questions on the whole photo.
+
+    Photo vectors (each photo's crops, batched) are encoded once per scorer and kept in memory
+    by content hash, so later questions of a run cost only a text encoding.
+    """
+
+    POSITIVE = "a photo of {statement}"
+    NEGATIVE = "a photo of something else"
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        *,
+        regions: bool = DEFAULT_CLIP_VARIANT == "regions",
+        batch_size: int = 64,
+        logit_scale: float | None = None,
+    ) -> None:
+        self.encoder = encoder
+        self.regions = regions
+        self.batch_size = batch_size
+        kind = "clip-regions" if regions else "clip"
+        self.identity = f"{kind}:{encoder.model_key}"
+        self.logit_scale = logit_scale if logit_scale is not None else _logit_scale(encoder)
+        # Measured on 2 CPU cores with the demo model, 3 questions (tests/bench/bench_scorers.py).
+        self.seconds_per_call = 0.045 if regions else 0.012
+        self._photo_vectors: dict[str, np.ndarray] = {}  # content hash -> (crops, dim)
+        self._text_vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ClipScorer({self.identity!r})"
+
+    def _texts(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._text_vectors]
+        if missing:
+            for text, vector in zip(missing, self.encoder.encode_texts(missing), strict=True):
+                self._text_vectors[text] = vector
+        return np.stack([self._text_vectors[t] for t in texts])
+
+    def _crops(self, image: Image.Image) -> list[Image.Image]:
+        if not self.regions:
+            return [image]
+        return [image.crop(box) for box in crop_boxes(*image.size)]
+
+    def photo_vectors(self, photos: Sequence[Photo], cancel: CancelToken | None = None) -> None:
+        """Encode the photos not seen yet (all their crops, in batches of `batch_size`)."""
+        pending: list[tuple[str, int]] = []  # (content hash, number of crops)
+        crops: list[Image.Image] = []
+
+        def flush() -> None:
+            if not crops:
+                return
+            vectors = self.encoder.encode_images(crops)
+            start = 0
+            for key, n in pending:
+                self._photo_vectors[key] = vectors[start : start + n]
+                start += n
+            pending.clear()
+            crops.clear()
+
+        for photo in photos:
+            key = photo.content_hash
+            if key in self._photo_vectors or any(key == k for k, _ in pending):
+                continue
+            if cancel is not None:
+                cancel.check()
+            try:
+                image = open_photo(photo, min_side=_encoder_side(self.encoder))
+            except BadImageError as error:
+                log.info("rerank: %s: %s", photo.path, error)
+                continue
+            parts = self._crops(image)
+            pending.append((key, len(parts)))
+            crops.extend(parts)
+            if len(crops) >= self.batch_size:
+                flush()
+        flush()
+
+    def score(
+        self,
+        photos: Sequence[Photo],
+        question: Question,
+        *,
+        history: Sequence[Sequence[tuple[Question, Answer]]] = (),
+        context: str = "",
+        cancel: CancelToken | None = None,
+    ) -> list[Answer]:
+        """One answer per photo. CLIP sees neither the history nor the context (it cannot
+        read a conversation); they are accepted for the protocol's sake."""
+        check_lengths(photos, history)
+        with self._lock:  # one encoder, one cache: a scorer is used by one run at a time
+            self.photo_vectors(photos, cancel)
+            statement = question_statement(question)
+            texts = self._texts([self.POSITIVE.format(statement=statement), self.NEGATIVE])
+        answers: list[Answer] = []
+        use_regions = self.regions and bool(question.target.strip())
+        for photo in photos:
+            vectors = self._photo_vectors.get(photo.content_hash)
+            if vectors is None:
+                answers.append(Answer(0.0, "unreadable photo"))
+                continue
+            logits = self.logit_scale * (vectors @ texts.T)  # (crops, 2); crop 0 = whole
+            l_yes, l_no = float(logits[0, 0]), float(logits[0, 1])
+            where = ""
+            if use_regions and len(logits) > 1:
+                # Half the whole photo's logits, half the best crop's: the best crop alone
+                # binds colour to shape but lets background clutter answer species questions
+                # (demo, species mAP 0.99 -> 0.77); the blend keeps both (docs/BENCHMARKS.md).
+                best = 1 + int(np.argmax(logits[1:, 0] - logits[1:, 1]))
+                l_yes = 0.5 * (l_yes + float(logits[best, 0]))
+                l_no = 0.5 * (l_no + float(logits[best, 1]))
+                where = f" (region {best})"
+            p = yes_probability(l_yes, l_no)
+            answers.append(Answer(p, ("yes" if p >= 0.5 else "no") + where, l_yes, l_no))
+        return answers
+
+
+def _logit_scale(encoder: Encoder) -> float:
+    """The model's own softmax temperature (CLIP learns it: 100 for the released models)."""
+    model = getattr(encoder, "model", None)
+    scale = getattr(model, "logit_scale", None)
+    if scale is None:
+        return 100.0
+    try:
+        value = float(scale.detach().exp().item()) if hasattr(scale, "detach") else float(scale)
+    except (TypeError, ValueError):
+        return 100.0
+    return value if math.isfinite(value) and value > 0 else 100.0
+
+
+def _encoder_side(encoder: Encoder) -> int | None:
+    # Crops are half the photo's side: decode large JPEGs at twice the model's input size.
+    side = getattr(encoder, "image_size", None)
+    return 2 * int(side) if isinstance(side, int) else None
