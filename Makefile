@@ -15,11 +15,11 @@ demo: install
 	quadrat gui --demo
 
 # Install, lint, type-check engine/, app/ and widgets/ (strict), then run the default test suite
-# (benchmarks excluded).
+# (benchmarks excluded) on up to four cores, a whole test file per worker.
 test: install-test
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
-	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest
+	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 lint:
 	$(PYTHON) -m ruff check .
