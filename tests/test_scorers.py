@@ -324,12 +324,16 @@ def test_endpoint_p_from_the_yes_and_no_tokens_among_the_top_logprobs(
     assert scorer.identity == f"endpoint:{server.url}/good/v1/chat/completions#tiny"
 
 
-def test_endpoint_without_yes_or_no_tokens_answers_zero(
+def test_endpoint_without_yes_or_no_tokens_in_a_whole_batch_is_an_error(
     server: SimpleNamespace, three_photos: list[Photo]
 ) -> None:
+    # A batch in which no photo's top 20 holds Yes or No is not a batch of "no"s
+    # (docs/SPEC.md §2.2); a single photo without them among others answers 0
+    # (tests/test_scorers_vlm.py).
     scorer = EndpointScorer(f"{server.url}/missing", "tiny")
-    answer = scorer.score(three_photos[:1], Question("Is there a red circle?"))[0]
-    assert answer.p_yes == 0.0 and answer.l_yes is None and answer.l_no is None
+    with pytest.raises(ScorerError, match="answers yes/no directly") as caught:
+        scorer.score(three_photos[:1], Question("Is there a red circle?"))
+    assert "Maybe" in str(caught.value) and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(

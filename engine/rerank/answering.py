@@ -17,6 +17,8 @@ from engine.rerank.base import Answer, Photo, Question, yes_probability
 YES_NO_INSTRUCTION = (
     "You are looking at one photo. Answer each question about it with a single word: Yes or No."
 )
+# INQUIRE's instruction after the question for models prompted without a chat template.
+RESPOND_YES_NO = "Respond with yes or no."
 
 
 class ScorerError(QuadratError):
@@ -52,9 +54,53 @@ def question_text(question: Question) -> str:
     return " ".join(question.text.split())
 
 
-def system_text(context: str) -> str:
-    context = " ".join(context.split())
-    return f"{YES_NO_INSTRUCTION}\n\n{context}" if context else YES_NO_INSTRUCTION
+def query_line(query: str) -> str:
+    """The original search in the answering prompt (Divide-and-Conquer), "" for none."""
+    query = " ".join(query.split())
+    return f'The photos are searched for: "{query}".' if query else ""
+
+
+def system_text(context: str, query: str = "") -> str:
+    """The system turn: the yes/no instruction, the expert context, the original query."""
+    parts = [YES_NO_INSTRUCTION, " ".join(context.split()), query_line(query)]
+    return "\n\n".join(part for part in parts if part)
+
+
+def no_template_prompt(
+    question: Question,
+    history: Sequence[tuple[Question, Answer]],
+    context: str,
+    query: str = "",
+) -> str:
+    """The text for a model without a chat template (PaliGemma): INQUIRE's
+    "Q: ...? Respond with yes or no." with the context, the query and earlier answers as
+    lines before it. The image tokens and BOS go in front and a newline after (the processor's
+    layout), so the image placeholder is not part of this text."""
+    lines = [" ".join(context.split()), query_line(query)]
+    lines += [f"Q: {question_text(q)} A: {spoken_answer(a)}" for q, a in history]
+    lines.append(f"Q: {question_text(question)} {RESPOND_YES_NO}")
+    return "\n".join(line for line in lines if line)
+
+
+def check_finite(values: Sequence[float], where: str) -> None:
+    """A NaN or infinite Yes/No logit is a broken model or the wrong numerics, never a "no"."""
+    if not all(math.isfinite(v) for v in values):
+        raise ScorerError(
+            f"{where}: the Yes/No logits are not finite (NaN or inf); load the model in "
+            "bf16 or fp32 (fp16 overflows in models trained in bf16), or use another model"
+        )
+
+
+def check_some_yes_no(held: Sequence[bool], where: str, began: str = "") -> None:
+    """`held[i]`: whether photo i's top first tokens hold Yes or No. A whole batch without
+    them is a model that does not answer yes/no directly ("<think>", a chatty opening): its
+    p = 0 for every photo must never be kept."""
+    if held and not any(held):
+        start = f" (it begins {began!r})" if began else ""
+        raise ScorerError(
+            f"{where}: no photo's first answer token is Yes or No{start}; use a model that "
+            "answers yes/no directly (no thinking or reasoning mode)"
+        )
 
 
 def yes_no_variants(text: str) -> bool | None:

@@ -1,6 +1,7 @@
 """An OpenAI-compatible chat endpoint as a scorer: p from the "Yes" and "No" tokens among the
-top 20 log-probabilities of the first token, 0 when neither is there (as INQUIRE's code does).
-Failures raise `ScorerError` with one line, never a silent 0. The endpoint sees the photo's
+top 20 log-probabilities of the first token, 0 when neither is there (as INQUIRE's code does),
+but a batch in which no photo's top 20 holds either, or a non-finite log-probability, is an
+error. Failures raise `ScorerError` with one line, never a silent 0. The endpoint sees the photo's
 earlier questions and its own answers as earlier turns of the conversation (docs/SPEC.md §2.2)."""
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from engine.models.chat import ChatError, chat_url, post_chat
 from engine.rerank.answering import (
     ScorerError,
     answer_from,
+    check_finite,
     check_lengths,
+    check_some_yes_no,
     history_for,
     logsumexp,
     open_photo,
@@ -82,10 +85,12 @@ class EndpointScorer:
         question: Question,
         history: Sequence[tuple[Question, Answer]],
         context: str,
+        query: str = "",
     ) -> list[dict[str, Any]]:
-        """The chat messages for one photo: system, the photo with the first question, the
-        earlier answers and questions in turn, the new question last."""
-        out: list[dict[str, Any]] = [{"role": "system", "content": system_text(context)}]
+        """The chat messages for one photo: system (with the original query when given), the
+        photo with the first question, the earlier answers and questions in turn, the new
+        question last."""
+        out: list[dict[str, Any]] = [{"role": "system", "content": system_text(context, query)}]
         turns = [(q, spoken_answer(a)) for q, a in history] + [(question, None)]
         for i, (q, said) in enumerate(turns):
             if i == 0:
@@ -108,9 +113,13 @@ class EndpointScorer:
         history: Sequence[Sequence[tuple[Question, Answer]]] = (),
         context: str = "",
         cancel: CancelToken | None = None,
+        query: str = "",
     ) -> list[Answer]:
-        """One answer per photo; the first failed request raises `ScorerError` (one line)."""
+        """One answer per photo (`query`, the original search, in the prompt when given); the
+        first failed request raises `ScorerError` (one line), and so does a batch in which no
+        photo's top 20 first tokens hold Yes or No."""
         check_lengths(photos, history)
+        asked: set[int] = set()  # the photos sent (an unreadable one is not)
 
         def one(i: int) -> Answer:
             if cancel is not None:
@@ -119,9 +128,11 @@ class EndpointScorer:
                 image_url = image_data_url(photos[i], self.max_side)
             except BadImageError as error:
                 return unreadable(error)
+            asked.add(i)
+            messages = self.messages(image_url, question, history_for(history, i), context, query)
             body = {
                 "model": self.model,
-                "messages": self.messages(image_url, question, history_for(history, i), context),
+                "messages": messages,
                 "max_tokens": 1,
                 "temperature": 0,
                 "logprobs": True,
@@ -130,7 +141,14 @@ class EndpointScorer:
             return self._answer(self._post(body))
 
         with ThreadPoolExecutor(max_workers=min(self.batch_size, max(1, len(photos)))) as pool:
-            return list(pool.map(one, range(len(photos))))
+            answers = list(pool.map(one, range(len(photos))))
+        sent = [answers[i] for i in sorted(asked)]
+        check_some_yes_no(
+            [a.l_yes is not None or a.l_no is not None for a in sent],
+            f"endpoint scorer {self.url}#{self.model}",
+            next((a.answer for a in sent if a.answer), ""),
+        )
+        return answers
 
     def _post(self, body: dict[str, Any]) -> Any:
         try:
@@ -167,6 +185,10 @@ class EndpointScorer:
             raise ScorerError(
                 f"{where}: malformed logprobs (expected content[0].top_logprobs)"
             ) from error
+        check_finite(
+            [lp for token, lp in pairs if yes_no_variants(token) is not None],
+            f"endpoint scorer {self.url}#{self.model}",
+        )
         yes = logsumexp([lp for token, lp in pairs if yes_no_variants(token) is True])
         no = logsumexp([lp for token, lp in pairs if yes_no_variants(token) is False])
         return answer_from(yes, no, " ".join(str(words).split())[:80])
