@@ -6,6 +6,16 @@ or ``ORG/NAME``) downloaded into the user cache on first use. Options after ``?`
 ``guidance``, ``width``, ``height``) replace the model's defaults. The pipeline class comes from
 the model (``AutoPipelineForText2Image``, else the class ``model_index.json`` names).
 
+A single file without ``config=`` gets the configs of the family diffusers recognises in it,
+fetched when online (else one line asks for ``?config=``). Family, defaults and dtype come
+from the model's own configs (`read_family`), never from a folder's name alone. Downloads take
+one set of weights per component (fp16 ones for a GPU; never non-EMA or root checkpoints), and
+a snapshot holding only fp16 files loads on a CPU too, cast to fp32.
+
+The safety checker stays as the model ships it (turning it off is the publisher's call, not a
+search tool's, and the drawings are shown in the window); what it flags is blacked out, so such
+a drawing is dropped from the query with a note (`DrawingWithheld`) and never cached.
+
 Spec checks and the offline probe run before diffusers is imported (importing it and
 transformers costs 5-6 s), so a wrong spec fails at once in one line.
 """
@@ -25,7 +35,7 @@ from typing import Any
 
 from PIL import Image
 
-from engine.errors import BadInputError, Cancelled, ModelLoadError, one_line
+from engine.errors import BadInputError, Cancelled, ModelLoadError, QuadratError, one_line
 from engine.files import file_sha256
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 from engine.visret.base import DrawSettings
@@ -155,27 +165,110 @@ def identity_of(parsed: DiffusersSpec) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-family defaults
+# The model's family, read from its own configs
 
 
-def family_defaults(pipe: Any, name: str) -> DrawSettings:
-    """Steps, guidance and native size for a loaded pipeline: turbo models 1 step without
-    guidance, SD 1.x/2.x 25 steps at 7.5, SDXL 25 at 5.0, SD3 28 at 7.0, anything else the
-    pipeline's own call defaults."""
-    width, height = native_size(pipe)
-    class_name = type(pipe).__name__
-    lowered = name.lower()
-    if "turbo" in lowered:
-        steps, guidance = 1, 0.0
-    elif class_name.startswith("StableDiffusion3"):
-        steps, guidance = 28, 7.0
-    elif class_name.startswith("StableDiffusionXL"):
-        steps, guidance = 25, 5.0
-    elif class_name.startswith("StableDiffusion"):
-        steps, guidance = 25, 7.5
+_FEW_STEP_WORDS = ("turbo", "schnell")  # distilled models published under these names
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """What a pipeline folder's configs say: its class, whether it is a few-step (distilled)
+    model, whether it is published in bf16, and its card's steps and guidance (None: the
+    pipeline's own call defaults)."""
+
+    pipeline: str  # model_index.json's _class_name
+    name: str  # the hub repo id when known, else the folder's name
+    few_step: bool
+    bf16: bool
+    steps: int | None
+    guidance: float | None
+
+    def dtype(self, device: str, *, bf16: bool) -> str:
+        """The torch dtype name to load in: fp32 on a CPU (fp16 maths there is slow or
+        missing), bf16 on a GPU that supports it for a model published in bf16 (in fp16 its
+        activations can overflow), fp16 otherwise."""
+        if device == "cpu":
+            return "float32"
+        if self.bf16 and bf16 and device.startswith("cuda"):
+            return "bfloat16"
+        return "float16"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def repo_id_in_path(folder: Path) -> str | None:
+    """ORG/NAME when `folder` lies in a hub cache (``models--ORG--NAME/snapshots/<commit>``)."""
+    for part in reversed(folder.parts):
+        if part.startswith("models--"):
+            org, _, name = part.removeprefix("models--").partition("--")
+            if org and name:
+                return f"{org}/{name}"
+    return None
+
+
+def read_family(folder: Path, name: str | None = None) -> ModelFamily:
+    """The family of the pipeline whose configs are in `folder` (model_index.json, the
+    scheduler's and the denoiser's configs); `name` is the hub id it came from, if known.
+
+    A model is few-step when its name says so (the hub id, a hub-cache path, the folder), when
+    a Flux transformer has no guidance embedding (FLUX.1-schnell; FLUX.1-dev has one), or when
+    an SD/SDXL scheduler samples trailing timesteps (as sd-turbo and sdxl-turbo ship): a
+    snapshot copied out of the hub cache keeps its configs but loses its name.
+    """
+    index = _read_json(folder / "model_index.json")
+    pipeline = str(index.get("_class_name") or "")
+    scheduler = _read_json(folder / "scheduler" / "scheduler_config.json")
+    transformer = _read_json(folder / "transformer" / "config.json")
+    label = name or repo_id_in_path(folder) or folder.name
+    named_few = any(word in label.lower() for word in _FEW_STEP_WORDS)
+    flux = pipeline.startswith("Flux")
+    sd3 = pipeline.startswith("StableDiffusion3")
+    sdxl = pipeline.startswith("StableDiffusionXL")
+    sd = pipeline.startswith("StableDiffusion") and not sd3
+    few = (
+        named_few
+        or (flux and transformer.get("guidance_embeds") is False)
+        or (sd and scheduler.get("timestep_spacing") == "trailing")
+    )
+    # Published in bf16: Flux, SD3.5 (its transformer normalises q/k; SD3-medium's does not)
+    # and any model whose component configs say so.
+    published = [
+        str(_read_json(folder / key / "config.json").get(field) or "")
+        for key, value in index.items()
+        if not key.startswith("_") and isinstance(value, list)
+        for field in ("torch_dtype", "dtype")
+    ]
+    bf16 = flux or (sd3 and bool(transformer.get("qk_norm"))) or "bfloat16" in published
+    steps: int | None
+    guidance: float | None
+    if flux:  # FLUX.1-schnell's card: 4 steps at 0; FLUX.1-dev: diffusers' 28 at 3.5
+        steps, guidance = (4, 0.0) if few else (28, 3.5)
+    elif sd3:  # SD3.5-large-turbo's card: 4 steps at 0
+        steps, guidance = (4, 0.0) if few else (28, 7.0)
+    elif sd:  # sd-turbo's and sdxl-turbo's cards: 1 step at 0
+        steps, guidance = (1, 0.0) if few else ((25, 5.0) if sdxl else (25, 7.5))
     else:
-        parameters = inspect.signature(pipe.__call__).parameters
+        steps, guidance = None, None
+    return ModelFamily(pipeline, label, few, bf16, steps, guidance)
+
+
+def family_defaults(pipe: Any, family: ModelFamily) -> DrawSettings:
+    """Steps, guidance and native size for a loaded pipeline: the family's (see `read_family`),
+    else the pipeline's own call defaults."""
+    width, height = native_size(pipe)
+    parameters = inspect.signature(pipe.__call__).parameters
+    steps = family.steps
+    if steps is None:
         steps = _default(parameters, "num_inference_steps", 25)
+    guidance = family.guidance
+    if guidance is None:
         guidance = float(_default(parameters, "guidance_scale", 7.5))
     return DrawSettings(steps=int(steps), guidance=float(guidance), width=width, height=height)
 
@@ -201,6 +294,10 @@ def native_size(pipe: Any) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------------------------
 # The generator
+
+
+class DrawingWithheld(QuadratError):
+    """A drawing the model's safety checker blacked out: left out of the query, with a note."""
 
 
 class DiffusersGenerator:
@@ -272,6 +369,14 @@ class DiffusersGenerator:
                     output_type="pil",
                     callback_on_step_end=step_end,
                 )
+        flagged = getattr(result, "nsfw_content_detected", None)
+        if flagged and flagged[0]:
+            # The safety checker blacks out what it flags, false positives included (a bare
+            # tree, a pink fish): a black square as a query image would rank dark photos first.
+            raise DrawingWithheld(
+                f"{self.label}'s safety checker flagged this drawing, so it is not used as a query "
+                f"image; try another seed or other words"
+            )
         image = result.images[0]
         if not isinstance(image, Image.Image):  # pragma: no cover - output_type="pil" above
             raise ModelLoadError(f"{self.label} returned no picture")
@@ -291,25 +396,29 @@ def load_diffusers(
     cache = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
     token = cancel or CancelToken()
     report = progress or no_progress
+    hub_name: str | None = None
     if parsed.kind == "hub":
         assert parsed.hub_id is not None
         source = _hub_folder(parsed.hub_id, cache, report, token, fp16=_wants_fp16(device))
-        name = parsed.hub_id
+        configs, name, hub_name = source, parsed.hub_id, parsed.hub_id
+    elif parsed.kind == "folder":
+        assert parsed.path is not None
+        source = configs = parsed.path
+        name = repo_id_in_path(source) or source.name
     else:
         assert parsed.path is not None
-        source = parsed.path
-        name = parsed.path.name
-        if parsed.kind == "file" and parsed.config and not Path(parsed.config).is_dir():
-            _hub_folder(parsed.config, cache, report, token, fp16=False, configs_only=True)
+        source, name = parsed.path, parsed.path.name
+        configs = _single_file_configs(parsed, cache, report, token)
     identity = identity_of(parsed)
     token.check()
+    family = read_family(configs, hub_name or repo_id_in_path(configs) or name)
 
     from engine.models.encoders import choose_device
 
     chosen = choose_device(device)
-    pipe = _load_pipeline(parsed, source, chosen, cache)
+    pipe = _load_pipeline(parsed, source, chosen, configs, family)
     _place(pipe, chosen)
-    defaults = family_defaults(pipe, name)
+    defaults = family_defaults(pipe, family)
     defaults = replace(
         defaults,
         steps=parsed.steps if parsed.steps is not None else defaults.steps,
@@ -337,10 +446,18 @@ def _wants_fp16(device: str) -> bool:
     return choose_device(device) != "cpu"
 
 
-def _load_pipeline(parsed: DiffusersSpec, source: Path, device: str, cache: Path) -> Any:
+def _bf16_supported(device: str) -> bool:
     import torch
 
-    dtype = torch.float16 if device != "cpu" else torch.float32
+    return device.startswith("cuda") and bool(torch.cuda.is_bf16_supported())
+
+
+def _load_pipeline(
+    parsed: DiffusersSpec, source: Path, device: str, configs: Path, family: ModelFamily
+) -> Any:
+    import torch
+
+    dtype = getattr(torch, family.dtype(device, bf16=_bf16_supported(device)))
     try:
         import diffusers as diffusers_module
     except ImportError as error:
@@ -351,8 +468,8 @@ def _load_pipeline(parsed: DiffusersSpec, source: Path, device: str, cache: Path
     diffusers.utils.logging.disable_progress_bar()
     try:
         if parsed.kind == "file":
-            return _from_single_file(diffusers, parsed, dtype, cache)
-        variant = "fp16" if dtype == torch.float16 and _has_fp16_variant(source) else None
+            return _from_single_file(diffusers, parsed, dtype, configs)
+        variant = _variant(source, half=dtype == torch.float16)
         try:
             return diffusers.AutoPipelineForText2Image.from_pretrained(
                 str(source), torch_dtype=dtype, local_files_only=True, variant=variant
@@ -372,40 +489,78 @@ def _load_pipeline(parsed: DiffusersSpec, source: Path, device: str, cache: Path
         ) from error
 
 
-def _has_fp16_variant(folder: Path) -> bool:
-    return any(folder.glob("*/*.fp16.safetensors"))
+def weight_variant(name: str) -> str | None:
+    """The variant of a weights file (``unet/diffusion_pytorch_model.fp16.safetensors`` ->
+    "fp16", ``model.fp16-00001-of-00002.safetensors`` -> "fp16"), None for the plain one."""
+    parts = name.rsplit("/", 1)[-1].split(".")
+    if len(parts) < 3:
+        return None
+    return re.sub(r"-\d+-of-\d+$", "", parts[-2])
 
 
-def _from_single_file(diffusers: Any, parsed: DiffusersSpec, dtype: Any, cache: Path) -> Any:
-    """A single checkpoint: its pipeline class is the one its config's model_index.json names."""
+def _variant(folder: Path, *, half: bool) -> str | None:
+    """The variant to load: fp16 files for an fp16 load, and whenever a component has only
+    fp16 files (a GPU's download used on a CPU: diffusers casts them to the asked dtype)."""
+    by_component: dict[str, set[str | None]] = {}
+    for path in folder.glob("*/*.safetensors"):
+        by_component.setdefault(path.parent.name, set()).add(weight_variant(path.name))
+    has_half = any("fp16" in variants for variants in by_component.values())
+    plain_missing = any(None not in variants for variants in by_component.values())
+    return "fp16" if has_half and (half or plain_missing) else None
+
+
+def _single_file_configs(
+    parsed: DiffusersSpec, cache: Path, progress: ProgressCallback, cancel: CancelToken
+) -> Path:
+    """The pipeline configs of a single checkpoint as a local folder: ``?config=FOLDER``, the
+    configs of ``?config=ORG/NAME`` (fetched when missing), or, without ``config=``, those of
+    the family diffusers recognises in the checkpoint (fetched when online)."""
     assert parsed.path is not None
     from engine.models.encoders import check_plain_checkpoint
 
     check_plain_checkpoint(parsed.path)  # a .ckpt that would run code: refused before diffusers
     config = parsed.config
-    if config is None:
-        # diffusers recognises the checkpoint's family and fetches that family's config.
+    if config is not None and Path(config).is_dir():
+        return Path(config)
+    if config is not None:
+        return _hub_folder(config, cache, progress, cancel, fp16=False, configs_only=True)
+    repo_id = _recognised_config(parsed.path)
+    from engine.models.hub import ModelUnavailableError, probe
+
+    reason = None if _cached_snapshot(repo_id, cache) is not None else probe()
+    if reason is not None:
+        raise ModelUnavailableError(
+            f"generator {parsed.path.name}: its configs ({repo_id}, the family diffusers "
+            f"recognises in it) are not on disk and cannot be fetched: {reason}; add "
+            f"?config=FOLDER (a pipeline folder of the same model) to the spec"
+        )
+    return _hub_folder(repo_id, cache, progress, cancel, fp16=False, configs_only=True)
+
+
+def _recognised_config(path: Path) -> str:
+    """The hub repo whose configs diffusers uses for a checkpoint of this family."""
+    try:
         from diffusers.loaders import single_file_utils
+    except ImportError as error:
+        raise ModelLoadError(
+            f"Stable Diffusion needs the diffusers package ({one_line(error, 300)})"
+        ) from error
+    utils: Any = single_file_utils  # untyped library
+    try:
+        checkpoint = utils.load_single_file_checkpoint(str(path), local_files_only=True)
+        repo_id = str(utils.fetch_diffusers_config(checkpoint)["pretrained_model_name_or_path"])
+    except Exception as error:
+        raise ModelLoadError(
+            f"could not tell the model family of {path.name} ({one_line(error, 200)}); add "
+            f"?config=FOLDER or ?config=ORG/NAME naming its pipeline configs"
+        ) from error
+    return repo_id
 
-        utils: Any = single_file_utils
-        checkpoint = utils.load_single_file_checkpoint(str(parsed.path), local_files_only=True)
-        config = str(utils.fetch_diffusers_config(checkpoint)["pretrained_model_name_or_path"])
-        del checkpoint
-    if Path(config).is_dir():
-        index = Path(config) / "model_index.json"
-    else:
-        from huggingface_hub import hf_hub_download
 
-        try:
-            index = Path(
-                hf_hub_download(
-                    config, "model_index.json", cache_dir=str(cache), local_files_only=True
-                )
-            )
-        except Exception as error:
-            raise _unavailable(
-                config, f"the config of {parsed.path.name} is not on disk; give ?config=FOLDER"
-            ) from error
+def _from_single_file(diffusers: Any, parsed: DiffusersSpec, dtype: Any, configs: Path) -> Any:
+    """A single checkpoint: its pipeline class is the one its configs' model_index.json names."""
+    assert parsed.path is not None
+    index = configs / "model_index.json"
     try:
         class_name = json.loads(index.read_text(encoding="utf-8"))["_class_name"]
     except (OSError, ValueError, KeyError) as error:
@@ -414,11 +569,7 @@ def _from_single_file(diffusers: Any, parsed: DiffusersSpec, dtype: Any, cache: 
     if pipeline_class is None or not hasattr(pipeline_class, "from_single_file"):
         raise ModelLoadError(f"a {class_name} cannot be loaded from a single checkpoint file")
     return pipeline_class.from_single_file(
-        str(parsed.path),
-        config=config,
-        torch_dtype=dtype,
-        cache_dir=str(cache),
-        local_files_only=True,
+        str(parsed.path), config=str(configs), torch_dtype=dtype, local_files_only=True
     )
 
 
@@ -522,8 +673,10 @@ def _cached_snapshot(hub_id: str, cache: Path) -> Path | None:
 
 def _files_to_fetch(files: list[str], *, fp16: bool, configs_only: bool) -> list[str]:
     """The files a pipeline needs from a hub repo: model_index.json, every component's
-    configs and tokenizer files, and one set of safetensors weights (fp16 ones for a GPU where
-    the repo has them) - not the repo's root checkpoints or .bin duplicates."""
+    configs and tokenizer files, and one set of safetensors weights per component: the fp16
+    variant for a GPU where the component has it, else the plain one (the fp16 one where that
+    is all there is). Never the repo's root checkpoints, .bin duplicates or other variants
+    (SD 1.5's 3.4 GB non-EMA UNet is a variant for training, not drawing)."""
     configs = [
         f
         for f in files
@@ -532,10 +685,16 @@ def _files_to_fetch(files: list[str], *, fp16: bool, configs_only: bool) -> list
     ]
     if configs_only:
         return configs
-    weights = [f for f in files if "/" in f and f.endswith(".safetensors")]
-    half = [f for f in weights if f.endswith(".fp16.safetensors")]
-    full = [f for f in weights if not f.endswith(".fp16.safetensors")]
-    return configs + (half if fp16 and half else full)
+    weights: dict[str, dict[str | None, list[str]]] = {}
+    for name in files:
+        if "/" in name and name.endswith(".safetensors"):
+            component = name.split("/", 1)[0]
+            weights.setdefault(component, {}).setdefault(weight_variant(name), []).append(name)
+    chosen: list[str] = []
+    for variants in weights.values():
+        half, plain = variants.get("fp16", []), variants.get(None, [])
+        chosen += half if (fp16 and half) or not plain else plain
+    return configs + chosen
 
 
 def _progress_bar(progress: ProgressCallback, cancel: CancelToken, hub_id: str) -> type:

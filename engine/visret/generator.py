@@ -60,7 +60,8 @@ def load_generator(
     - ``demo-diffusion``: a tiny Stable Diffusion trained on demo drawings (shipped);
     - a diffusers pipeline folder (holding ``model_index.json``);
     - one ``.safetensors``/``.ckpt`` file, with its pipeline config as ``FILE?config=FOLDER`` or
-      ``FILE?config=ORG/NAME`` (without it diffusers looks the config up on the hub);
+      ``FILE?config=ORG/NAME`` (without it, the configs of the family diffusers recognises in
+      the file are fetched from the hub; offline, one line asks for ``?config=``);
     - ``hf-hub:ORG/NAME`` or ``ORG/NAME``: downloaded into `cache_dir` on first use, with byte
       progress through `progress`.
 
