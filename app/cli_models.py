@@ -1,7 +1,8 @@
 """`quadrat models`: models offered and installed, downloads, offline packs (docs/SPEC.md §6.6).
 
-    quadrat models list [--json]        the catalogue and what is installed
-    quadrat models download SPEC        into the model store (Ctrl+C keeps the partial file)
+    quadrat models list [--json] [--role R]   the catalogue and what is installed, for the three
+                                        roles: encoder, generator (VisRet), vlm (Reranked)
+    quadrat models download SPEC        into the model store (Ctrl+C keeps what came)
     quadrat models pack SPEC OUT        one archive to carry to an offline machine
     quadrat models import PACK          install a pack (checked; a bad pack installs nothing;
                                         --replace to replace an installed model's other weights)
@@ -40,10 +41,17 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
 
     listing = sub.add_parser("list", help="the models offered and which are installed")
     listing.add_argument("--json", action="store_true", help="one JSON list")
+    listing.add_argument(
+        "--role",
+        choices=("encoder", "generator", "vlm"),
+        help="only search models (encoder), image generators or vision-language models",
+    )
     listing.set_defaults(func=cmd_list)
 
     download = sub.add_parser("download", help="download a model into the model store")
-    download.add_argument("spec", help="ARCH:PRETRAINED or hf-hub:ORG/NAME")
+    download.add_argument(
+        "spec", help="ARCH:PRETRAINED, hf-hub:ORG/NAME, or a generator or VLM from 'models list'"
+    )
     download.set_defaults(func=cmd_download)
 
     pack = sub.add_parser("pack", help="write an offline pack of a model (downloads it first)")
@@ -78,7 +86,17 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def model_rows() -> list[dict[str, Any]]:
+def use_spec(role: str, spec: str, path: Path | None) -> str:
+    """What a method takes to use an installed model: an encoder's spec, a generator's folder
+    (the VisRet generator setting), a VLM's `vlm:FOLDER` (the Reranked scorer setting)."""
+    if role == "generator" and path is not None:
+        return str(path)
+    if role == "vlm" and path is not None:
+        return f"vlm:{path}"
+    return spec
+
+
+def model_rows(role: str | None = None) -> list[dict[str, Any]]:
     """The catalogue, then installed models it does not list: what `models list` shows."""
     from engine.models.offers import model_offers
 
@@ -90,6 +108,9 @@ def model_rows() -> list[dict[str, Any]]:
         rows.append(
             {
                 "spec": offer.spec,
+                "role": offer.role,
+                "use": use_spec(offer.role, offer.spec, model.path) if model else None,
+                "gated": offer.gated,
                 "installed": model is not None,
                 "size_bytes": model.size_bytes if model else offer.download_bytes,
                 "download_bytes": offer.download_bytes,
@@ -108,6 +129,9 @@ def model_rows() -> list[dict[str, Any]]:
         rows.append(
             {
                 "spec": model.spec,
+                "role": model.role,
+                "use": use_spec(model.role, model.spec, model.path),
+                "gated": False,
                 "installed": True,
                 "size_bytes": model.size_bytes,
                 "download_bytes": None,
@@ -122,7 +146,10 @@ def model_rows() -> list[dict[str, Any]]:
                 "partial_bytes": 0,
             }
         )
-    return rows
+    from engine.models.offers import ROLES
+
+    rows.sort(key=lambda row: ROLES.index(row["role"]) if row["role"] in ROLES else len(ROLES))
+    return [row for row in rows if role is None or row["role"] == role]
 
 
 def _partial(store: ModelStore, spec: str) -> int:
@@ -135,11 +162,16 @@ def _partial(store: ModelStore, spec: str) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    rows = model_rows()
+    from engine.models.offers import ROLE_NAMES, ROLES
+
+    rows = model_rows(args.role)
     if args.json:
         print(json.dumps(rows))
         return EXIT_OK
-    for row in rows:
+    for index, row in enumerate(rows):
+        if index == 0 or row["role"] != rows[index - 1]["role"]:
+            role = row["role"]
+            print(f"{ROLE_NAMES[role].capitalize() if role in ROLES else role}s:")
         if row["installed"] and row["origin"] == "pack":
             # Not verified as the published model: say so, and under which identity it indexes.
             state = (
@@ -159,6 +191,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             memory = f" Needs ~{_size(row['memory_bytes'])} memory." if row["memory_bytes"] else ""
             good_at = row["good_at"].rstrip(".") + "."
             print(f"{'':<32} {row['label']}: {good_at}{memory}")
+        if row["installed"] and row["use"] != row["spec"]:
+            print(f"{'':<32} use it as: {row['use']}")
     print(f"model store: {paths.models_dir()}", file=sys.stderr)
     return EXIT_OK
 
@@ -187,6 +221,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     print(f"installed {model.spec} ({_size(model.size_bytes)}) in {model.path}")
+    if model.role != "encoder":
+        print(f"use it as: {use_spec(model.role, model.spec, model.path)}")
     return EXIT_OK
 
 

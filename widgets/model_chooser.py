@@ -1,7 +1,9 @@
 """The model chooser: which model to index and search with, and getting it onto this computer.
 
-It shows the plain `ModelRow`s its controller hands it (the offered models, each marked when it
-is already on disk) and emits what the user asks for: use a model (downloading it first when
+One tab per role a search can need: search models (CLIP encoders), image generators (VisRet's
+drawings) and vision-language models (Reranked's questions). It shows the plain `ModelRow`s its
+controller hands it (the offered models, each marked when it is already on disk) and emits what
+the user asks for: use a model (downloading it first when
 needed), use the bundled demo model, import a model file or folder, cancel a download. The
 controller runs the work and reports back through `show_download`, `set_download_progress`,
 `show_cancelled` and `show_failure`; the dialog itself decides nothing.
@@ -23,6 +25,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QProgressBar,
     QPushButton,
+    QTabBar,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -33,6 +36,11 @@ DEMO_SPEC = "demo"
 ON_DISK = "✓ on disk"
 MODEL_FILES = "Models (*.qmodel *.zip *.tar *.safetensors *.pt *.pth *.bin *.ckpt);;All files (*)"
 COLUMNS = ("Model", "Good at", "Download", "Memory", "On disk")
+ROLE_TABS = (
+    ("encoder", "Search models"),
+    ("generator", "Image generators"),
+    ("vlm", "Vision-language models"),
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,8 @@ class ModelRow:
     installed: bool
     licence: str = ""
     source: str = ""
+    role: str = "encoder"  # "encoder" | "generator" | "vlm"
+    use: str = ""  # once on disk, what a method takes to use it (a folder, vlm:FOLDER)
 
 
 def format_bytes(size: int) -> str:
@@ -79,8 +89,14 @@ class ModelChooser(QDialog):
         self.setObjectName("modelChooser")
         self.setWindowTitle("Choose a model")
         self.setMinimumWidth(760)
-        self._rows: list[ModelRow] = []
+        self._rows: list[ModelRow] = []  # every role's; the table shows the current tab's
         self._busy = False
+
+        self.tabs = QTabBar(self)
+        self.tabs.setObjectName("modelRoleTabs")
+        for _role, title in ROLE_TABS:
+            self.tabs.addTab(title)
+        self.tabs.currentChanged.connect(lambda _index: self._fill())
 
         self.reason = QLabel(self)
         self.reason.setObjectName("modelChooserReason")
@@ -168,6 +184,7 @@ class ModelChooser(QDialog):
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.reason)
+        layout.addWidget(self.tabs)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.details)
         layout.addWidget(self.status)
@@ -185,11 +202,34 @@ class ModelChooser(QDialog):
         self.reason.setVisible(bool(text))
 
     def set_rows(self, rows: Sequence[ModelRow], selected: str | None = None) -> None:
-        """Show `rows`, selecting `selected` (else the first row)."""
+        """Show `rows` (any roles), selecting `selected` on its role's tab (else the first row
+        of the tab shown)."""
         keep = selected or self.selected_spec()
         self._rows = list(rows)
+        role = next((row.role for row in self._rows if row.spec == keep), None)
+        if role is not None:
+            self.set_role(role, keep)
+        else:
+            self._fill(keep)
+
+    def role(self) -> str:
+        """The role whose tab is shown."""
+        return ROLE_TABS[max(0, self.tabs.currentIndex())][0]
+
+    def set_role(self, role: str, selected: str | None = None) -> None:
+        """Show the tab of `role` ("encoder", "generator", "vlm")."""
+        index = next((i for i, (name, _title) in enumerate(ROLE_TABS) if name == role), 0)
+        if index == self.tabs.currentIndex():
+            self._fill(selected)
+        else:
+            self.tabs.blockSignals(True)
+            self.tabs.setCurrentIndex(index)
+            self.tabs.blockSignals(False)
+            self._fill(selected)
+
+    def _fill(self, keep: str | None = None) -> None:
         self.table.clear()
-        for row in self._rows:
+        for row in self.rows():
             item = QTreeWidgetItem(
                 [
                     row.label,
@@ -215,7 +255,9 @@ class ModelChooser(QDialog):
         self._update_buttons()
 
     def rows(self) -> list[ModelRow]:
-        return list(self._rows)
+        """The rows of the tab shown."""
+        role = self.role()
+        return [row for row in self._rows if row.role == role]
 
     def selected_spec(self) -> str | None:
         items = self.table.selectedItems()
@@ -241,15 +283,19 @@ class ModelChooser(QDialog):
                 facts.append(f"Licence: {row.licence}")
             if row.source:
                 facts.append(f"From: {row.source}")
+            if row.installed and row.use and row.use != row.spec:
+                facts.append(f"Use it as: {row.use}")
             self.details.setText("<br>".join(facts))
         needs_download = row is not None and not row.installed
         self.use_button.setText(
             "Download and use the selected model" if needs_download else "Use the selected model"
         )
         self.use_button.setEnabled(row is not None and not self._busy)
-        self.demo_button.setEnabled(not self._busy)
-        self.import_button.setEnabled(not self._busy)
+        encoders = self.role() == "encoder"  # the demo and imports are search models
+        self.demo_button.setEnabled(not self._busy and encoders)
+        self.import_button.setEnabled(not self._busy and encoders)
         self.table.setEnabled(not self._busy)
+        self.tabs.setEnabled(not self._busy)
 
     # -- what the controller reports ----------------------------------------------------------
 

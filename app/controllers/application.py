@@ -113,6 +113,7 @@ class Application:
         )
         self.library.model_gate = self.models.gate
         self.models.modelChosen.connect(self._use_model)
+        self.models.roleModelChosen.connect(self._use_role_model)
         self.models.message.connect(w.set_status)
         w.models_action.triggered.connect(self.open_models)
         self.search = SearchController(
@@ -125,6 +126,7 @@ class Application:
             QueryHistory(),
         )
         w.results.currentItemChanged.connect(self.search.show_item)
+        self.search.modelNeeded.connect(self.models.open_for_role)
         w.results.moreLikeThisRequested.connect(self.search.more_like_this)
         w.search_by_photo_action.triggered.connect(
             lambda: self.search.choose_photo(w.ask_open_file)
@@ -472,7 +474,8 @@ class Application:
         self.models.open_chooser(
             self.session.search_model(),
             "Choose the model photos are indexed and searched with, download one, or import a "
-            "model file, folder or pack.",
+            "model file, folder or pack. The other tabs offer an image generator for VisRet "
+            "and vision-language models for Reranked.",
         )
 
     def model_choices(self) -> list[ModelChoice]:
@@ -510,6 +513,20 @@ class Application:
         if self.demo or session.model_key is None or spec == session.library_spec:
             return True
         return self.window.ask_yes_no("Re-index with another model?", self.reindex_question(spec))
+
+    def _use_role_model(self, role: str, use: str) -> None:
+        """A generator downloaded in the chooser becomes VisRet's generator (the settings');
+        a VLM is named in the status line (the Reranked options take it as their scorer)."""
+        if role == "generator" and use and use != self.settings.generator and not self.demo:
+            new = replace(self.settings, generator=use)
+            self.settings = new
+            self.session.apply_settings(new)
+            self.runner.submit(
+                lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE
+            )
+            self.window.set_status(f"VisRet now draws with {use}")
+        elif role == "vlm" and use:
+            self.window.set_status(f"Reranked can ask this model: choose the scorer {use}")
 
     def _use_model(self, spec: str) -> None:
         """A model is on disk and chosen: remember it, and re-index a library indexed with

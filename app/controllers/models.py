@@ -145,6 +145,9 @@ class ModelsController(QObject):
     """Decides when the chooser opens and runs what the user picks in it."""
 
     modelChosen = Signal(str)  # a model is on disk and is to be used (before waiting work runs)
+    # A generator or VLM is on disk: its role and what a method takes to use it (its folder as
+    # VisRet's generator, vlm:FOLDER as Reranked's scorer).
+    roleModelChosen = Signal(str, str)
     message = Signal(str)
 
     def __init__(
@@ -188,6 +191,8 @@ class ModelsController(QObject):
         try:
             from engine.models.store import in_download_cache
 
+            if self.role_of(spec) != "encoder":  # generators and VLMs live in the store only
+                return bool(self.store.is_installed(spec))
             return bool(self.store.is_installed(spec)) or in_download_cache(
                 spec, paths.model_cache_dir()
             )
@@ -196,13 +201,18 @@ class ModelsController(QObject):
             return True
 
     def offers(self) -> list[ModelOffer]:
-        """The catalogue (`engine.models.offers.model_offers`)."""
+        """The catalogue (`engine.models.offers.model_offers`), every role."""
         from engine.models.offers import model_offers
 
         return list(model_offers())
 
-    def rows(self) -> list[ModelRow]:
-        """The offered models, marked when on disk; the needed spec too when not offered."""
+    def role_of(self, spec: str) -> str:
+        """The role of an offered model ("encoder" for anything the catalogue does not list)."""
+        return next((o.role for o in self.offers() if o.spec == spec), "encoder")
+
+    def rows(self, role: str | None = "encoder") -> list[ModelRow]:
+        """The offered models of `role` (None: every role), marked when on disk; the needed
+        search model too when not offered."""
         rows = [
             ModelRow(
                 spec=o.spec,
@@ -213,15 +223,40 @@ class ModelsController(QObject):
                 installed=self.installed(o.spec),
                 licence=o.licence,
                 source=o.source,
+                role=o.role,
+                use=self.use_spec(o.spec) if o.role != "encoder" else o.spec,
             )
             for o in self.offers()
+            if role is None or o.role == role
         ]
+        if role not in (None, "encoder"):
+            return rows
         known = {r.spec for r in rows}
         for spec in (self._needed, self.session.library_spec, self.session.settings.model):
-            if spec and spec not in known:
+            if spec and spec not in known and self.role_of(spec) == "encoder":
                 known.add(spec)
                 rows.append(ModelRow(spec, spec, 0, 0, "the model you chose", self.installed(spec)))
         return rows
+
+    def use_spec(self, spec: str) -> str:
+        """What a method takes to use the installed generator or VLM `spec` ("" when it is not
+        on disk): its folder as VisRet's generator, vlm:FOLDER as Reranked's scorer."""
+        try:
+            folder = self.store.folder(spec)
+        except Exception:  # a spec the store cannot read
+            return ""
+        if folder is None:
+            return ""
+        return f"vlm:{folder}" if self.role_of(spec) == "vlm" else str(folder)
+
+    def open_for_role(self, role: str, reason: str) -> ModelChooser:
+        """A method needs a model of `role` ("generator", "vlm") that is not on disk: say
+        which and open the chooser on that role's tab."""
+        chooser = self.open_chooser("", reason)
+        busy = self._task is not None and not self._task.done
+        if not busy:
+            chooser.set_role(role)
+        return chooser
 
     def label(self, spec: str) -> str:
         return next((o.label for o in self.offers() if o.spec == spec), spec)
@@ -292,7 +327,7 @@ class ModelsController(QObject):
             chooser.rejected.connect(self._dismissed_now)
         busy = self._task is not None and not self._task.done
         if not busy:
-            chooser.set_rows(self.rows(), needed)
+            chooser.set_rows(self.rows(None), needed or None)
             chooser.set_reason(reason)
         if chooser.isVisible():  # asked for again: bring it to the front
             chooser.raise_()
@@ -317,6 +352,12 @@ class ModelsController(QObject):
 
     def use(self, spec: str) -> None:
         """Use `spec`: at once when on disk, else after downloading it."""
+        if self.role_of(spec) != "encoder":  # a generator or VLM: the library is not affected
+            if self.installed(spec):
+                self._role_chosen(spec)
+            else:
+                self.download(spec)
+            return
         if spec not in self._approved and not self._confirm(spec):
             return
         self._approved.add(spec)
@@ -357,7 +398,20 @@ class ModelsController(QObject):
     def _downloaded(self, spec: str) -> None:
         self._task = None
         self.message.emit(f"{self.label(spec)} downloaded")
+        if self.role_of(spec) != "encoder":
+            self._role_chosen(spec)
+            return
         self._chosen(spec)
+
+    def _role_chosen(self, spec: str) -> None:
+        """A generator or VLM is on disk: say how it is used and hand it to the application."""
+        role, use = self.role_of(spec), self.use_spec(spec)
+        chooser = self.chooser
+        if chooser is not None:
+            chooser.set_busy(False)
+            chooser.set_rows(self.rows(None), spec)
+            chooser.show_cancelled(f"{self.label(spec)} is on this computer: use it as {use}")
+        self.roleModelChosen.emit(role, use)
 
     def _cancelled(self) -> None:
         self._task = None

@@ -196,6 +196,9 @@ class SearchController(QObject):
     searchStarted = Signal(int, object)  # search id, SearchRequest
     searchStopped = Signal(int, str)  # search id, "failed" or "cancelled"
     message = Signal(str)
+    # A method needs a model of a role ("generator") that is not set: the role and why; the
+    # application opens the model chooser on that role's tab.
+    modelNeeded = Signal(str, str)
 
     def __init__(
         self,
@@ -393,6 +396,11 @@ class SearchController(QObject):
         if reason := spec.method.unavailable_reason():
             self.message.emit(f"{spec.method.label} cannot run here: {reason}")
             return None
+        if (needed := self._missing_model(spec)) is not None:
+            role, reason = needed
+            self.message.emit(reason)
+            self.modelNeeded.emit(role, reason)
+            return None
         if request.image is None and not request.text.strip():
             self.message.emit(
                 "Type a few words describing what to find, or drop a photo on the query bar"
@@ -403,6 +411,25 @@ class SearchController(QObject):
             self.message.emit("The search will run as soon as the model is ready…")
             return None
         return request, spec
+
+    def _missing_model(self, spec: MethodSpec) -> tuple[str, str] | None:
+        """VisRet on a library of real photos with no generator given or set: the role of the
+        missing model and a sentence naming it (a demo library draws with the demo painter)."""
+        from engine.models.spec import DEMO_ARCH
+
+        if spec.key != "visret":
+            return None
+        given = str(getattr(spec.params, "generator", "") or "").strip()
+        library = self.session.library
+        if given or self.session.settings.generator.strip() or library is None:
+            return None
+        if (library.model_key or "").startswith(f"{DEMO_ARCH}:"):
+            return None
+        return (
+            "generator",
+            "VisRet needs an image generator, and none is set: download one (SD-Turbo runs "
+            "on a laptop) or name yours in Settings",
+        )
 
     def _start(self, request: SearchRequest, spec: MethodSpec) -> TaskHandle:
         """Submit the search as the newest of the "search" group and announce it."""

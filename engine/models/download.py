@@ -1,9 +1,11 @@
 """Downloads from the model hub into the model store.
 
-A small urllib client (byte progress, cancel between chunks, `Range` resume of the partial
-file, the hub's sha256 ETag checked when given); it is used rather than huggingface_hub's
-because it reports progress to our callback, stops on our `CancelToken` and keeps the partial
-file where we can show and resume it. A model that cannot be fetched now is a one-line
+An encoder (one config, one weights file) comes through a small urllib client: byte progress,
+cancel between chunks, `Range` resume of the partial file, and the file's sha256 as the hub
+gives it (`X-Linked-Etag` on its redirect to the CDN, never the CDN's own ETag). It reports to
+our callback, stops on our `CancelToken` and keeps the partial file where we can show and
+resume it. Image generators and VLMs are multi-file repositories: they come through
+huggingface_hub (`engine.models.snapshots`). A model that cannot be fetched now is a one-line
 `ModelUnavailableError` within seconds (`engine.models.hub`).
 """
 
@@ -35,7 +37,7 @@ from engine.models.folders import (
     read_manifest,
 )
 from engine.models.hub import HEADERS, ensure_reachable, hub_endpoint, unavailable
-from engine.models.offers import licence_of
+from engine.models.offers import licence_of, offer_for, repository_role
 from engine.models.spec import ModelSpec, as_model_spec, store_key
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
@@ -60,9 +62,9 @@ def _hub_token() -> str | None:
     return get_token() or None
 
 
-class _NoAuthAcrossOrigins(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, dropping the Authorization header when one leads to another origin:
-    the hub sends downloads to a CDN with signed links, and a token must stay with the hub."""
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect here: `_open` follows them itself, to read the hub's sha256 from the
+    redirect (`X-Linked-Etag`) and to drop the token when one leads to another origin."""
 
     def redirect_request(
         self,
@@ -73,13 +75,44 @@ class _NoAuthAcrossOrigins(urllib.request.HTTPRedirectHandler):
         headers: Any,
         newurl: str,
     ) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(newurl) != _origin(req.full_url):
-            new.remove_header("Authorization")
-        return new
+        return None
 
 
-_opener = urllib.request.build_opener(_NoAuthAcrossOrigins())
+_opener = urllib.request.build_opener(_NoRedirects())
+_REDIRECTS = (301, 302, 303, 307, 308)
+_MAX_REDIRECTS = 5
+
+
+def _open(url: str, headers: dict[str, str], timeout: float) -> tuple[Any, str | None]:
+    """Open `url`, following redirects, and the sha256 the hub gives for the file.
+
+    The hub sends large files to a CDN with a signed link and puts the file's sha256 in
+    `X-Linked-Etag` on that redirect (as huggingface_hub reads it); the CDN's own ETag is no
+    sha256 of the file, so it is never trusted. A file the hub serves itself carries its sha256
+    as ETag. The Authorization header stays with the first origin (a token never leaves the hub).
+    """
+    first = _origin(url)
+    expected: str | None = None
+    for _ in range(_MAX_REDIRECTS + 1):
+        sent = dict(headers)
+        if _origin(url) != first:
+            sent.pop("Authorization", None)
+        try:
+            response = _opener.open(urllib.request.Request(url, headers=sent), timeout=timeout)
+        except urllib.error.HTTPError as error:
+            if error.code not in _REDIRECTS or not error.headers.get("Location"):
+                raise
+            if _origin(url) == first and expected is None:
+                expected = _sha256_header(error.headers, "X-Linked-Etag")
+            error.close()
+            url = urllib.parse.urljoin(url, str(error.headers["Location"]))
+            continue
+        if _origin(url) == first and expected is None:
+            expected = _sha256_header(response.headers, "X-Linked-Etag") or _sha256_header(
+                response.headers, "ETag"
+            )
+        return response, expected
+    raise urllib.error.URLError(f"more than {_MAX_REDIRECTS} redirects")
 
 
 class _Missing(Exception):
@@ -112,6 +145,37 @@ class HubDownloads(StoreFolders):
         self.endpoint = (endpoint or hub_endpoint()).rstrip("/")
         self.bytes_fetched = 0  # over the network, by this store object (resume shows here)
 
+    # -- generators and VLMs: whole repositories ----------------------------------------------
+    # The loader reads StoreFolders for encoders only, so the catalogue's roles are known here.
+
+    def repository_folder(self, spec: str) -> Path:
+        """Where the catalogue's generator or VLM `spec` is (or would be) installed: one folder
+        holding the repository's files as the hub lays them out, and the manifest."""
+        return self.root / folder_slug(f"{repository_role(spec)}:{spec.strip()}")
+
+    def folder(self, spec: str | ModelSpec) -> Path | None:
+        """The store folder of an installed named model (encoder, generator or VLM), or None."""
+        if isinstance(spec, str) and repository_role(spec) is not None:
+            found = self.repository_folder(spec)
+            return found if (found / MANIFEST_NAME).is_file() else None
+        return super().folder(spec)
+
+    def is_installed(self, spec: str | ModelSpec) -> bool:
+        """True when `spec` loads without a network (generators and VLMs too)."""
+        if isinstance(spec, str) and repository_role(spec) is not None:
+            return self.folder(spec) is not None
+        return super().is_installed(spec)
+
+    def partial_bytes(self, spec: str) -> int:
+        """Bytes of an interrupted download waiting to be resumed: for a generator or VLM, the
+        files it finished (huggingface_hub keeps them; a file it had not finished restarts)."""
+        if repository_role(spec) is not None:
+            partial = self.root / PARTIAL_DIR / self.repository_folder(spec).name
+            if not partial.is_dir():
+                return 0
+            return sum(p.stat().st_size for p in partial.rglob("*") if p.is_file())
+        return super().partial_bytes(spec)
+
     # -- download ------------------------------------------------------------------------------
 
     def download(
@@ -120,11 +184,23 @@ class HubDownloads(StoreFolders):
         progress: ProgressCallback = no_progress,
         cancel: CancelToken | None = None,
     ) -> InstalledModel:
-        """Download a named model into the store (already installed: returned as it is).
+        """Download a named model into the store (already installed: returned as it is): an
+        encoder, or the catalogue's generator or VLM (a whole repository, `engine.models.snapshots`).
 
         Progress counts bytes. A cancel raises `Cancelled` and keeps the partial file, which the
         next call resumes. Offline or unreachable -> `ModelUnavailableError` within seconds.
         """
+        offer = offer_for(spec) if isinstance(spec, str) else None
+        if offer is not None and offer.role != "encoder":
+            existing = self.folder(offer.spec)
+            if existing is not None:
+                return installed_from(existing, read_manifest(existing / MANIFEST_NAME) or {})
+            from engine.models.snapshots import fetch_repository  # imports huggingface_hub
+
+            target = self.repository_folder(offer.spec)
+            return fetch_repository(
+                self, offer, target, self.endpoint, _hub_token(), progress, cancel
+            )
         parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             return self.installed()[0]
@@ -226,9 +302,7 @@ class HubDownloads(StoreFolders):
         if token and _origin(url) == _origin(self.endpoint):
             headers["Authorization"] = f"Bearer {token}"  # only to the hub, never elsewhere
         try:
-            response = _opener.open(
-                urllib.request.Request(url, headers=headers), timeout=self.timeout_seconds
-            )
+            response, expected = _open(url, headers, self.timeout_seconds)
         except urllib.error.HTTPError as error:
             if error.code == 416 and have:
                 return  # nothing left to fetch: the partial file is whole
@@ -242,7 +316,6 @@ class HubDownloads(StoreFolders):
             start = have if response.status == 206 else 0
             length = int(response.headers.get("Content-Length") or 0)
             total = start + length if length else 0
-            expected = _sha256_etag(response.headers)
             meter = RateMeter(total)
             done = start
             progress(meter.update(done, key))
@@ -306,13 +379,11 @@ class HubDownloads(StoreFolders):
         return installed_from(folder, manifest)
 
 
-def _sha256_etag(headers: Any) -> str | None:
-    """The hub serves large files with their sha256 as (linked) ETag: check it when given."""
-    for name in ("X-Linked-Etag", "ETag"):
-        value = str(headers.get(name) or "").strip().strip('"').removeprefix("W/").strip('"')
-        if re.fullmatch(r"[0-9a-f]{64}", value):
-            return value
-    return None
+def _sha256_header(headers: Any, name: str) -> str | None:
+    """A sha256 in header `name` (quoted or weak ETag syntax), or None when it holds none (a
+    git blob id of a small file, an md5)."""
+    value = str(headers.get(name) or "").strip().removeprefix("W/").strip('"').lower()
+    return value if re.fullmatch(r"[0-9a-f]{64}", value) else None
 
 
 def _pretrained_config(arch: str, tag: str) -> tuple[dict[str, Any], dict[str, Any]]:

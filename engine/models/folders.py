@@ -59,6 +59,7 @@ class InstalledModel:
     licence: str = ""
     source: str = ""
     model_key: str = ""  # the identity load_encoder gives it ("" when known only at load)
+    role: str = "encoder"  # "encoder" | "generator" | "vlm" (engine.models.offers.ROLES)
 
 
 def folder_slug(key: str) -> str:
@@ -284,6 +285,7 @@ def installed_from(folder: Path, manifest: dict[str, Any]) -> InstalledModel:
         licence=str(manifest.get("licence", "")),
         source=str(manifest.get("source", "")),
         model_key=key,
+        role=str(manifest.get("role", "encoder")),
     )
 
 

@@ -1,12 +1,24 @@
-"""The catalogue of models the chooser offers: size, memory, what each is good at, licence."""
+"""The catalogue of models the chooser offers, for the three roles a search needs: CLIP
+encoders (every search), image generators (VisRet's drawings) and vision-language models
+(Reranked's questions); size, memory, what each is good at, licence."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from engine.models.spec import DEMO_SPEC
 
 _MB = 1_000_000
+_GB = 1_000_000_000
+
+Role = Literal["encoder", "generator", "vlm"]
+ROLES: tuple[Role, ...] = ("encoder", "generator", "vlm")
+ROLE_NAMES: dict[Role, str] = {
+    "encoder": "search model (CLIP encoder)",
+    "generator": "image generator",
+    "vlm": "vision-language model",
+}
 
 
 @dataclass(frozen=True)
@@ -20,6 +32,12 @@ class ModelOffer:
     good_at: str
     licence: str
     source: str  # where the weights come from (URL or hub id)
+    role: Role = "encoder"
+    # A multi-file repository (generator, VLM): the files fetched, as huggingface_hub's
+    # allow_patterns / ignore_patterns; empty for encoders (one config, one weights file).
+    files: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    gated: bool = False  # the hub asks for the licence to be accepted and a token (HF_TOKEN)
 
 
 def _memory(weights: int) -> int:
@@ -36,6 +54,17 @@ _VIT_B_32 = 151_277_313 * 4
 _VIT_B_16 = 149_620_737 * 4
 _VIT_L_14 = 427_616_513 * 4
 _VIT_H_14_378 = 986_714_881 * 4
+
+# What a diffusers folder needs (configs, tokenizers, fp16 weights) and a transformers folder
+# needs (configs, tokenizer, chat template, safetensors weights).
+_DIFFUSERS_FP16 = (
+    "model_index.json",
+    "*/*.json",
+    "*/*.txt",
+    "*/*.model",
+    "*/*.fp16.safetensors",
+)
+_TRANSFORMERS = ("*.json", "*.txt", "*.model", "*.jinja", "*.safetensors")
 
 _OFFERS: tuple[ModelOffer, ...] = (
     ModelOffer(
@@ -84,16 +113,92 @@ _OFFERS: tuple[ModelOffer, ...] = (
         licence="Apple Sample Code License",
         source="apple/DFN5B-CLIP-ViT-H-14-378",
     ),
+    # Image generators (diffusers folders). Only the fp16 weight files are fetched: half the
+    # download, and the loader casts them up on a CPU. Sizes are the fp16 files' published
+    # sizes (sdxl-turbo: its 6.94 GB fp16 checkpoint holds the same UNet, text encoders and VAE)
+    # or parameter count x 2 bytes where the hub's figure could not be read.
+    ModelOffer(
+        spec="hf-hub:stabilityai/sd-turbo",
+        label="SD-Turbo (Stable Diffusion 2.1, distilled)",
+        download_bytes=int(2.6 * _GB),
+        memory_bytes=6 * _GB,
+        good_at="Draws a 512 px picture in 1-4 steps: VisRet on a laptop GPU or, slowly, a CPU.",
+        licence="Stability AI Non-Commercial Research Community License",
+        source="stabilityai/sd-turbo",
+        role="generator",
+        files=_DIFFUSERS_FP16,
+    ),
+    ModelOffer(
+        spec="hf-hub:stabilityai/sdxl-turbo",
+        label="SDXL-Turbo (SDXL, distilled)",
+        download_bytes=int(6.94 * _GB),
+        memory_bytes=10 * _GB,
+        good_at="Better drawings of animals and habitats than SD-Turbo in 1-4 steps; wants a GPU.",
+        licence="Stability AI Non-Commercial Research Community License",
+        source="stabilityai/sdxl-turbo",
+        role="generator",
+        files=_DIFFUSERS_FP16,
+    ),
+    # Vision-language models for Reranked's yes/no questions (transformers folders). Sizes are
+    # the published weight files; memory is what a bf16 GPU load or a CPU run takes, roughly.
+    ModelOffer(
+        spec="hf-hub:HuggingFaceTB/SmolVLM-256M-Instruct",
+        label="SmolVLM 256M Instruct (Idefics3)",
+        download_bytes=513 * _MB,
+        memory_bytes=int(1.5 * _GB),
+        good_at="Answers simple yes/no questions about a photo; runs on a CPU.",
+        licence="Apache-2.0",
+        source="HuggingFaceTB/SmolVLM-256M-Instruct",
+        role="vlm",
+        files=_TRANSFORMERS,
+        skip=("onnx/*",),
+    ),
+    ModelOffer(
+        spec="hf-hub:Qwen/Qwen2.5-VL-3B-Instruct",
+        label="Qwen2.5-VL 3B Instruct",
+        download_bytes=int(7.51 * _GB),  # two bf16 shards, 3.98 GB + 3.53 GB
+        memory_bytes=10 * _GB,
+        good_at="Fine detail, counts and relations in a photo; wants a GPU with bf16.",
+        licence="Qwen Research License (non-commercial)",
+        source="Qwen/Qwen2.5-VL-3B-Instruct",
+        role="vlm",
+        files=_TRANSFORMERS,
+    ),
+    ModelOffer(
+        spec="hf-hub:google/paligemma2-3b-pt-224",
+        label="PaliGemma 2 3B (224 px, pretrained)",
+        download_bytes=int(12.1 * _GB),  # published in float32: 3B parameters x 4 bytes
+        memory_bytes=13 * _GB,
+        good_at="The model family INQUIRE's reranking baseline asks; gated (accept the Gemma "
+        "terms on the hub, set HF_TOKEN).",
+        licence="Gemma Terms of Use",
+        source="google/paligemma2-3b-pt-224",
+        role="vlm",
+        files=_TRANSFORMERS,
+        gated=True,
+    ),
 )
 
 
-def model_offers() -> list[ModelOffer]:
-    """The models the chooser offers, demo first."""
-    return list(_OFFERS)
+def model_offers(role: Role | None = None) -> list[ModelOffer]:
+    """The models the chooser offers (of one role, or all), encoders first, demo first."""
+    return [offer for offer in _OFFERS if role is None or offer.role == role]
 
 
 def _offer(spec: str) -> ModelOffer | None:
     return next((offer for offer in _OFFERS if offer.spec == spec), None)
+
+
+def offer_for(spec: str) -> ModelOffer | None:
+    """The catalogue's offer of `spec`, or None."""
+    return _offer(spec.strip())
+
+
+def repository_role(spec: str) -> Role | None:
+    """The role of a catalogue offer that is a multi-file repository (a generator or a VLM),
+    or None for encoders and anything the catalogue does not list."""
+    offer = _offer(spec.strip())
+    return offer.role if offer is not None and offer.role != "encoder" else None
 
 
 def licence_of(key: str) -> str:

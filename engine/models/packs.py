@@ -44,6 +44,7 @@ from engine.models.folders import (
     pack_model_key,
     read_manifest,
 )
+from engine.models.offers import repository_role
 from engine.models.spec import ModelSpec, as_model_spec, store_key
 from engine.progress import ProgressCallback, RateMeter, no_progress
 
@@ -66,6 +67,13 @@ class ModelPacks(HubDownloads):
     ) -> Path:
         """Write an offline pack of `spec` at `out` (a folder: a file named after the model in
         it), downloading the model first when it is not installed. Returns the pack's path."""
+        if isinstance(spec, str) and repository_role(spec) is not None:
+            # Packs hold one open_clip model; a generator's or VLM's folder is used in place.
+            raise BadInputError(
+                f"packs are made of search models only; to carry {spec} to an offline machine, "
+                f"copy its folder (shown by 'quadrat models list') and give that folder as the "
+                f"generator, or as vlm:FOLDER for the scorer"
+            )
         parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             raise BadInputError("the demo model is bundled with Quadrat: it needs no pack")

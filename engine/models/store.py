@@ -36,6 +36,7 @@ from engine.models.folders import (
     installed_from,
 )
 from engine.models.hub import ensure_reachable
+from engine.models.offers import repository_role
 from engine.models.packs import ModelPacks
 from engine.models.spec import ModelSpec, as_model_spec, store_key
 
@@ -48,6 +49,15 @@ class ModelStore(ModelPacks):
 
     def remove(self, spec: str) -> None:
         """Delete an installed model (and any partial download of it) from the store."""
+        if repository_role(spec) is not None:  # a generator or VLM folder
+            shutil.rmtree(
+                self.root / PARTIAL_DIR / self.repository_folder(spec).name, ignore_errors=True
+            )
+            found = self.folder(spec)
+            if found is None:
+                raise BadInputError(f"{spec} is not installed")
+            _delete(found)
+            return
         parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             raise BadInputError("the demo model is bundled with Quadrat and cannot be removed")
@@ -63,9 +73,7 @@ class ModelStore(ModelPacks):
             )
         if folder is None:
             raise BadInputError(f"{spec} is not installed")
-        trash = folder.with_name(f".removing-{folder.name}")
-        os.replace(folder, trash)  # gone from the store at once, even if deleting is slow
-        shutil.rmtree(trash, ignore_errors=True)
+        _delete(folder)
 
     def import_file(self, spec_or_path: str) -> InstalledModel:
         """Copy a model the user picks into the store: an offline pack, an open_clip model
@@ -125,6 +133,13 @@ class ModelStore(ModelPacks):
             (temp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
             self._place(temp, folder)
         return installed_from(folder, manifest)
+
+
+def _delete(folder: Path) -> None:
+    """Remove a model folder: gone from the store at once, even if deleting is slow."""
+    trash = folder.with_name(f".removing-{folder.name}")
+    os.replace(folder, trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 _LOCAL_WEIGHTS = (
