@@ -208,7 +208,7 @@ def test_leaving_a_drawing_out_refuses_without_drawing_again(
         assert without.ids != every.ids
         # The two that are left, fused alone, give exactly this ranking.
         lists = [
-            [i for i, _ in context.searcher.ranked(v, 50)]
+            [i for i, _ in context.searcher.ranked(v, 1000)]  # fused 1,000 deep by default
             for v in demo_encoder.encode_images(
                 [painter.DemoPainter().draw(without.details["prompt"], s,
                  painter.DemoPainter().default_settings(), no_progress, CancelToken())
@@ -286,7 +286,7 @@ def test_rewriting_the_prompt_asks_the_endpoint_once_and_falls_back_plainly(
     tmp_path,
     server,  # noqa: F811 - the imported fixture
 ):
-    """With an endpoint configured, `rewrite` draws the model's prompt and keeps it (leaving a
+    """With an endpoint configured, rewriting draws the model's prompt and keeps it (leaving a
     drawing out asks nothing again); a failing endpoint draws the template and says why."""
     from engine.methods import LanguageModelEndpoint
 
@@ -299,12 +299,14 @@ def test_rewriting_the_prompt_asks_the_endpoint_once_and_falls_back_plainly(
             drawings_dir=tmp_path / "d",
             llm=LanguageModelEndpoint(server.url, "tiny-llm"),
         )
-        first = resolve_spec("visret:rewrite=true").run(SearchQuery(text), context, top_k=20)
+        first = resolve_spec("visret:instruction=faithful").run(
+            SearchQuery(text), context, top_k=20
+        )
         assert first.details["prompt"] == "a bright red disc above a green square, flat colours"
         assert first.details["prompt_rewritten"] is True
         assert len(server.requests) == 1
         assert server.requests[0]["body"]["model"] == "tiny-llm"
-        again = resolve_spec("visret:rewrite=true,leave_out=0").run(
+        again = resolve_spec("visret:instruction=faithful,leave_out=0").run(
             SearchQuery(text), context, top_k=20
         )
         assert again.details["prompt"] == first.details["prompt"]
@@ -318,8 +320,10 @@ def test_rewriting_the_prompt_asks_the_endpoint_once_and_falls_back_plainly(
             drawings_dir=tmp_path / "other",
             llm=LanguageModelEndpoint(server.url, "tiny-llm"),
         )
-        fallback = resolve_spec("visret:rewrite=true").run(SearchQuery(text), broken, top_k=20)
-        plain = resolve_spec("visret").run(SearchQuery(text), broken, top_k=20)
+        fallback = resolve_spec("visret:instruction=faithful").run(
+            SearchQuery(text), broken, top_k=20
+        )
+        plain = resolve_spec("visret:rewrite=false").run(SearchQuery(text), broken, top_k=20)
         assert fallback.details["prompt_rewritten"] is False
         assert "rewriting failed" in fallback.details["prompt_note"]
         assert fallback.details["prompt"] == plain.details["prompt"]

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 METHOD = "visret"
 # Parameters that change what is drawn; the others (leave_out) only change the fusion.
-_NOT_DRAWING = frozenset({"leave_out", "k_rrf", "fusion", "include_text"})
+_NOT_DRAWING = frozenset({"leave_out", "k_rrf", "fusion", "include_text", "depth"})
 
 
 def drawing_card(drawing: Drawing, left_out: bool = False) -> DrawingCard:
@@ -275,7 +275,8 @@ class VisRetController(QObject):
             )
             self.strip.set_prompt(self.strip.prompt_used())
             return None
-        return self._rerun({"template": template, "leave_out": ""})
+        # Drawn as typed: a configured language model must not rewrite the user's edit.
+        return self._rerun({"template": template, "leave_out": "", "rewrite": False})
 
     # -- saved runs -------------------------------------------------------------------------------
 

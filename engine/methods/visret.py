@@ -6,6 +6,13 @@ seed … seed+images-1), each drawing is encoded with the library's own encoder 
 collection, and the rankings are fused by reciprocal rank fusion (docs/SPEC.md §2.1) or by mean
 similarity. Drawings are cached on disk, so leaving one out of the fusion re-fuses without
 drawing again.
+
+As in the paper, a configured language model first turns the query into a T2I instruction
+(`engine.visret.prompt.paper_prompt`), and each drawing's ranking goes into the fusion whole: the
+whole candidate set under the rerank protocol, and the top `depth` photos (1,000 by default;
+0 = the whole collection) in a full-collection search. Where it still differs from the paper: the
+paper always rewrites (here there is no rewrite without a model), it draws with gpt-image-1 or
+SD 3.5 where the user's generator draws here, and it ranks a per-query candidate pool only.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ if TYPE_CHECKING:
 
 DEMO_PAINTER = "demo-painter"
 FUSIONS = ("rrf", "mean")
+INSTRUCTIONS = ("paper", "faithful")
+DEFAULT_DEPTH = 1000
 MAX_IMAGES = 16
 
 
@@ -40,9 +49,16 @@ class VisRetParams:
     fused by `fusion` ("rrf" with `k_rrf`, or "mean" similarity); `include_text` adds the text
     query's own ranking; `template` shapes the prompt ("" = the default, with {query});
     `steps`/`guidance` override the generator's defaults (0 / < 0 = its default); `leave_out`
-    lists drawing indices (0-based, comma-separated) to leave out of the fusion. `rewrite` asks
-    the configured language-model endpoint to write the prompt from the query; on any failure
-    the template is drawn and the run's details say why."""
+    lists drawing indices (0-based, comma-separated) to leave out of the fusion. `rewrite` (on
+    by default) has the configured language-model endpoint write the prompt when one is
+    configured; on any failure the template is drawn and the run's details say why.
+    `instruction` says how: "paper", the VisRet paper's T2I instruction (the query rephrased with
+    the subject's appearance, posture and actions, drawn inside `template` or else the paper's
+    "A small and realistic image of the {query}"), or "faithful", Quadrat's (every detail of the
+    query kept, inside the template). `depth`: how deep each drawing's ranking goes into the RRF
+    fusion of a full-collection search (at least the results asked for; 0 = the whole
+    collection, as the paper ranks its whole candidate pool); a reranking always fuses the
+    whole candidate set."""
 
     generator: str = ""
     images: int = 3
@@ -54,7 +70,9 @@ class VisRetParams:
     steps: int = 0
     guidance: float = -1.0
     leave_out: str = ""
-    rewrite: bool = False
+    rewrite: bool = True
+    instruction: str = "paper"
+    depth: int = DEFAULT_DEPTH
 
     def check(self) -> None:
         if not 1 <= self.images <= MAX_IMAGES:
@@ -63,6 +81,10 @@ class VisRetParams:
             raise BadInputError("k_rrf must be 0 or more")
         if self.fusion not in FUSIONS:
             raise BadInputError(f"fusion must be one of {', '.join(FUSIONS)}")
+        if self.instruction not in INSTRUCTIONS:
+            raise BadInputError(f"instruction must be one of {', '.join(INSTRUCTIONS)}")
+        if self.depth < 0:
+            raise BadInputError("depth must be 0 (the whole collection) or more")
         if self.template and "{query}" not in self.template:
             raise BadInputError(f"visret template {self.template!r} must contain {{query}}")
         if self.steps < 0:
@@ -84,23 +106,35 @@ class VisRetParams:
         return out
 
 
-def rewritten_prompt(query: str, template: str, context: MethodContext) -> tuple[str, bool, str]:
-    """The prompt the configured language model writes for `query` (prompt, rewritten, note).
+def rewritten_prompt(
+    query: str, template: str, context: MethodContext, instruction: str = "faithful"
+) -> tuple[str, bool, str]:
+    """The prompt the configured language model writes for `query` (prompt, rewritten, note),
+    with the paper's T2I instruction or Quadrat's faithful one (`instruction`). `template` is
+    the one asked for ("" = the instruction's own: the paper's, or Quadrat's default).
 
-    A successful rewrite is kept beside the drawings, keyed by endpoint, model, template and
-    query, so leaving a drawing out or reopening the run draws nothing again; a failure falls
-    back to the template and is not kept (the next run asks again)."""
+    A successful rewrite is kept beside the drawings, keyed by endpoint, model, instruction,
+    template and query, so leaving a drawing out or reopening the run draws nothing again; a
+    failure falls back to the plain template and is not kept (the next run asks again)."""
     from engine.files import atomic_write_text
-    from engine.visret.prompt import rewrite_prompt
+    from engine.visret.prompt import DEFAULT_TEMPLATE, paper_prompt, rewrite_prompt
 
     llm = context.llm
-    key = hashlib.sha256(
-        json.dumps([llm.url.strip(), llm.model, template, query]).encode("utf-8")
-    ).hexdigest()[:32]
+    if instruction == "faithful":
+        template = template or DEFAULT_TEMPLATE
+    parts: list[str] = [llm.url.strip(), llm.model, template, query]
+    if instruction != "faithful":  # keys of faithful rewrites kept before stay valid
+        parts.insert(2, instruction)
+    key = hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()[:32]
     kept = context.drawing_cache_dir / "rewrites" / f"{key}.txt"
     if llm.configured and kept.is_file():
         return kept.read_text(encoding="utf-8"), True, "rewritten by the language model (kept)"
-    answer = rewrite_prompt(query, template, llm.url, llm.model, llm.api_key)
+    if instruction == "paper":
+        answer = paper_prompt(
+            query, template, llm.url, llm.model, llm.api_key, plain_template=template
+        )
+    else:
+        answer = rewrite_prompt(query, template, llm.url, llm.model, llm.api_key)
     if answer.rewritten:
         kept.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(kept, answer.prompt)
@@ -145,9 +179,10 @@ class VisRetMethod(Method):
     key = "visret"
     label = "VisRet"
     description = (
-        "Visualize then retrieve: a text-to-image generator draws the query, each drawing "
-        "searches the photos image-to-image, and the rankings are fused by reciprocal rank "
-        "fusion (default: 3 drawings with k_rrf = 1, as in the paper's code)"
+        "Visualize then retrieve: a text-to-image generator draws the query (a configured "
+        "language model first writes the paper's T2I instruction), each drawing ranks the "
+        "photos image-to-image, and the rankings are fused by reciprocal rank fusion "
+        "(default: 3 drawings with k_rrf = 1, as in the paper's code)"
     )
     Params = VisRetParams
     kinds = ("text",)
@@ -185,10 +220,14 @@ class VisRetMethod(Method):
             width=defaults.width,
             height=defaults.height,
         )
-        template = params.template or DEFAULT_TEMPLATE
-        prompt, rewritten, prompt_note = render_prompt(template, text), False, ""
-        if params.rewrite:
-            prompt, rewritten, prompt_note = rewritten_prompt(text, template, context)
+        prompt = render_prompt(params.template or DEFAULT_TEMPLATE, text)
+        rewritten, prompt_note = False, ""
+        # Rewriting is on by default but needs a model: without one the template is drawn
+        # quietly, as every search on a workstation without an LLM would otherwise say so.
+        if params.rewrite and context.llm.configured:
+            prompt, rewritten, prompt_note = rewritten_prompt(
+                text, params.template, context, params.instruction
+            )
         seeds = [params.seed + i for i in range(params.images)]
         drawings = draw_all(
             generator,
@@ -268,19 +307,17 @@ class VisRetMethod(Method):
             timings["fusing"] = 0.0
             ranking = Ranking.from_pairs(hits)
         else:
+            # Each ranking goes into the fusion far deeper than the results shown: a photo that
+            # every drawing ranks just below the top k can fuse above each one's first photo
+            # (the paper fuses whole rankings). A rerank's candidates are always ranked whole.
+            deep = top_k
+            if candidates is None:
+                deep = max(top_k, params.depth or len(searcher.index))
+            rows = [*vectors] + ([text_vector] if text_vector is not None else [])
             lists = [
-                [i for i, _ in searcher.ranked(v, top_k, context.filters, candidates=candidates)]
-                for v in vectors
+                [i for i, _ in searcher.ranked(v, deep, context.filters, candidates=candidates)]
+                for v in rows
             ]
-            if text_vector is not None:
-                lists.append(
-                    [
-                        i
-                        for i, _ in searcher.ranked(
-                            text_vector, top_k, context.filters, candidates=candidates
-                        )
-                    ]
-                )
             timings["searching"] = time.perf_counter() - started
             started = time.perf_counter()
             fused = reciprocal_rank_fusion(lists, k_rrf=params.k_rrf)
@@ -303,6 +340,7 @@ class VisRetMethod(Method):
                 "fusion": params.fusion,
                 "k_rrf": params.k_rrf,
                 "include_text": params.include_text,
+                "depth": params.depth,
                 "timings": dict(timings),
             }
         )

@@ -1,16 +1,26 @@
 """The prompt a generator draws: a template around the query, optionally rewritten by an LLM.
 
 Templates are plain text with ``{query}`` where the query goes (our defaults live in
-resources/visret/prompts.json). `rewrite_prompt` asks an OpenAI-compatible chat endpoint (a local
-llama.cpp, Ollama or vLLM server, or a hosted one) for a better prompt, as JSON in and JSON out
-over urllib; on any failure it returns the plain template's prompt with a one-line note saying
-what failed, so a search never stops for the rewriter.
+resources/visret/prompts.json). Two ways to have an OpenAI-compatible chat endpoint (a local
+llama.cpp, Ollama or vLLM server, or a hosted one) write the prompt:
+
+- `paper_prompt`, the VisRet paper's "T2I instruction": the model rephrases the query with a
+  little more detail on the main subject's appearance, posture and actions (at most 30 words,
+  plain text, one user message at temperature 0), and the answer is drawn inside the paper's
+  Stable Diffusion prompt, "A small and realistic image of the ...". The instruction's wording
+  is ours; what it asks for follows the paper's published code.
+- `rewrite_prompt`, Quadrat's own: the model gets the query and the template's prompt as JSON and
+  answers ``{"prompt": ...}``, asked to keep every detail of the query and add no subject.
+
+On any failure both return the plain template's prompt with a one-line note saying what failed,
+so a search never stops for the rewriter.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -33,6 +43,9 @@ _PROMPTS = _load_prompts()
 DEFAULT_TEMPLATE: str = str(_PROMPTS["default"])
 TEMPLATES: dict[str, str] = {str(t["name"]): str(t["template"]) for t in _PROMPTS["templates"]}
 REWRITE_INSTRUCTIONS: str = str(_PROMPTS["rewrite_instructions"])
+PAPER_TEMPLATE: str = str(_PROMPTS["paper_template"])
+T2I_INSTRUCTION: str = str(_PROMPTS["t2i_instruction"])
+PAPER_MAX_TOKENS = 300  # the paper's limit on the rephrasing answer
 
 
 @dataclass(frozen=True)
@@ -118,3 +131,65 @@ def _prompt_from(answer: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise _RewriteFailed('the model\'s JSON has no "prompt" text')
     return " ".join(prompt.split())[:MAX_PROMPT_CHARS]
+
+
+def paper_prompt(
+    query: str,
+    template: str,
+    endpoint: str,
+    model: str,
+    api_key: str = "",
+    timeout: float = 20.0,
+    plain_template: str = "",
+) -> PromptRewrite:
+    """The VisRet paper's prompting: the endpoint rephrases `query` as the T2I instruction asks,
+    and the answer goes into `template` (the paper's, "A small and realistic image of the
+    {query}", when empty).
+
+    Any failure returns `render_prompt(plain_template, query)` with `rewritten=False` and a note,
+    the prompt a search without a language model draws.
+    """
+    plain = render_prompt(plain_template, query)
+    if not endpoint.strip():
+        return PromptRewrite(plain, False, "prompt rewriting is off (no endpoint set)")
+    url = chat_url(endpoint)
+    body = {
+        "model": model,
+        "temperature": 0,
+        "max_tokens": PAPER_MAX_TOKENS,
+        "messages": [
+            {
+                "role": "user",
+                "content": T2I_INSTRUCTION.replace(PLACEHOLDER, " ".join(query.split())),
+            }
+        ],
+    }
+    try:
+        try:
+            answer = post_chat(url, body, api_key=api_key, timeout=timeout)
+            rephrased = _rephrased_from(message_content(answer))
+        except ChatError as error:
+            raise _RewriteFailed(str(error)) from error
+    except _RewriteFailed as failure:
+        note = f"prompt rewriting failed ({failure}); drew the plain template"
+        log.info("%s: %s", url, note)
+        return PromptRewrite(plain, False, note)
+    prompt = render_prompt(template.strip() or PAPER_TEMPLATE, rephrased)
+    return PromptRewrite(prompt[:MAX_PROMPT_CHARS], True)
+
+
+_THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"^```[A-Za-z]*\s*|\s*```$")
+_LABEL = re.compile(r"^\s*(rephrased query|query|prompt)\s*:\s*", re.IGNORECASE)
+
+
+def _rephrased_from(content: str) -> str:
+    """The rephrased query in a plain-text answer: a reasoning model's <think> block, a
+    "Rephrased query:" label, a code fence and surrounding quotes are dropped, since small local
+    models add them."""
+    text = _FENCE.sub("", _THINKING.sub("", content).strip())
+    text = _LABEL.sub("", text).strip().strip("\"'").strip()
+    text = " ".join(text.split())
+    if not text:
+        raise _RewriteFailed("the model's answer was empty")
+    return text
