@@ -3,7 +3,8 @@ with its INQUIRE-format benchmark files, indexed, and the `quadrat evaluate` com
 scores it (docs/SPEC.md §6.5).
 
     quadrat import-inquire-rerank DIR [--out DIR2] [--library L] [--split validation|test|all]
-                                  [--model SPEC] [--device D] [--no-index] [--json]
+                                  [--inquire-queries CSV ...] [--model SPEC] [--device D]
+                                  [--no-index] [--json]
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,15 @@ def add_inquire_command(subparsers: argparse._SubParsersAction) -> None:  # type
         choices=["validation", "test", "all"],
         help="which split's files to read (default: %(default)s, the split of the paper's table)",
     )
+    p.add_argument(
+        "--inquire-queries",
+        action="append",
+        type=Path,
+        metavar="CSV",
+        help="INQUIRE's queries file (inquire_queries_val.csv / _test.csv) whose query_id is "
+        "kept as inquire_query_id; give it again for both splits (default: any "
+        "inquire_queries*.csv in DIR)",
+    )
     p.add_argument("--model", help="model spec to index with (default: the library's model)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
     p.add_argument("--batch-size", type=positive_int, help="default: the settings' batch size")
@@ -52,13 +63,28 @@ def cmd_import_inquire_rerank(args: argparse.Namespace) -> int:
     bar = TqdmProgress("importing", unit="row")
     try:
         report = import_inquire_rerank(
-            args.dir, args.out, split=args.split, progress=bar, cancel=cancel
+            args.dir,
+            args.out,
+            split=args.split,
+            inquire_queries=args.inquire_queries or (),
+            progress=bar,
+            cancel=cancel,
         )
     except KeyboardInterrupt:
         cancel.cancel()
         raise
     finally:
         bar.close()
+    for path, why in report.skipped:
+        print(f"note: {path} skipped: {why}", file=sys.stderr)
+    missing = report.inquire_ids_missing
+    if missing:
+        print(
+            f"note: {len(missing)} quer{'ies' if len(missing) != 1 else 'y'} not in "
+            f"{', '.join(str(p) for p in report.inquire_files)} (e.g. {missing[0]!r}): "
+            "inquire_query_id left empty",
+            file=sys.stderr,
+        )
     indexed = _index(report.collection, args) if args.index else None
     command = evaluate_command(report, args.library)
     text = shlex.join(command)

@@ -12,9 +12,14 @@ INQUIRE-format benchmark files.
   (`query_id,image_id,image_path,rank,clip_score`): each query's candidates are its rows,
   ranked by descending `clip_score` (ties in file order), the ranking they were drawn from.
 
-Query ids number the distinct query texts in sorted order, as INQUIRE's code takes them. A photo
-that does not decode is counted and left out (of the collection and of every file); the rest is
-imported. Every file is written atomically and a second run leaves the same files.
+Query ids number the distinct query texts in sorted order, as INQUIRE's code takes them. The
+Parquet files carry no query id, so INQUIRE's own (`query_id` of its `inquire_queries_*.csv`) is
+matched by query text from those files when given or found beside the Parquet files, and kept in
+an `inquire_query_id` column of queries.csv and candidates.csv. Files that are not the split asked
+for, or (without a split in their name) not INQUIRE-Rerank's schema, are skipped with a reason
+each: a full download of the dataset repository may hold `train-*` files of an earlier upload.
+A photo that does not decode is counted and left out (of the collection and of every file); the
+rest is imported. Every file is written atomically and a second run leaves the same files.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from typing import Any
 
 from engine.errors import BadImageError, BadInputError
 from engine.evaluation.evaluate import (
+    INQUIRE_QUERY_ID,
     BenchmarkQuery,
     Judgment,
+    load_queries_csv,
     write_judgments_csv,
     write_queries_csv,
 )
@@ -69,6 +76,8 @@ COLUMNS: tuple[str, ...] = (
 """The published columns (docs/SPEC.md §6.5); a file without any of them is refused."""
 
 SPLITS: tuple[str, ...] = ("validation", "test", "all")
+PUBLISHED_SPLITS: tuple[str, ...] = ("validation", "test")
+INQUIRE_QUERIES_GLOB = "inquire_queries*.csv"  # INQUIRE's own query files, found beside the data
 QUERY_COLUMNS: tuple[str, ...] = ("supercategory", "category", "iconic_group")
 
 COLLECTION_FOLDER = "collection"
@@ -109,6 +118,10 @@ class ImportReport:
     bad: list[tuple[str, str]] = field(default_factory=list)  # (photo or row, reason)
     rows_left_out: int = 0  # rows of bad photos or unusable rows
     candidates: int = 0  # rows of candidates.csv
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why) not read
+    inquire_files: list[Path] = field(default_factory=list)  # INQUIRE queries files matched
+    inquire_ids: int = 0  # queries given INQUIRE's id
+    inquire_ids_missing: list[str] = field(default_factory=list)  # query texts without one
 
     @property
     def queries_path(self) -> Path:
@@ -134,6 +147,10 @@ class ImportReport:
             f"from {self.rows} rows of {len(self.files)} Parquet file"
             f"{'s' * (len(self.files) != 1)}"
         )
+        if self.skipped:
+            line += f" ({len(self.skipped)} file{'s' * (len(self.skipped) != 1)} skipped)"
+        if self.inquire_files:
+            line += f"; INQUIRE query ids for {self.inquire_ids} of {self.queries} queries"
         if self.bad:
             named = "; ".join(f"{what}: {why}" for what, why in self.bad[:_EXAMPLES])
             more = f"; and {len(self.bad) - _EXAMPLES} more" if len(self.bad) > _EXAMPLES else ""
@@ -156,6 +173,10 @@ class ImportReport:
             "written": self.written,
             "bad": [{"photo": what, "reason": why} for what, why in self.bad],
             "rows_left_out": self.rows_left_out,
+            "skipped": [{"file": str(path), "reason": why} for path, why in self.skipped],
+            "inquire_queries_files": [str(path) for path in self.inquire_files],
+            "inquire_ids": self.inquire_ids,
+            "inquire_ids_missing": len(self.inquire_ids_missing),
             "queries_file": str(self.queries_path),
             "judgments_file": str(self.judgments_path),
             "candidates_file": str(self.candidates_path),
@@ -167,21 +188,40 @@ class ImportReport:
 
 
 def split_of(path: Path) -> str | None:
-    """The split a published file belongs to, from its name or folder ("validation-00000-of-
-    00001.parquet", "test/…"); None when neither names one."""
+    """The split a file belongs to, from its name or folder ("validation-00000-of-
+    00001.parquet", "test/…", "train-…" of an earlier upload); None when neither names one."""
     for part in reversed(path.parts):
         name = part.lower()
         if name.startswith(("validation", "val-", "val_", "val.")) or name == "val":
             return "validation"
         if name.startswith("test"):
             return "test"
+        if name.startswith("train"):
+            return "train"
     return None
 
 
-def parquet_files(source: StrPath, split: str = "test") -> list[tuple[Path, str | None]]:
+def _not_this_split(named: str | None, split: str) -> str | None:
+    """Why a file whose name gives split `named` is not read for `split`; None when it is."""
+    if named in PUBLISHED_SPLITS and split in (named, "all"):
+        return None
+    if named is None:
+        return None if split == "all" else "its name gives no split (--split all reads it)"
+    if named not in PUBLISHED_SPLITS:
+        return (
+            f"its name gives the {named} split; INQUIRE-Rerank is published as validation and "
+            "test (a full download may hold files of an earlier upload)"
+        )
+    return f"the {named} split, not {split}"
+
+
+def parquet_files(
+    source: StrPath, split: str = "test"
+) -> tuple[list[tuple[Path, str | None]], list[tuple[Path, str]]]:
     """The Parquet files of `source` (a folder, searched recursively, or one file) for `split`
-    (validation, test or all), in name order, each with the split its name gives; a one-line
-    BadInputError when there are none. Only names below `source` count (not its own folders)."""
+    (validation, test or all), in name order, each with the split its name gives, and the files
+    passed over, each with why; a one-line BadInputError when none is left. Only names below
+    `source` count (not its own folders); one file given by name is always read."""
     if split not in SPLITS:
         raise BadInputError(f"unknown split {split!r}; use {', '.join(SPLITS)}")
     root = Path(source).expanduser()
@@ -192,24 +232,35 @@ def parquet_files(source: StrPath, split: str = "test") -> list[tuple[Path, str 
         raise BadInputError(
             f"{root}: no .parquet files; download the INQUIRE-Rerank Parquet files into it"
         )
-    splits = [
-        (path, split_of(Path(path.name) if root.is_file() else path.relative_to(root)))
-        for path in found
-    ]
-    if split == "all" or root.is_file():
-        return splits
-    chosen: list[tuple[Path, str | None]] = [(p, named) for p, named in splits if named == split]
+    if root.is_file():
+        return [(root, split_of(Path(root.name)))], []
+    chosen: list[tuple[Path, str | None]] = []
+    skipped: list[tuple[Path, str]] = []
+    for path in found:
+        named = split_of(path.relative_to(root))
+        why = _not_this_split(named, split)
+        if why is None:
+            chosen.append((path, named))
+        else:
+            skipped.append((path, why))
     if not chosen:
         named = ", ".join(path.name for path in found[:3])
+        if split == "all":
+            raise BadInputError(
+                f"{root}: no Parquet file of the validation or test split (found {named}: "
+                "train-* files are not a published split); download the validation-* and test-* "
+                "files, or give one file by name to read it anyway"
+            )
         raise BadInputError(
             f"{root}: no Parquet file of the {split} split (files named like "
             f"'{split}-00000-of-00001.parquet'; found {named}); use --split all to read every file"
         )
-    return chosen
+    return chosen, skipped
 
 
-def _open_parquet(path: Path) -> Any:
-    """A `pyarrow.parquet.ParquetFile` with the published columns, or a one-line BadInputError."""
+def _open_parquet(path: Path) -> tuple[Any, str | None]:
+    """A `pyarrow.parquet.ParquetFile` with the published columns and None, or None and why
+    the file is not one (a short phrase)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -217,20 +268,58 @@ def _open_parquet(path: Path) -> Any:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise BadInputError(f"{path}: not a Parquet file ({first})") from None
+        return None, f"not a Parquet file ({first})"
     schema = parquet.schema_arrow
     missing = [name for name in COLUMNS if name not in schema.names]
     if missing:
-        raise BadInputError(
-            f"{path}: missing column{'s' * (len(missing) != 1)} {', '.join(missing)} "
+        return None, (
+            f"missing column{'s' * (len(missing) != 1)} {', '.join(missing)} "
             "(not an INQUIRE-Rerank file)"
         )
     image_type = schema.field("image").type
     if not (pa.types.is_struct(image_type) and image_type.get_field_index("bytes") >= 0):
-        raise BadInputError(
-            f"{path}: column image is {image_type}, expected a struct with the encoded bytes"
-        )
-    return parquet
+        return None, f"column image is {image_type}, expected a struct with the encoded bytes"
+    return parquet, None
+
+
+def _opened(
+    files: list[tuple[Path, str | None]], skipped: list[tuple[Path, str]], one_file: bool
+) -> list[tuple[Path, str | None, Any]]:
+    """Every chosen file opened and checked. A file of a published split (or one given by
+    name) that is not INQUIRE-Rerank's is the data asked for: a one-line BadInputError. A file
+    whose name gives no split is passed over, with why, when its schema is another's."""
+    opened: list[tuple[Path, str | None, Any]] = []
+    for path, named in files:
+        parquet, problem = _open_parquet(path)
+        if problem is None:
+            opened.append((path, named, parquet))
+        elif named is None and not one_file:
+            skipped.append((path, f"its name gives no split and it is {problem}"))
+        else:
+            raise BadInputError(f"{path}: {problem}")
+    if not opened:
+        path, why = skipped[-1]
+        raise BadInputError(f"{path}: {why}; no INQUIRE-Rerank Parquet file left to read")
+    return opened
+
+
+def _inquire_ids(root: Path, given: Sequence[StrPath]) -> tuple[dict[str, str], list[Path]]:
+    """INQUIRE's query ids by normalised query text, from INQUIRE's queries files (`given`, else
+    any `inquire_queries*.csv` below a source folder); a bad file is a one-line BadInputError."""
+    if given:
+        paths = [Path(path).expanduser() for path in given]
+    else:
+        paths = sorted(root.rglob(INQUIRE_QUERIES_GLOB)) if root.is_dir() else []
+    ids: dict[str, str] = {}
+    for path in paths:
+        for query in load_queries_csv(path):
+            ids.setdefault(_text_key(query.text), query.query_id)
+    return ids, paths
+
+
+def _text_key(text: str) -> str:
+    """A query text as matched across INQUIRE's files: case and spacing do not count."""
+    return " ".join(text.split()).casefold()
 
 
 def _rows(parquet: Any, cancel: CancelToken) -> Iterator[list[dict[str, Any]]]:
@@ -310,25 +399,34 @@ def import_inquire_rerank(
     out: StrPath | None = None,
     *,
     split: str = "test",
+    inquire_queries: Sequence[StrPath] = (),
     progress: ProgressCallback = no_progress,
     cancel: CancelToken | None = None,
 ) -> ImportReport:
     """Read the INQUIRE-Rerank Parquet files of `source` (see `parquet_files`) and write the
     collection, its metadata and the benchmark files under `out` (default: `source`).
+    `inquire_queries`: INQUIRE's queries CSVs giving its query ids (default: any
+    `inquire_queries*.csv` below a source folder).
 
-    Raises BadInputError (one line) for a file that is not Parquet or lacks a published column,
-    before any photo is written; `Cancelled` between batches (photos written so far are kept,
-    the benchmark files are written only by a run that finishes)."""
+    Raises BadInputError (one line) for a file of the split that is not Parquet or lacks a
+    published column, or a bad INQUIRE queries file, before any photo is written; files of no
+    published split are skipped, each with why (`ImportReport.skipped`). `Cancelled` between
+    batches (photos written so far are kept, the benchmark files are written only by a run that
+    finishes)."""
     cancel = cancel or CancelToken()
-    files = parquet_files(source, split)
+    files, skipped = parquet_files(source, split)
     root = Path(source).expanduser()
     out_dir = (
         Path(out).expanduser() if out is not None else (root if root.is_dir() else root.parent)
     )
     # Every file is checked before any photo is written.
-    opened = [(path, named, _open_parquet(path)) for path, named in files]
+    opened = _opened(files, skipped, root.is_file())
+    inquire_ids, inquire_files = _inquire_ids(root, inquire_queries)
     collection = out_dir / COLLECTION_FOLDER
-    report = ImportReport(out_dir, collection, [path for path, _ in files])
+    report = ImportReport(out_dir, collection, [path for path, _, _ in opened])
+    report.skipped, report.inquire_files = skipped, inquire_files
+    for path, why in skipped:
+        log.info("INQUIRE-Rerank: %s skipped: %s", path, why)
 
     total = sum(int(parquet.metadata.num_rows) for _, _, parquet in opened)
     meter = RateMeter(total)
@@ -354,6 +452,9 @@ def import_inquire_rerank(
 
     cancel.check()
     _write_metadata(report.metadata_path, images, species)
+    if inquire_files:
+        for text, extra in extra_of.items():
+            extra[INQUIRE_QUERY_ID] = inquire_ids.get(_text_key(text), "")
     _write_benchmark(report, rows_of, extra_of, images)
     log.info("INQUIRE-Rerank import: %s", report.summary())
     return report
@@ -468,9 +569,16 @@ def _write_benchmark(
     queries: list[BenchmarkQuery] = []
     judgments: list[Judgment] = []
     candidates: list[tuple[str, int, str, int, float]] = []
+    inquire_of: dict[str, str] = {}
     for number, text in enumerate(sorted(rows_of), start=1):
         query_id = str(number)
         queries.append(BenchmarkQuery(query_id, text, extra_of[text]))
+        if INQUIRE_QUERY_ID in extra_of[text]:
+            inquire_of[query_id] = extra_of[text][INQUIRE_QUERY_ID]
+            if inquire_of[query_id]:
+                report.inquire_ids += 1
+            else:
+                report.inquire_ids_missing.append(text)
         seen: set[int] = set()
         ranked = sorted(rows_of[text], key=lambda row: (-row.clip_score, row.order))
         for row in ranked:
@@ -486,11 +594,13 @@ def _write_benchmark(
     write_judgments_csv(report.judgments_path, judgments)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["query_id", "image_id", "image_path", "rank", "clip_score"])
+    # INQUIRE's id (when known) last: readers of the first five columns are unaffected.
+    extra = [INQUIRE_QUERY_ID] if inquire_of else []
+    writer.writerow(["query_id", "image_id", "image_path", "rank", "clip_score", *extra])
     for query_id, image_id, path, rank, score in candidates:
-        writer.writerow(
-            csv_row([query_id, image_id, path, rank, repr(score) if math.isfinite(score) else ""])
-        )
+        shown = repr(score) if math.isfinite(score) else ""
+        ids = [inquire_of.get(query_id, "")] if inquire_of else []
+        writer.writerow(csv_row([query_id, image_id, path, rank, shown, *ids]))
     atomic_write_text(report.candidates_path, buffer.getvalue())
 
 
@@ -553,7 +663,7 @@ def evaluate_command(
 ) -> list[str]:
     """The `quadrat evaluate` arguments that score the imported benchmark: the rerank protocol
     on the fixed candidates, k = 100 so AP covers all of a query's candidates (INQUIRE-Rerank's
-    AP, normalised by the relevant among them)."""
+    AP, normalised by the relevant among them), tied scores grouped as INQUIRE's code does."""
     args = [
         "quadrat",
         "evaluate",
@@ -567,6 +677,8 @@ def evaluate_command(
         "rerank",
         "--k",
         "100",
+        "--ties",
+        "group",  # INQUIRE's AP (sklearn) counts tied scores as one threshold
     ]
     if library is not None:
         args += ["--library", os.fspath(library)]

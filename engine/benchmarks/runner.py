@@ -341,6 +341,7 @@ class BenchmarkRequest:
     llm: LanguageModelEndpoint | None = None
     candidates: Mapping[str, Sequence[Candidate]] | None = None
     filters: SearchFilters | None = None
+    ties: str = "order"  # AP's tied scores: strict order, or one threshold (INQUIRE's)
 
 
 def run_methods(
@@ -360,6 +361,7 @@ def run_methods(
     llm: LanguageModelEndpoint | None = None,
     candidates: Mapping[str, Sequence[Candidate]] | None = None,
     filters: SearchFilters | None = None,
+    ties: str = "order",
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
     with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
@@ -374,7 +376,8 @@ def run_methods(
     `filters` restrict every method's ranking (and the fixed candidates) to the photos that
     pass them. Their collections narrow the collection choice (a judgment naming a photo of a
     collection left out is left out of R, as with `collection`); the other filters keep R
-    whole, and `relevant_outside_filters` counts the relevant judgments they put out of reach."""
+    whole, and `relevant_outside_filters` counts the relevant judgments they put out of reach.
+    `ties="group"` scores AP with tied scores as one threshold, as INQUIRE's code does."""
     request = BenchmarkRequest(
         queries,
         judgments,
@@ -387,6 +390,7 @@ def run_methods(
         llm=llm,
         candidates=candidates,
         filters=filters,
+        ties=ties,
     )
     return run_request(library, encoder_loader, request, progress=progress, cancel=cancel)
 
@@ -539,6 +543,7 @@ def _run_each(
             candidates=setup.candidates_of,
             progress=method_progress,
             cancel=setup.context.cancel,
+            ties=request.ties,
         )
     return results
 

@@ -16,16 +16,18 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.errors import BadInputError
 from engine.evaluation.metrics import (
     PROTOCOLS,
+    TIES,
     MeanMetrics,
     QueryMetrics,
     evaluate_ranking,
     mean_metrics,
     strict_order,
+    tied_average_precision_at_k,
 )
 from engine.files import atomic_write_text, csv_field, csv_row
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
@@ -33,6 +35,10 @@ from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progres
 log = logging.getLogger(__name__)
 
 StrPath = str | os.PathLike[str]
+
+INQUIRE_QUERY_ID = "inquire_query_id"
+"""A queries column holding INQUIRE's own id of a query (an imported benchmark renumbers its
+queries): carried to per-query results so they join INQUIRE's, and never a category to average."""
 
 
 @dataclass(frozen=True)
@@ -506,6 +512,11 @@ def _check_protocol(protocol: str) -> None:
         raise BadInputError(f"unknown protocol {protocol!r}; use {' or '.join(PROTOCOLS)}")
 
 
+def _check_ties(ties: str) -> None:
+    if ties not in TIES:
+        raise BadInputError(f"unknown ties {ties!r}; use {' or '.join(TIES)}")
+
+
 def evaluate_run(
     run: Mapping[str, Sequence[str]],
     qrels: Mapping[str, Mapping[str, int]],
@@ -567,6 +578,7 @@ class BenchmarkResult:
     protocol: str = "fullrank"
     unresolved: list[Judgment] = field(default_factory=list)  # the judgments behind the count
     judgments_without_query: int = 0  # judgments of query ids not in the queries file
+    ties: str = "order"  # how AP treated tied scores (metrics.TIES)
 
 
 def _ranked(scored: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -610,6 +622,7 @@ def run_benchmark(
     candidates: Candidates | None = None,
     progress: ProgressCallback = no_progress,
     cancel: CancelToken | None = None,
+    ties: str = "order",
 ) -> BenchmarkResult:
     """Run every query through `search` and score it against the judgments at cut-off k.
 
@@ -618,8 +631,11 @@ def run_benchmark(
     list, `search(query, candidate_ids)` reorders it, and R counts the relevant candidates.
     Judgments that `resolve` cannot map (images not in the collection) are counted in
     `unresolved_judgments` and left out of R: no method could retrieve them here.
+    `ties="group"` scores AP with tied scores as one threshold (INQUIRE's sklearn AP); the
+    other metrics keep the strict order.
     """
     _check_protocol(protocol)
+    _check_ties(ties)
     if protocol == "rerank" and candidates is None:
         raise ValueError("the rerank protocol needs a candidates callable")
     if k < 1:
@@ -665,22 +681,23 @@ def run_benchmark(
         else:
             ranked = _ranked(search(query, None))
         runs[query.query_id] = ranked
-        per_query.append(
-            evaluate_ranking(
-                [image_id for image_id, _ in ranked],
-                query_relevance,
-                k,
-                protocol,
-                query_id=query.query_id,
-            )
+        metrics = evaluate_ranking(
+            [image_id for image_id, _ in ranked], query_relevance, k, protocol, query.query_id
         )
+        if ties == "group":
+            rels = [query_relevance.get(image_id, 0) for image_id, _ in ranked]
+            scores = [score for _, score in ranked]
+            metrics = replace(
+                metrics, AP=tied_average_precision_at_k(rels, scores, k, metrics.R, protocol)
+            )
+        per_query.append(metrics)
         progress(meter.update(done + 1, message=f"query {query.query_id}"))
 
     metrics_by_id = {m.query_id: m for m in per_query}
     grouped: dict[str, dict[str, list[QueryMetrics]]] = {}
     for query in queries:
         for column, value in query.extra.items():
-            if value:
+            if value and column != INQUIRE_QUERY_ID:
                 grouped.setdefault(column, {}).setdefault(value, []).append(
                     metrics_by_id[query.query_id]
                 )
@@ -699,4 +716,5 @@ def run_benchmark(
         protocol=protocol,
         unresolved=unresolved,
         judgments_without_query=without_query,
+        ties=ties,
     )

@@ -60,6 +60,47 @@ def average_precision_at_k(
     return precision_sum / normaliser if normaliser > 0 else 0.0
 
 
+TIES: tuple[str, ...] = ("order", "group")
+"""How AP treats tied scores: `order` (the default) scores the strict order (§1.6: ties by the
+method's own, base, order); `group` makes each run of equal scores one threshold, as sklearn's
+average_precision_score does in INQUIRE's code, so the order inside a tie cannot matter."""
+
+
+def tied_average_precision_at_k(
+    rels: Sequence[int],
+    scores: Sequence[float],
+    k: int,
+    num_relevant: int,
+    protocol: str = "fullrank",
+) -> float:
+    """AP@k with each group of equal scores in the top k as one threshold (docs/SPEC.md §1).
+
+    `rels` and `scores` are in ranking order (scores descending). A relevant item of a tied group
+    is credited the precision at the group's end, so AP = Σ_groups hits_g · P(end of g) / norm,
+    with the normaliser of `average_precision_at_k`. Within the top k this is sklearn's AP rescaled
+    as INQUIRE's ap_at_k does; the top k is cut first, as INQUIRE slices before scoring.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
+    top = _top_k_binary(rels, k)
+    if len(scores) < len(top):
+        raise ValueError(f"{len(top)} relevance values but only {len(scores)} scores")
+    hits = 0
+    precision_sum = 0.0
+    start = 0
+    while start < len(top):
+        end = start + 1
+        key = _score_key(scores[start])
+        while end < len(top) and _score_key(scores[end]) == key:
+            end += 1
+        group_hits = sum(top[start:end])
+        hits += group_hits
+        precision_sum += group_hits * hits / end
+        start = end
+    normaliser = min(k, num_relevant) if protocol == "fullrank" else hits
+    return precision_sum / normaliser if normaliser > 0 else 0.0
+
+
 def ndcg_at_k(rels: Sequence[int], k: int, num_relevant: int) -> float:
     """nDCG@k with binary gains; the ideal ranking puts min(k, R) relevant items first."""
     top = _top_k_binary(rels, k)
