@@ -42,6 +42,7 @@ from engine.models.spec import (
 )
 from engine.models.spec import demo_model_spec as demo_model_spec
 from engine.models.spec import parse_model_spec as parse_model_spec
+from engine.models.trained_as import TrainedAs, for_checkpoint, for_tag
 
 if TYPE_CHECKING:
     import torch
@@ -502,11 +503,16 @@ def load_encoder(
         assert arch is not None and path is not None
         known_arch(arch)
         state_dict = read_weights(path)
+        digest = file_sha256(path)
+        # activation and preprocessing as the weights were trained, not open_clip's defaults
+        built = for_checkpoint(arch, path)
         with quiet_random_init():
-            model, _, preprocess = open_clip.create_model_and_transforms(arch)
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                arch, **built.create_kwargs()
+            )
         apply_state_dict(model, state_dict, path, arch)
         tokenizer = open_clip.get_tokenizer(arch)
-        key = f"{arch}:sha256-{file_sha256(path)[:16]}"
+        key = f"{arch}:sha256-{digest[:16]}{built.note}"
     elif model_spec.kind == "local-dir":
         assert model_spec.path is not None
         model, preprocess, tokenizer, key = _load_local_dir(model_spec.path)
@@ -514,12 +520,17 @@ def load_encoder(
         assert model_spec.arch is not None and model_spec.pretrained is not None
         key = store_key(model_spec)
         _known_pretrained(model_spec.arch, model_spec.pretrained)
+        # The tag's QuickGELU flag, which open_clip only warns about (ViT-B-32:openai); the
+        # store folder's config is the architecture's, so it applies there too.
+        built = for_tag(model_spec.arch, model_spec.pretrained)
         stored = _stored(model_spec, store_dir)
         if stored is not None:
             folder, key = stored
-            model, preprocess, tokenizer, _ = _load_local_dir(folder, key)
+            model, preprocess, tokenizer, _ = _load_local_dir(folder, key, built)
         else:
-            model, preprocess, tokenizer = _load_pretrained(model_spec, cache)
+            model, preprocess, tokenizer = _load_pretrained(model_spec, cache, built)
+        # A build other than an older Quadrat's gets another key: its libraries re-index.
+        key += built.note
     else:
         key = store_key(model_spec)
         stored = _stored(model_spec, store_dir)
@@ -533,9 +544,13 @@ def load_encoder(
     return encoder
 
 
-def _load_local_dir(folder: Path, key: str | None = None) -> tuple[Any, Any, Any, str]:
-    """Build an open_clip model folder's model with our safe weight loader. Its model key is
-    `key` when given (a store folder keeps its model's name), else a hash of the weights."""
+def _load_local_dir(
+    folder: Path, key: str | None = None, built: TrainedAs | None = None
+) -> tuple[Any, Any, Any, str]:
+    """Build an open_clip model folder's model with our safe weight loader (open_clip reads the
+    activation and preprocessing from the folder's config; `built` adds what a store folder's
+    config lacks). Its model key is `key` when given (a store folder keeps its model's name),
+    else a hash of the weights."""
     import open_clip
 
     config_path = folder / "open_clip_config.json"
@@ -566,7 +581,9 @@ def _load_local_dir(folder: Path, key: str | None = None) -> tuple[Any, Any, Any
     name = f"local-dir:{folder}"
     try:
         with quiet_random_init():
-            model, _, preprocess = open_clip.create_model_and_transforms(name, load_weights=False)
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                name, load_weights=False, **(built or TrainedAs()).create_kwargs()
+            )
         tokenizer = open_clip.get_tokenizer(name)
     except Exception as error:
         raise ModelLoadError(
@@ -625,7 +642,7 @@ def _pretrained_is_cached(cfg: dict[str, Any], cache: str) -> bool:
     return bool(url) and (Path(cache) / os.path.basename(url)).is_file()
 
 
-def _load_pretrained(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
+def _load_pretrained(model_spec: ModelSpec, cache: str, built: TrainedAs) -> tuple[Any, Any, Any]:
     import open_clip
     from open_clip.pretrained import download_pretrained, get_pretrained_cfg
 
@@ -642,9 +659,12 @@ def _load_pretrained(model_spec: ModelSpec, cache: str) -> tuple[Any, Any, Any]:
     try:
         # Downloaded (cached) files come from the tag's known source; open_clip loads them
         # with weights_only=True.
-        model, _, preprocess = open_clip.create_model_and_transforms(
-            arch, pretrained=tag, cache_dir=cache
-        )
+        with warnings.catch_warnings():
+            # open_clip's "QuickGELU mismatch" warning: `built` already settled it
+            warnings.filterwarnings("ignore", message="QuickGELU mismatch")
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                arch, pretrained=tag, cache_dir=cache, **built.create_kwargs()
+            )
         tokenizer = open_clip.get_tokenizer(arch, cache_dir=cache)
     except Exception as error:
         raise ModelLoadError(f"could not load {arch}:{tag}: {one_line(error, 300)}") from error

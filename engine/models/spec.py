@@ -6,8 +6,11 @@ A model is named by a spec string (docs/SPEC.md §5.2):
 - ``ARCH:PRETRAINED`` - an open_clip architecture and pretrained tag, from the model store
   (`engine.models.store`) or downloaded on first use;
 - ``hf-hub:ORG/NAME`` - an open_clip model on the Hugging Face hub, likewise;
-- ``ARCH:/path/to/checkpoint`` - an open_clip architecture with a local weights file;
-- ``local-dir:/path`` - a folder with ``open_clip_config.json`` and the weights.
+- ``ARCH:/path/to/checkpoint`` - an open_clip architecture with a local weights file; its
+  activation and preprocessing come from an ``open_clip_config.json`` beside the file, else
+  from the architecture's registered tags where they agree (`engine.models.trained_as`);
+- ``local-dir:/path`` - a folder with ``open_clip_config.json`` and the weights (a hub model's
+  downloaded folder or snapshot: its config decides activation and preprocessing).
 
 Both the loader (`engine.models.encoders`) and the model store (`engine.models.store`) import this module and
 pass the parsed value between them; it imports neither, nor torch, so parsing stays cheap.
