@@ -11,6 +11,14 @@ grid of crops (2x2 quarters, 3x3 overlapping half-size crops) and answers a ques
 a `target` with the mean of the whole photo's logits and those of the crop that matches the
 target best, so that a blue circle beside a red square does not look like a "red circle" (demo
 binding questions: AP 0.87 whole, 0.99 regions). CLIP answers each question on its own.
+
+Those p values are shown as the answers, but they do not rank: inside a candidate pool that
+already shows the subject they saturate (0.98-1.00 for relevant and other photos alike), and
+their mean replaced the base ranking with noise. `pool_scores` ranks instead: each question's
+logit margin is standardised over the pool, a question whose margins do not split the pool in
+two (Sarle's bimodality coefficient at most 5/9, the uniform distribution's) is left out, and
+the rest are fused with the base rank's normal score by Stouffer's sum, so a question moves
+the photos it separates and leaves the others in base order.
 """
 
 from __future__ import annotations
@@ -19,15 +27,16 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
 
-from engine.errors import BadImageError
+from engine.errors import BadImageError, BadInputError
 from engine.rerank.answering import check_lengths, open_photo
-from engine.rerank.base import Answer, Photo, Question, yes_probability
+from engine.rerank.base import AGGREGATIONS, Answer, Photo, Question, yes_probability
 
 if TYPE_CHECKING:
     from engine.models.encoders import Encoder
@@ -200,6 +209,100 @@ class ClipScorer:
             p = yes_probability(l_yes, l_no)
             answers.append(Answer(p, ("yes" if p >= 0.5 else "no") + where, l_yes, l_no))
         return answers
+
+    def pool_scores(
+        self,
+        answers: Mapping[int, Sequence[Answer]],
+        base_rank: Mapping[int, int],
+        how: str = "mean",
+    ) -> dict[int, float]:
+        """The rerank score of each photo of a pool from its answers (see `pool_scores`)."""
+        return pool_scores(answers, base_rank, how)
+
+
+# A pool's margins split in two when their bimodality coefficient exceeds the uniform
+# distribution's (5/9, the usual cut: a normal sample gives about 1/3).
+BIMODAL = 5 / 9
+_NORMAL = NormalDist()
+
+
+def bimodality(values: Sequence[float]) -> float:
+    """Sarle's bimodality coefficient (g1^2 + 1) / (g2 + 3(n-1)^2 / ((n-2)(n-3))), with the
+    sample-corrected skewness g1 and excess kurtosis g2; 0 for fewer than 4 values or none
+    spread. High for two groups, or a few photos set apart from the rest (skew)."""
+    x = np.asarray(values, dtype=np.float64)
+    n = len(x)
+    if n < 4:
+        return 0.0
+    d = x - x.mean()
+    m2 = float(np.mean(d**2))
+    if not m2 > 1e-12 * max(1.0, float(np.mean(x**2))):
+        return 0.0
+    g1 = float(np.mean(d**3)) / math.pow(m2, 1.5)
+    g2 = float(np.mean(d**4)) / (m2 * m2) - 3.0
+    skew = g1 * math.sqrt(n * (n - 1)) / (n - 2)
+    kurtosis = ((n + 1) * g2 + 6.0) * (n - 1) / ((n - 2) * (n - 3))
+    return (skew * skew + 1.0) / (kurtosis + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+
+
+def _margin(answer: Answer) -> float | None:
+    """l_yes - l_no, the one number a CLIP answer carries (p is its logistic); None for a
+    photo that could not be read."""
+    if answer.l_yes is None or answer.l_no is None:
+        return None
+    margin = float(answer.l_yes) - float(answer.l_no)
+    return margin if math.isfinite(margin) else None
+
+
+def pool_scores(
+    answers: Mapping[int, Sequence[Answer]],
+    base_rank: Mapping[int, int],
+    how: str = "mean",
+) -> dict[int, float]:
+    """Each photo's rerank score in (0, 1) from its answers, relative to the pool `answers`
+    holds (every photo with all its answers, in question order) and its base rank (1 = first).
+
+    - the base: the normal score of the photo's rank among the pool's n photos,
+      b = Phi^-1(1 - (r - 1/2) / n);
+    - a question: its margins l_yes - l_no standardised over the pool, z = (m - mean) / sd,
+      left out when they do not split the pool (`bimodality` at most 5/9); an unreadable
+      photo's z is 0 (no evidence either way);
+    - the kept questions' z combined by `how`: "mean" (their mean), "min", or "product"
+      (Phi^-1 of the product of Phi(z));
+    - the score Phi((b + K c) / sqrt(1 + K)), K kept questions and c their combined z: the
+      base rank and each question weigh alike (Stouffer), and with none kept it is the base.
+    """
+    if how not in AGGREGATIONS:
+        raise BadInputError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATIONS)}")
+    ids = sorted(answers, key=lambda i: base_rank[i])
+    n = len(ids)
+    if n == 0:
+        return {}
+    base = {i: _NORMAL.inv_cdf(1.0 - (r - 0.5) / n) for r, i in enumerate(ids, 1)}
+    width = min(len(answers[i]) for i in ids)
+    kept: list[dict[int, float]] = []
+    for q in range(width):
+        margins = {i: m for i in ids if (m := _margin(answers[i][q])) is not None}
+        if bimodality(list(margins.values())) <= BIMODAL:
+            continue  # every photo of the pool gets the same kind of answer: no evidence
+        values = np.fromiter(margins.values(), dtype=np.float64)
+        mean, sd = float(values.mean()), float(values.std())
+        kept.append({i: (margins[i] - mean) / sd if i in margins else 0.0 for i in ids})
+    k = len(kept)
+    scores: dict[int, float] = {}
+    for i in ids:
+        combined = 0.0
+        if k:
+            z = [question[i] for question in kept]
+            if how == "mean":
+                combined = math.fsum(z) / k
+            elif how == "min":
+                combined = min(z)
+            else:
+                product = math.prod(_NORMAL.cdf(v) for v in z)
+                combined = _NORMAL.inv_cdf(min(max(product, 1e-300), 1.0 - 1e-15))
+        scores[i] = _NORMAL.cdf((base[i] + k * combined) / math.sqrt(1 + k))
+    return scores
 
 
 def _logit_scale(encoder: Encoder) -> float:

@@ -2,13 +2,13 @@
 
 Run on demand (several minutes on 2 cores):
 
-    python tests/bench/bench_rerank.py [--k 10] [--permutations 10000] [--scorer clip]
+    python tests/bench/bench_rerank.py [--k 10] [--permutations 10000] [--scorer clip] [--workdir DIR]
 
 Writes the full demo collection, indexes it with the demo model, and prints Markdown tables on
 stdout (progress on stderr): mAP@k of `text`, `rerank` (built-in subqueries) and rerank with
 subqueries written the way a user would write them for each kind of query, overall, per
 supercategory and per category, with the paired randomisation test and bootstrap interval
-against text; then the scoring cost (calls, cache hits, seconds).
+against text (overall, per supercategory and per category); then the scoring cost (seconds).
 
 The user-written subqueries follow a few generic patterns (an object, two related objects, a
 count, a size, a background, an occlusion), read from the query's words, never per query.
@@ -77,6 +77,9 @@ def main() -> int:
     parser.add_argument("--permutations", type=int, default=10_000)
     parser.add_argument("--scorer", default="clip")
     parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the demo collection and library here (reused next run)"
+    )
     args = parser.parse_args()
 
     from engine.benchmarks.runner import run_methods
@@ -88,7 +91,8 @@ def main() -> int:
 
     builtin = f"rerank:scorer={args.scorer},depth={args.depth}"
     specs = ["text", builtin]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(args.workdir) if args.workdir else scratch
         started = time.perf_counter()
         collection = write_demo_collection(Path(tmp) / "demo")
         encoder = load_encoder("demo", device="cpu")
@@ -162,10 +166,12 @@ def tables(bench, specs, user_ap, queries, k: int, permutations: int) -> None:  
     print()
     print("| method | group | queries | ΔmAP | 95 % CI | p |")
     print("| --- | --- | ---: | ---: | --- | ---: |")
-    category = groups["category"]
+    named = [(None, "all")] + [
+        (names, group) for names in groups.values() for group in sorted(set(names.values()))
+    ]
     for spec in columns[1:]:
-        for group in ["all", *sorted(set(category.values()))]:
-            ids = [q for q in every if group == "all" or category[q] == group]
+        for names, group in named:
+            ids = [q for q in every if names is None or names[q] == group]
             c = compare(
                 spec,
                 {q: per_query[spec][q] for q in ids if q in per_query[spec]},

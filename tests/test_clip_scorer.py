@@ -1,0 +1,140 @@
+"""The offline CLIP scorer ranks a rerank pool without hurting it: a question every candidate
+answers alike leaves the base order, a question that separates the pool moves the photos it
+separates, and the answers shown stay CLIP's own p."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engine.catalog.library import Library
+from engine.errors import BadInputError
+from engine.methods import MethodContext, SearchQuery, resolve_spec
+from engine.rerank import Answer
+from engine.rerank.base import Photo
+from engine.rerank.clip import ClipScorer, bimodality, pool_scores
+
+# What the designed CLIP "sees": axis 0 is shared by every photo and text (so every answer is
+# a confident "yes" against "something else"), axis 1 is the look question, axis 2 the mark.
+_TEXTS = {
+    "a photo of something else": (0.9, 0.0, 0.0),
+    "a photo of look": (1.0, 1.0, 0.0),
+    "a photo of mark": (1.0, 0.0, 1.0),
+}
+
+
+class _Texts:
+    model_key = "designed"
+    image_size = 32
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([_TEXTS[t] for t in texts], dtype=np.float32)
+
+    def encode_images(self, images: Any) -> np.ndarray:  # pragma: no cover - never asked
+        raise AssertionError("the designed scorer has its photo vectors already")
+
+
+class DesignedClip(ClipScorer):
+    """The real CLIP scorer, with each photo's vector set by the test instead of encoded."""
+
+    def __init__(self, vectors: dict[int, tuple[float, float, float]]) -> None:
+        super().__init__(_Texts(), regions=False, logit_scale=100.0)  # type: ignore[arg-type]
+        self.identity = f"clip:designed-{len(vectors)}-{sorted(vectors.items())[:3]}"
+        self.vectors = vectors
+
+    def photo_vectors(self, photos: Sequence[Photo], cancel: Any = None) -> None:
+        for photo in photos:
+            v = np.array([self.vectors[photo.image_id]], dtype=np.float32)
+            self._photo_vectors[photo.content_hash] = v
+
+
+@pytest.fixture(scope="module")
+def library_path(tmp_path_factory: pytest.TempPathFactory, copy_small_demo_library: Any) -> Path:
+    path: Path = copy_small_demo_library(tmp_path_factory.mktemp("clip-pool") / "lib")
+    return path
+
+
+def _rerank(library_path: Path, demo_encoder: Any, monkeypatch: Any, marked: set[int], spec: str):  # type: ignore[no-untyped-def]
+    with Library.open(library_path) as library:
+        context = MethodContext(library, lambda: demo_encoder)
+        query = SearchQuery("red circle")
+        base = resolve_spec("text").run(query, context, top_k=30)
+        # The look question: margins spread like normal noise around a confident yes
+        # (p from 0.9995 to 1.0 for every photo); the mark: the `marked` photos stand apart.
+        n = len(base.ids)
+        noise = [0.01 * NormalDist().inv_cdf((j + 0.5) / n) for j in range(n)]
+        np.random.default_rng(3).shuffle(noise)
+        vectors = {i: (1.0, noise[r], 0.05 if r in marked else 0.0) for r, i in enumerate(base.ids)}
+        scorer = DesignedClip(vectors)
+        monkeypatch.setattr("engine.methods.rerank.load_scorer_for", lambda s, c: scorer)
+        ranking = resolve_spec(spec).run(query, context, top_k=30)
+        return base, ranking
+
+
+def test_a_question_every_candidate_answers_yes_keeps_the_base_order(
+    library_path: Path, demo_encoder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, ranking = _rerank(
+        library_path, demo_encoder, monkeypatch, set(), "rerank:depth=30,subqueries=look"
+    )
+    answers = [ranking.evidence[i]["answers"][0]["p"] for i in base.ids]
+    assert min(answers) > 0.999  # CLIP says yes to all of them, by a hair more or less
+    assert ranking.ids == base.ids
+
+
+def test_a_question_that_separates_the_pool_moves_what_it_separates(
+    library_path: Path, demo_encoder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, ranking = _rerank(
+        library_path,
+        demo_encoder,
+        monkeypatch,
+        {20, 25, 28},
+        "rerank:depth=30,subqueries=look;mark",
+    )
+    moved = [base.ids[20], base.ids[25], base.ids[28]]
+    rest = [i for i in base.ids if i not in moved]
+    # The marked three come up among the first; everything else keeps its base order.
+    assert set(ranking.ids[:8]) >= set(moved)
+    assert [i for i in ranking.ids if i not in moved] == rest
+    # The answers shown are still CLIP's p, a confident yes everywhere.
+    assert all(a["p"] > 0.999 for i in base.ids for a in ranking.evidence[i]["answers"])
+
+
+def test_pool_scores_standardise_drop_and_fuse() -> None:
+    def answer(margin: float) -> Answer:
+        return Answer(1.0, "yes", 20.0 + margin, 20.0)
+
+    ranks = {i: i for i in range(1, 9)}
+    flat = {i: [answer(5.0)] for i in ranks}  # nothing to tell apart
+    scores = pool_scores(flat, ranks)
+    assert sorted(scores, key=lambda i: -scores[i]) == list(ranks)
+    # Two groups: the last two photos stand apart and move up (fused with their base rank:
+    # the base's first photo stays first); the others keep their base order.
+    split = {i: [answer(9.0 if i in (7, 8) else 5.0)] for i in ranks}
+    scores = pool_scores(split, ranks)
+    assert sorted(scores, key=lambda i: -scores[i]) == [1, 7, 2, 8, 3, 4, 5, 6]
+    for how in ("min", "product"):  # one question: the same z whichever way they combine
+        other = pool_scores(split, ranks, how)
+        assert sorted(other, key=lambda i: -other[i]) == [1, 7, 2, 8, 3, 4, 5, 6]
+    saturated = {i: [answer(9.0 if i in (7, 8) else 5.0)] * 3 for i in ranks}
+    assert pool_scores(saturated, ranks, "product")  # Phi(z) near 1 everywhere: no error
+    with pytest.raises(BadInputError):
+        pool_scores(split, ranks, "median")
+    assert all(0.0 < s < 1.0 for s in scores.values())
+    # An unreadable photo (no logits) is neither pushed up nor down by the question.
+    unreadable = {**split, 4: [Answer(0.0, "unreadable photo")]}
+    scores = pool_scores(unreadable, ranks)
+    assert scores[3] > scores[4] > scores[5]
+
+
+def test_bimodality_tells_two_groups_from_one() -> None:
+    one = [NormalDist().inv_cdf((j + 0.5) / 50) for j in range(50)]
+    two = [0.0] * 25 + [1.0] * 25
+    assert bimodality(one) < 5 / 9 < bimodality(two)
+    assert bimodality([1.0, 1.0, 1.0, 1.0]) == 0.0 and bimodality([1.0, 2.0]) == 0.0
