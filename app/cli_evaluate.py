@@ -19,7 +19,8 @@ from engine.errors import BadInputError
 if TYPE_CHECKING:
     from engine.benchmarks.runner import CollectionChoice, MethodsBenchmark
     from engine.catalog.library import Library
-    from engine.evaluation.evaluate import BenchmarkResult
+    from engine.evaluation.evaluate import BenchmarkQuery, BenchmarkResult
+    from engine.methods.base import LanguageModelEndpoint
     from engine.models.encoders import Encoder
 
 
@@ -38,6 +39,13 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
         "'quadrat import-inquire-rerank' writes it) instead of the top 100 of text search",
     )
     p.add_argument("--k", type=positive_int, default=50)
+    p.add_argument(
+        "--ties",
+        default="order",
+        choices=["order", "group"],
+        help="AP's tied scores: 'order' scores the strict order (ties by the base ranking; the "
+        "default), 'group' counts each tie as one threshold, as INQUIRE's code (sklearn) does",
+    )
     p.add_argument(
         "--collection",
         action="append",
@@ -94,6 +102,8 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 "--candidates fixes the candidates of a rerank: add --protocol rerank"
             )
         candidates = load_candidates_csv(args.candidates)
+    llm = language_model(user_settings())
+    _draft_contexts(specs, queries, llm)
     with open_library(Path(args.library) if args.library else None) as library:
         if library.model_key is None:
             raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
@@ -121,9 +131,10 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 permutations=args.permutations,
                 collection=collection,
                 generator=args.generator or user_settings().generator,
-                llm=language_model(user_settings()),
+                llm=llm,
                 candidates=candidates,
                 filters=filters if filters.active else None,
+                ties=args.ties,
             )
         finally:
             bar.close()
@@ -159,6 +170,32 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         print(f"{note[:1].upper()}{note[1:]}")
         print_tables(bench, specs, args.k)
     return EXIT_OK
+
+
+def _draft_contexts(
+    specs: list[str], queries: list[BenchmarkQuery], llm: LanguageModelEndpoint
+) -> None:
+    """Before a rerank with `contexts=FILE`, the configured language model drafts the expert
+    context of each query the file lacks (the file is made beside the benchmark when missing,
+    and kept: a second run drafts nothing). Without a language model the file is read as is."""
+    from engine.methods import resolve_spec
+    from engine.rerank.context import draft_missing
+    from engine.rerank.decompose import LlmDecomposer
+
+    for text in specs:
+        spec = resolve_spec(text)
+        path = str(getattr(spec.params, "contexts", "") or "").strip()
+        if spec.key != "rerank" or not path or not llm.configured:
+            continue
+        drafter = LlmDecomposer(llm.url, llm.model, llm.api_key)
+        pairs = [(q.query_id, q.text) for q in queries]
+        drafted, notes = draft_missing(Path(path).expanduser(), pairs, drafter.draft_context)
+        if drafted:
+            print(f"note: drafted {drafted} expert contexts into {path}", file=sys.stderr)
+        for note in notes[:5]:
+            print(f"warning: {note}", file=sys.stderr)
+        if len(notes) > 5:
+            print(f"warning: {len(notes) - 5} more contexts were not drafted", file=sys.stderr)
 
 
 def _collection_choice(values: list[str] | None) -> tuple[str | None, list[str]]:
@@ -211,14 +248,18 @@ def unjudged_in_top_k(result: BenchmarkResult, query_id: str, judged: float, k: 
 
 
 def _method_json(bench: MethodsBenchmark, spec: str, k: int) -> dict[str, Any]:
-    from engine.evaluation.evaluate import metrics_json
+    from engine.evaluation.evaluate import INQUIRE_QUERY_ID, metrics_json
 
     result = bench.results[spec]
     out: dict[str, Any] = metrics_json(result.mean, k)
     # How far to trust the numbers: the share of each query's top k that carries a judgment.
     out[f"judged@{k}"] = result.mean.mean_judged
     judged = {m.query_id: m.judged for m in result.mean.per_query}
+    # An imported benchmark's rows name INQUIRE's own query id too, so they join INQUIRE's.
+    inquire_ids = {q.query_id: q.extra.get(INQUIRE_QUERY_ID, "") for q in bench.queries}
     for row in out["per_query"]:
+        if inquire_ids.get(row["query_id"]):
+            row[INQUIRE_QUERY_ID] = inquire_ids[row["query_id"]]
         row["judged"] = judged[row["query_id"]]
         row["unjudged"] = unjudged_in_top_k(result, row["query_id"], row["judged"], k)
     out["per_supercategory"] = {
@@ -247,6 +288,7 @@ def evaluation_json(bench: MethodsBenchmark, specs: list[str], k: int) -> dict[s
     methods, every method's keys and the paired comparisons with the first."""
     out = _method_json(bench, specs[0], k)
     out["protocol"] = bench.protocol
+    out["ties"] = bench.results[specs[0]].ties
     out["method"] = specs[0]
     out["unresolved_judgments"] = bench.results[specs[0]].unresolved_judgments
     out["unresolved_candidates"] = bench.unresolved_candidates
@@ -298,7 +340,8 @@ def print_tables(bench: MethodsBenchmark, specs: list[str], k: int) -> None:
         count = next((g.queries for g in groups if g is not None), 0)
         print(f"{'  ' + name[:14] + f' ({count})':<22}{cells}")
     print(
-        f"mean over {results[0].mean.queries} queries ({bench.protocol}); "
+        f"mean over {results[0].mean.queries} queries ({bench.protocol}"
+        f"{', tied scores grouped' if results[0].ties == 'group' else ''}); "
         f"supercategory rows are mAP@{k}"
     )
     unjudged = 1.0 - results[0].mean.mean_judged

@@ -27,7 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-SOURCE_NAMES = {"user": "yours", "builtin": "built-in", "llm": "language model"}
+SOURCE_NAMES = {
+    "user": "yours",
+    "builtin": "built-in",
+    "llm": "language model",
+    "baseline": "INQUIRE baseline",
+}
 SORT_BY_RANK = -1  # the "Sort by" entry that restores the run's own order
 
 
@@ -93,8 +98,8 @@ class SubqueryEditor(QWidget):
         self.context = QPlainTextEdit(self)
         self.context.setObjectName("subqueryContext")
         self.context.setPlaceholderText(
-            "Expert context (optional): what an expert knows that the photo does not say; "
-            "it is put before every question"
+            "Expert context of this query (optional): what an expert knows that the photo "
+            "does not say; it is put before every question of this query only"
         )
         self.context.setMaximumHeight(44)
         self.context.textChanged.connect(self._on_context)

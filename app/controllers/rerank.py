@@ -129,6 +129,10 @@ class RerankController(QObject):
         self._query_text: str | None = None
         self._edited = False  # the user wrote or took these questions: the next run asks them
         self._to_save: list[QuestionRow] | None = None  # saved with the query once it is open
+        # Each query has its own expert context (Divide-and-Conquer's per-query passage): the
+        # passage of each query (words, lowercase) written this session, and whose the box holds.
+        self._contexts: dict[str, str] = {}
+        self._context_for: str | None = None
         self.evidence: dict[int, dict[str, Any]] = {}  # the shown reranked run's answers
         self.questions_shown: list[str] = []  # its questions, in order (for Sort by)
         self._order: list[int] = []  # its ids in the run's order
@@ -149,6 +153,7 @@ class RerankController(QObject):
         editor.baseChanged.connect(self._on_base_changed)
         editor.suggestRequested.connect(self.suggest)
         editor.draftContextRequested.connect(self.draft_context)
+        editor.contextEdited.connect(self._on_context_edited)
         editor.sortRequested.connect(self.sort_by)
         editor.cancelRequested.connect(self.cancel)
         self.refresh_bases()
@@ -215,10 +220,28 @@ class RerankController(QObject):
         if self._edited and questions:
             # ";" separates subqueries in the parameter; one inside a question would split it.
             params["subqueries"] = "; ".join(q.text.replace(";", ",") for q in questions)
+        words = _words(request.text)
+        if self._context_for is not None and self._context_for != words:
+            # The box holds another query's passage: this query's own (or none) replaces it,
+            # so one query's expert context never reaches another's prompts.
+            self._show_context(self._contexts.get(words, ""), words)
         context = self.editor.context_text()
         if context:
             params["context"] = context
+            self._show_context(context, words)
         return replace(request, params=params)
+
+    def _on_context_edited(self) -> None:
+        """The user wrote in the context box: the passage of the query in the bar."""
+        self._context_for = _words(self.search.query_bar.text())
+        self._contexts[self._context_for] = self.editor.context_text()
+
+    def _show_context(self, text: str, words: str) -> None:
+        """Show `text` as the expert context of the query `words`, and remember it."""
+        if text != self.editor.context_text():
+            self.editor.set_context(text)
+        self._context_for = words
+        self._contexts[words] = text
 
     def update_cost(self) -> None:
         """calls = photos × questions and an estimated time, for the next run."""
@@ -302,7 +325,7 @@ class RerankController(QObject):
         def done(result: tuple[str, str]) -> None:
             paragraph, note = result
             if paragraph:
-                self.editor.set_context(paragraph)
+                self._show_context(paragraph, _words(text))
                 self.message.emit("Context drafted: edit it as you see fit")
             else:
                 self.message.emit(note)
@@ -462,7 +485,8 @@ class RerankController(QObject):
                 self._edited = True  # the next run asks the questions saved with the query
                 self._query_text = _words(self.search.query_bar.text())
             if reranked:
-                self.editor.set_context(str(params.method_params.get("context", "")))
+                context = str(params.method_params.get("context", ""))
+                self._show_context(context, _words(self.search.query_bar.text()))
             self._reranked_shown = reranked
             questions = [r.text for r in question_rows(details.get("questions"))]
             self._show_run(params.evidence if reranked else {}, questions)

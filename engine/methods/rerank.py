@@ -9,9 +9,11 @@ keeps what was scored and a second run asks nothing again. Ties keep the base or
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import BadInputError
@@ -35,6 +37,17 @@ if TYPE_CHECKING:
 DECOMPOSERS = ("builtin", "llm")
 MAX_DEPTH = 10_000
 
+# Divide-and-Conquer and its ablations (Kumar, Vendrow & Beery), and INQUIRE's baseline, as
+# `variant=` values with the label a run shows. "" leaves `context`, `contexts` and `query` as
+# given.
+VARIANTS: dict[str, str] = {
+    "": "",
+    "paper": "Divide-and-Conquer: the query's expert context, subqueries, the query asked too",
+    "subqueries": "Divide-and-Conquer ablation: subqueries only (no context, no query)",
+    "no-context": "Divide-and-Conquer ablation: subqueries and the query, no expert context",
+    "baseline": "INQUIRE baseline: a one-token yes/no answer to the query itself",
+}
+
 
 @dataclass(frozen=True)
 class RerankParams:
@@ -43,8 +56,12 @@ class RerankParams:
     from `decomposer`: "builtin", or "llm" through the configured endpoint, which falls back to
     the built-in ones with a note). `scorer`: "clip", "clip:regions", "clip:whole", "vlm:PATH"
     or "endpoint:URL[#MODEL]". `aggregate`: "mean" (the paper's), "min" or "product".
-    `context`: expert context prepended to every scorer prompt. `chain`: the scorer sees the
-    earlier questions and its answers for the same photo."""
+    `context`: expert context prepended to every scorer prompt; `contexts`: a CSV of per-query
+    contexts (engine.rerank.context), the row of the query asked winning over `context`.
+    `query`: the original query goes into every answering prompt (vlm and endpoint scorers).
+    `variant` runs Divide-and-Conquer as its paper defines it or an ablation, overriding those
+    three (see VARIANTS). `chain`: the scorer sees the earlier questions and its answers for
+    the same photo."""
 
     base: str = "text"
     subqueries: str = ""
@@ -54,6 +71,9 @@ class RerankParams:
     aggregate: str = "mean"
     context: str = ""
     chain: bool = True
+    contexts: str = ""
+    query: bool = False
+    variant: str = ""
 
     def check(self) -> None:
         if not 1 <= self.depth <= MAX_DEPTH:
@@ -66,6 +86,15 @@ class RerankParams:
             raise BadInputError("rerank needs a base method (base=text, base=visret, ...)")
         if not self.scorer.strip():
             raise BadInputError("rerank needs a scorer (clip, vlm:PATH, endpoint:URL)")
+        if self.variant not in VARIANTS:
+            raise BadInputError(f"variant must be one of {', '.join(v for v in VARIANTS if v)}")
+        if self.variant in ("subqueries", "no-context", "baseline") and (
+            self.context.strip() or self.contexts.strip()
+        ):
+            raise BadInputError(
+                f"variant={self.variant} runs without expert context: leave out context= and "
+                "contexts="
+            )
 
 
 def load_scorer_for(spec: str, context: MethodContext) -> Scorer:
@@ -128,10 +157,14 @@ class RerankMethod(Method):
         started = time.perf_counter()
         base, order = _base_order(base_spec, query, context, params.depth, top_k, candidates)
         base_seconds = time.perf_counter() - started
-        decomposer, decomposition = _questions(text, params, context)
+        prompting = _prompting(text, params, context)
+        decomposer, decomposition = _questions(text, params, context, prompting.context)
         scoring = _Scoring(load_scorer_for(params.scorer, context), decomposition, params, context)
+        scoring.query = text if prompting.with_query else None
         head = scoring.ask_all(order[: params.depth], order)
-        ranking = _ranking(order, scoring.answers, _base_ranks(order), params.aggregate)
+        ranking = _ranking(
+            order, scoring.answers, _base_ranks(order), params.aggregate, _pool(scoring.scorer)
+        )
         keep = max(top_k, len(candidates)) if candidates is not None else top_k
         ranking = Ranking(ranking.ids[:keep], ranking.scores[:keep], ranking.evidence)
         if candidates is None:  # the base search as it stands alone, for comparison
@@ -144,7 +177,10 @@ class RerankMethod(Method):
             ],
             "scorer": scoring.scorer.identity,
             "decomposer": decomposer.identity,
-            "note": decomposition.note,
+            "note": "; ".join(n for n in (prompting.note, decomposition.note) if n),
+            "variant": params.variant,
+            "variant_label": VARIANTS[params.variant],
+            "query_in_prompt": prompting.with_query,
             "calls": scoring.calls,
             "cached": scoring.cached,
             "depth": params.depth,
@@ -182,13 +218,58 @@ def _base_order(
     return base, [i for i in base.ids if i in set(given)] + [i for i in given if i not in seen]
 
 
+@dataclass(frozen=True)
+class _Prompting:
+    """What every scorer prompt of one query holds besides the question."""
+
+    context: str  # the expert context ("" for none)
+    with_query: bool  # the original query is asked too
+    note: str = ""
+
+
+def _prompting(text: str, params: RerankParams, context: MethodContext) -> _Prompting:
+    """The expert context and query setting of `text` under `params.variant`."""
+    if params.variant in ("subqueries", "baseline"):
+        return _Prompting("", False)
+    if params.variant == "no-context":
+        return _Prompting("", True)
+    expert = params.context.strip()
+    if params.contexts.strip():
+        from engine.rerank.context import context_for, read_contexts
+
+        found = context_for(read_contexts(Path(params.contexts).expanduser()), text)
+        expert = found if found is not None else expert
+    if params.variant != "paper":
+        return _Prompting(expert, params.query)
+    note = ""
+    if not expert and context.llm.configured:
+        from engine.rerank.decompose import LlmDecomposer
+
+        llm = context.llm
+        expert, failed = LlmDecomposer(llm.url, llm.model, llm.api_key).draft_context(text)
+        note = failed or "expert context drafted for this run (not saved)"
+    if not expert:
+        why = f" ({note})" if note else ""
+        raise BadInputError(
+            f"variant=paper has no expert context for {text!r}{why}: give contexts=FILE (a row "
+            "per query) or context=, or configure a language model to draft it"
+        )
+    return _Prompting(expert, True, note)
+
+
 def _questions(
-    text: str, params: RerankParams, context: MethodContext
+    text: str, params: RerankParams, context: MethodContext, expert: str
 ) -> tuple[Decomposer, Decomposition]:
-    """The decomposer and the subqueries it gives for `text`; refused when it gives none."""
+    """The decomposer and the subqueries it gives for `text`; refused when it gives none.
+    INQUIRE's baseline asks the query itself, in one question."""
+    if params.variant == "baseline":
+        from engine.rerank.decompose import BaselineDecomposer
+
+        baseline = BaselineDecomposer()
+        return baseline, baseline.decompose(text)
     decomposer = decomposer_for(params, context)
     decomposition = decomposer.decompose(
-        text, context=params.context, known_names=known_names(context.library)
+        text, context=expert, known_names=known_names(context.library)
     )
     if not decomposition.questions:
         raise BadInputError(f"rerank has no subqueries for {text!r}")
@@ -219,6 +300,7 @@ class _Scoring:
         self.context = context
         self.cache = ScoreCache(context.library)
         self.answers: dict[int, list[tuple[Question, Answer]]] = {}
+        self.query: str | None = None  # the original query, when the prompts ask it too
         self.calls = 0  # photos the scorer was asked about, per question
         self.cached = 0  # answers found in the cache
         self.started = time.perf_counter()  # when the first batch was asked
@@ -245,13 +327,27 @@ class _Scoring:
             context.progress(Progress(done, len(head), message="asking subqueries"))
             context.notify(RerankProgress(done, len(head)))
             if done < len(head):
-                partial = _ranking(order, self.answers, base_rank, self.params.aggregate)
+                partial = _ranking(
+                    order, self.answers, base_rank, self.params.aggregate, _pool(self.scorer)
+                )
                 context.notify(RerankPartial(partial))
         return head
 
     def _ask(self, batch: list[Photo], question: Question) -> None:
         """One question on one batch: cached answers, then the scorer for the rest."""
-        scorer, where = self.scorer, self.decomposition.context
+        scorer, context = self.scorer, self.decomposition.context
+        extra: dict[str, Any] = {}
+        where = context
+        if self.query is not None:
+            if not _takes_query(scorer):
+                raise BadInputError(
+                    f"scorer {scorer.identity} cannot put the query in its prompt: use a vlm: "
+                    "or endpoint: scorer, or query=false"
+                )
+            extra["query"] = self.query
+            # The answer depends on the query too: cached apart from the same question
+            # asked without it.
+            where = f"{context}\n[query in prompt] {self.query}"
         found = self.cache.get(batch, question, where, scorer.identity)
         todo = [p for p in batch if p.content_hash not in found]
         self.cached += len(batch) - len(todo)
@@ -260,7 +356,12 @@ class _Scoring:
             chain = self.params.chain
             history = [self.answers.get(p.image_id, []) if chain else [] for p in todo]
             got = scorer.score(
-                todo, question, history=history, context=where, cancel=self.context.cancel
+                todo,
+                question,
+                history=history,
+                context=context,
+                cancel=self.context.cancel,
+                **extra,
             )
             if len(got) != len(todo):
                 raise BadInputError(
@@ -277,18 +378,47 @@ class _Scoring:
             self.answers.setdefault(photo.image_id, []).append((question, answer))
 
 
+def _takes_query(scorer: Scorer) -> bool:
+    """Whether the scorer's `score` accepts the original query (`query=`)."""
+    try:
+        parameters = inspect.signature(scorer.score).parameters
+    except (TypeError, ValueError):
+        return False
+    return "query" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+# A scorer whose answers rank only relative to the pool (the CLIP scorer's `pool_scores`):
+# the photos' answers and base ranks in, each photo's score in [0, 1] out.
+PoolScores = Callable[[Mapping[int, Sequence[Answer]], Mapping[int, int], str], dict[int, float]]
+
+
+def _pool(scorer: Scorer) -> PoolScores | None:
+    """The scorer's own pool ranking, when it has one. Only the CLIP scorer does: its p is a
+    softmax against "something else" that saturates inside a pool showing the subject, where a
+    VLM's p(yes) means what it says and is aggregated as the paper does."""
+    pool = getattr(scorer, "pool_scores", None)
+    return pool if callable(pool) else None
+
+
 def _ranking(
     order: Sequence[int],
     answers: dict[int, list[tuple[Question, Answer]]],
     base_rank: dict[int, int],
     how: str,
+    pool: PoolScores | None = None,
 ) -> Ranking:
     """Photos with every answer first, by score (ties in base order); then the rest in base
     order, scored below them (-1, -2, ...). Each answered photo's evidence: its answers, its
-    score and its base rank."""
+    score and its base rank. The score is `aggregate` of the p(yes), or the scorer's `pool`
+    ranking of the answered photos when it has one."""
     # Answers arrive a whole batch at a time, so every photo in `answers` has them all.
     complete = {i: pairs for i, pairs in answers.items() if pairs}
-    scores = {i: aggregate([a.p_yes for _, a in pairs], how) for i, pairs in complete.items()}
+    if pool is not None:
+        scores = pool({i: [a for _, a in pairs] for i, pairs in complete.items()}, base_rank, how)
+    else:
+        scores = {i: aggregate([a.p_yes for _, a in pairs], how) for i, pairs in complete.items()}
     ranked = sorted(scores, key=lambda i: (-scores[i], base_rank[i]))
     rest = [i for i in order if i not in scores]
     ids = ranked + rest

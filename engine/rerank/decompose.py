@@ -165,6 +165,22 @@ class BuiltinDecomposer:
         return Decomposition(tuple(questions), context=context)
 
 
+class BaselineDecomposer:
+    """INQUIRE's baseline protocol: no subqueries, the query itself asked once as "Does this
+    image show …?", whose one-token yes/no answer ranks the photos."""
+
+    identity = "baseline"
+
+    def decompose(
+        self, query: str, *, context: str = "", known_names: Sequence[str] = ()
+    ) -> Decomposition:
+        """The one whole-query question (`context` is kept only to be shown)."""
+        text = _clean(query)
+        if not text:
+            return Decomposition((), context=context, note="the query is empty")
+        return Decomposition((whole_question(text, "baseline"),), context=context)
+
+
 LLM_INSTRUCTIONS = (
     "You turn a natural-world photo search query into 2 or 3 yes/no questions that a person "
     "could answer by looking at one photo alone (no location, date or metadata). Ask about the "

@@ -144,6 +144,30 @@ def test_questions_are_saved_with_the_query_and_come_back(qtbot, make_app, photo
     assert editor.sort.count() == 3
 
 
+def test_each_query_keeps_its_own_expert_context(qtbot, make_app, photos) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    choose_rerank(app)
+    editor = app.window.subquery_editor
+    write_questions(app, QUESTIONS)
+    app.window.query_bar.edit.setText(QUERY)
+    editor.context.setPlainText("Circles here are always red.")  # typed by the user
+    first = rerank_search(qtbot, app, QUERY)
+    assert first.params.method_params["context"] == "Circles here are always red."
+
+    # Another query: the first one's passage is not put into its prompts.
+    other = rerank_search(qtbot, app, "yellow star")
+    assert other.params.method_params.get("context", "") == ""
+    assert editor.context_text() == ""
+    editor.context.setPlainText("Stars have five points.")
+    other = rerank_search(qtbot, app, "yellow star")
+    assert other.params.method_params["context"] == "Stars have five points."
+
+    # Back to the first query: its own passage comes back with it.
+    again = rerank_search(qtbot, app, QUERY)
+    assert again.params.method_params["context"] == "Circles here are always red."
+    assert editor.context_text() == "Circles here are always red."
+
+
 def test_a_reranked_search_keeps_its_base_as_a_run_to_compare_with(qtbot, make_app, photos) -> None:
     """The metrics compare reranked against base on the same judgments: the base search is
     kept as a run of the query (once), and the reranked run is the one shown."""
