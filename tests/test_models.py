@@ -344,6 +344,27 @@ def test_a_pretrained_tag_from_the_store_encodes_as_open_clips_own_load(
     assert from_store._transform.transforms[-1].mean == [0.5, 0.5, 0.5]
 
 
+def test_a_downloaded_quick_gelu_tag_is_listed_under_the_key_it_loads_with(
+    tmp_path, serve, tiny, monkeypatch
+) -> None:
+    """A tag trained with QuickGELU on an architecture that builds GELU: the store lists it
+    under the key the loader gives it (" [quickgelu]"), not the bare spec, so the list and a
+    library indexed with it name the same model."""
+    from open_clip import pretrained
+
+    tag_cfg = {"hf_hub": f"{HUB_ID}/", "quick_gelu": True}
+    monkeypatch.setitem(pretrained._PRETRAINED, TINY_ARCH, {"tiny": tag_cfg})
+    spec = f"{TINY_ARCH}:tiny"
+    hub = serve(hub_files(tiny[1]))
+    store = ModelStore(tmp_path / "store", endpoint=hub.url)
+    installed = store.download(spec)
+
+    loaded = load_encoder(spec, device="cpu", cache_dir=tmp_path / "none", store_dir=store.root)
+    assert loaded.model_key == f"{spec} [quickgelu]"
+    assert installed.model_key == loaded.model_key
+    assert [m.model_key for m in store.installed() if m.spec == spec] == [loaded.model_key]
+
+
 # --- offline packs ---------------------------------------------------------------------------
 
 

@@ -249,6 +249,7 @@ class HubDownloads(StoreFolders):
         origin_name = weights_part.name.removesuffix(".part")
         installed = self._install(
             key,
+            _loaded_key(parsed, key),
             config,
             weights_part,
             convert=not origin_name.endswith(".safetensors"),
@@ -348,6 +349,7 @@ class HubDownloads(StoreFolders):
     def _install(
         self,
         key: str,
+        model_key: str,
         config: dict[str, Any],
         weights: Path,
         *,
@@ -366,7 +368,7 @@ class HubDownloads(StoreFolders):
                 shutil.copyfile(weights, target)
             manifest = {
                 "spec": key,
-                "model_key": key,
+                "model_key": model_key,
                 "sha256": file_sha256(target),
                 "size_bytes": target.stat().st_size,
                 "licence": licence,
@@ -415,3 +417,13 @@ def _to_safetensors(source: Path, target: Path) -> None:
 
     state = {k: v.contiguous() for k, v in read_weights(source).items()}
     save_file(state, str(target))
+
+
+def _loaded_key(parsed: ModelSpec, key: str) -> str:
+    """The key `load_encoder` gives a downloaded model: an ARCH:TAG trained otherwise than its
+    architecture builds (QuickGELU) says so, as its vectors differ from the plain build's."""
+    if parsed.kind == "hf-hub" or parsed.arch is None or parsed.pretrained is None:
+        return key
+    from engine.models.trained_as import for_tag
+
+    return key + for_tag(parsed.arch, parsed.pretrained).note
