@@ -1,6 +1,7 @@
 """The offline CLIP scorer ranks a rerank pool without hurting it: a question every candidate
 answers alike leaves the base order, a question that separates the pool moves the photos it
-separates, and the answers shown stay CLIP's own p."""
+separates, a question that only repeats the base order leaves it, more questions do not
+outvote the base, and the answers shown stay CLIP's own p."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from engine.errors import BadInputError
 from engine.methods import MethodContext, SearchQuery, resolve_spec
 from engine.rerank import Answer
 from engine.rerank.base import Photo
-from engine.rerank.clip import ClipScorer, bimodality, pool_scores
+from engine.rerank.clip import ClipScorer, bimodality, pool_scores, spearman
 
 # What the designed CLIP "sees": axis 0 is shared by every photo and text (so every answer is
 # a confident "yes" against "something else"), axis 1 is the look question, axis 2 the mark.
@@ -138,3 +139,50 @@ def test_bimodality_tells_two_groups_from_one() -> None:
     two = [0.0] * 25 + [1.0] * 25
     assert bimodality(one) < 5 / 9 < bimodality(two)
     assert bimodality([1.0, 1.0, 1.0, 1.0]) == 0.0 and bimodality([1.0, 2.0]) == 0.0
+
+
+def _answer(margin: float) -> Answer:
+    return Answer(1.0, "yes", 20.0 + margin, 20.0)
+
+
+def _order(scores: dict[int, float]) -> list[int]:
+    return sorted(scores, key=lambda i: -scores[i])
+
+
+def test_a_question_that_repeats_the_base_order_does_not_reshuffle_its_top() -> None:
+    # A subject question on a pool of 40: the base's last ten lack the subject and stand
+    # apart (so the question splits the pool and agrees with the base, rho about 0.58);
+    # the thirty that show it get margins that differ only by CLIP's noise (+-0.5). Fused,
+    # that noise would reshuffle the base's top ten; the question adds nothing the base
+    # does not know, so the base order stays.
+    ranks = {i: i for i in range(1, 41)}
+    margins = {i: (-4.0 if i > 30 else (0.5 if i % 2 == 0 else -0.5)) for i in ranks}
+    assert bimodality(list(margins.values())) > 5 / 9  # it does split the pool
+    assert spearman(list(margins.values()), [-r for r in ranks.values()]) >= 0.5
+    scores = pool_scores({i: [_answer(margins[i])] for i in ranks}, ranks)
+    assert _order(scores) == list(ranks)
+
+
+def test_more_questions_do_not_outvote_the_base() -> None:
+    # The same split asked once or three times moves the last two photos up by the same
+    # amount: the questions together weigh as much as the base rank, however many they are.
+    ranks = {i: i for i in range(1, 9)}
+    once = pool_scores({i: [_answer(9.0 if i in (7, 8) else 5.0)] for i in ranks}, ranks)
+    thrice = pool_scores({i: [_answer(9.0 if i in (7, 8) else 5.0)] * 3 for i in ranks}, ranks)
+    assert _order(once) == _order(thrice) == [1, 7, 2, 8, 3, 4, 5, 6]
+    # Three questions that differ: their combined evidence still leaves the base's first
+    # photo first (under Stouffer's sum over base and three questions it fell to third).
+    split = {
+        i: [_answer(9.0 if i in group else 5.0) for group in ((7, 8), (6, 7, 8), (7, 8))]
+        for i in ranks
+    }
+    scores = pool_scores(split, ranks)
+    assert _order(scores)[0] == 1
+    assert {7, 8} <= set(_order(scores)[:4])  # and the photos they agree on still move up
+
+
+def test_spearman() -> None:
+    assert spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
+    assert spearman([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    assert spearman([1.0, 1.0, 2.0, 2.0], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(0.894, abs=1e-3)
+    assert spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]) == 0.0

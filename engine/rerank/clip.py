@@ -17,8 +17,10 @@ already shows the subject they saturate (0.98-1.00 for relevant and other photos
 their mean replaced the base ranking with noise. `pool_scores` ranks instead: each question's
 logit margin is standardised over the pool, a question whose margins do not split the pool in
 two (Sarle's bimodality coefficient at most 5/9, the uniform distribution's) is left out, and
-the rest are fused with the base rank's normal score by Stouffer's sum, so a question moves
-the photos it separates and leaves the others in base order.
+a question whose margins follow the base order (Spearman's rho at least 1/2) is left out as
+well, and the rest, combined and standardised over the pool, are fused with the base rank's
+normal score weighing as much as it, so a question moves the photos it separates and leaves
+the others in base order.
 """
 
 from __future__ import annotations
@@ -223,6 +225,22 @@ class ClipScorer:
 # A pool's margins split in two when their bimodality coefficient exceeds the uniform
 # distribution's (5/9, the usual cut: a normal sample gives about 1/3).
 BIMODAL = 5 / 9
+# Why the base rank is not outvoted. The base ranked the whole collection and is the stronger
+# signal; a question is evidence about one attribute, read by the same CLIP, and worth adding
+# only for what the base does not already know.
+# - A question whose margins follow the base order (Spearman's rho with the base at least 1/2,
+#   Cohen's "large" correlation, so that the base explains a quarter or more of its rank
+#   variance) re-measures what the base measured -- a subject question is nearly the query's
+#   own CLIP similarity -- and fusing it counts the base twice, with CLIP's noise inside the
+#   top added on top. It is left out. A question that goes against the base is kept: that is
+#   disagreement, not repetition.
+# - The kept questions together weigh as much as the base: their combined z is standardised
+#   over the pool and summed with the base's, (b + c) / sqrt(2). Stouffer's sum over base and
+#   K questions gave the base 1/(K + 1) of the weight, so the more questions a user wrote,
+#   the less the ranking of the whole collection counted; now a question asked twice moves
+#   the pool exactly as much as asked once.
+# Both were fixed before measuring (docs/BENCHMARKS.md, "Structured reranking").
+REDUNDANT = 0.5
 _NORMAL = NormalDist()
 
 
@@ -245,6 +263,29 @@ def bimodality(values: Sequence[float]) -> float:
     return (skew * skew + 1.0) / (kurtosis + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
 
 
+def _ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks 1..n of `values`, ties sharing their mean rank."""
+    x = np.asarray(values, dtype=np.float64)
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x), dtype=np.float64)
+    ranks[order] = np.arange(1, len(x) + 1, dtype=np.float64)
+    for value in np.unique(x):
+        tied = x == value
+        if tied.sum() > 1:
+            ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation of `a` and `b` (ties at their mean rank); 0 for fewer than
+    3 values or when either is constant."""
+    if len(a) != len(b) or len(a) < 3:
+        return 0.0
+    ra, rb = _ranks(a) - (len(a) + 1) / 2, _ranks(b) - (len(b) + 1) / 2
+    norm = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    return float(ra @ rb) / norm if norm > 0 else 0.0
+
+
 def _margin(answer: Answer) -> float | None:
     """l_yes - l_no, the one number a CLIP answer carries (p is its logistic); None for a
     photo that could not be read."""
@@ -265,12 +306,13 @@ def pool_scores(
     - the base: the normal score of the photo's rank among the pool's n photos,
       b = Phi^-1(1 - (r - 1/2) / n);
     - a question: its margins l_yes - l_no standardised over the pool, z = (m - mean) / sd,
-      left out when they do not split the pool (`bimodality` at most 5/9); an unreadable
-      photo's z is 0 (no evidence either way);
+      left out when they do not split the pool (`bimodality` at most 5/9) or when they follow
+      the base order (`spearman` with b at least 1/2: the base's own evidence again); an
+      unreadable photo's z is 0 (no evidence either way);
     - the kept questions' z combined by `how`: "mean" (their mean), "min", or "product"
-      (Phi^-1 of the product of Phi(z));
-    - the score Phi((b + K c) / sqrt(1 + K)), K kept questions and c their combined z: the
-      base rank and each question weigh alike (Stouffer), and with none kept it is the base.
+      (Phi^-1 of the product of Phi(z)), then standardised over the pool, c;
+    - the score Phi((b + c) / sqrt(2)): the questions together weigh as much as the base
+      rank, however many there are, and with none kept it is the base.
     """
     if how not in AGGREGATIONS:
         raise BadInputError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATIONS)}")
@@ -285,24 +327,28 @@ def pool_scores(
         margins = {i: m for i in ids if (m := _margin(answers[i][q])) is not None}
         if bimodality(list(margins.values())) <= BIMODAL:
             continue  # every photo of the pool gets the same kind of answer: no evidence
+        if spearman(list(margins.values()), [base[i] for i in margins]) >= REDUNDANT:
+            continue  # the base order again: nothing the base does not know (see REDUNDANT)
         values = np.fromiter(margins.values(), dtype=np.float64)
         mean, sd = float(values.mean()), float(values.std())
         kept.append({i: (margins[i] - mean) / sd if i in margins else 0.0 for i in ids})
     k = len(kept)
-    scores: dict[int, float] = {}
-    for i in ids:
-        combined = 0.0
-        if k:
+    combined = dict.fromkeys(ids, 0.0)
+    if k:
+        for i in ids:
             z = [question[i] for question in kept]
             if how == "mean":
-                combined = math.fsum(z) / k
+                combined[i] = math.fsum(z) / k
             elif how == "min":
-                combined = min(z)
+                combined[i] = min(z)
             else:
                 product = math.prod(_NORMAL.cdf(v) for v in z)
-                combined = _NORMAL.inv_cdf(min(max(product, 1e-300), 1.0 - 1e-15))
-        scores[i] = _NORMAL.cdf((base[i] + k * combined) / math.sqrt(1 + k))
-    return scores
+                combined[i] = _NORMAL.inv_cdf(min(max(product, 1e-300), 1.0 - 1e-15))
+        values = np.fromiter(combined.values(), dtype=np.float64)
+        mean, sd = float(values.mean()), float(values.std())
+        # One unit of spread, like the base's: the questions weigh as one, however many.
+        combined = {i: (c - mean) / sd if sd > 1e-12 else 0.0 for i, c in combined.items()}
+    return {i: _NORMAL.cdf((base[i] + combined[i]) / math.sqrt(2.0)) for i in ids}
 
 
 def _logit_scale(encoder: Encoder) -> float:
