@@ -223,7 +223,7 @@ def measure_role(role: str, count: int, seed: int, model_dir: str = "") -> dict[
 
 def roles_table(count: int, seed: int) -> None:
     """Run each role in its own process and print one Markdown table."""
-    from tests.test_scorers_vlm import build_tiny_qwen2_vl
+    from tests.tiny_vlm import build_tiny_qwen2_vl
 
     model_dir = build_tiny_qwen2_vl(Path(tempfile.mkdtemp(prefix="bench-qwen2-")) / "qwen2-vl")
     rows = []
