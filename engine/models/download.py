@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import urllib.error
 import urllib.parse
@@ -36,7 +35,13 @@ from engine.models.folders import (
     installed_from,
     read_manifest,
 )
-from engine.models.hub import HEADERS, ensure_reachable, hub_endpoint, unavailable
+from engine.models.hub import (
+    HEADERS,
+    ensure_reachable,
+    hub_endpoint,
+    sha256_of_etag,
+    unavailable,
+)
 from engine.models.offers import licence_of, offer_for, repository_role
 from engine.models.spec import ModelSpec, as_model_spec, store_key
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
@@ -103,13 +108,13 @@ def _open(url: str, headers: dict[str, str], timeout: float) -> tuple[Any, str |
             if error.code not in _REDIRECTS or not error.headers.get("Location"):
                 raise
             if _origin(url) == first and expected is None:
-                expected = _sha256_header(error.headers, "X-Linked-Etag")
+                expected = sha256_of_etag(error.headers.get("X-Linked-Etag"))
             error.close()
             url = urllib.parse.urljoin(url, str(error.headers["Location"]))
             continue
         if _origin(url) == first and expected is None:
-            expected = _sha256_header(response.headers, "X-Linked-Etag") or _sha256_header(
-                response.headers, "ETag"
+            expected = sha256_of_etag(response.headers.get("X-Linked-Etag")) or sha256_of_etag(
+                response.headers.get("ETag")
             )
         return response, expected
     raise urllib.error.URLError(f"more than {_MAX_REDIRECTS} redirects")
@@ -379,13 +384,6 @@ class HubDownloads(StoreFolders):
             (temp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
             folder = self._place(temp, self.root / folder_slug(key))
         return installed_from(folder, manifest)
-
-
-def _sha256_header(headers: Any, name: str) -> str | None:
-    """A sha256 in header `name` (quoted or weak ETag syntax), or None when it holds none (a
-    git blob id of a small file, an md5)."""
-    value = str(headers.get(name) or "").strip().removeprefix("W/").strip('"').lower()
-    return value if re.fullmatch(r"[0-9a-f]{64}", value) else None
 
 
 def _pretrained_config(arch: str, tag: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -9,6 +9,7 @@ so neither imports the other for it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import urllib.error
@@ -90,3 +91,10 @@ def ensure_reachable(spec: str | ModelSpec, endpoint: str | None = None) -> None
     reason = probe(endpoint)
     if reason is not None:
         raise unavailable(spec, reason)
+
+
+def sha256_of_etag(value: object) -> str | None:
+    """The sha256 an ETag holds (quoted or weak syntax), or None when it holds none (the git
+    blob id of a small file, an md5): the hub's X-Linked-Etag, or huggingface_hub's record of it."""
+    text = str(value or "").strip().removeprefix("W/").strip('"').lower()
+    return text if re.fullmatch(r"[0-9a-f]{64}", text) else None

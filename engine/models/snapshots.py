@@ -19,7 +19,6 @@ commit and ETag. Around it we add what the store needs:
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import threading
 from datetime import UTC, datetime
@@ -35,7 +34,7 @@ from engine.models.folders import (
     StoreFolders,
     installed_from,
 )
-from engine.models.hub import ensure_reachable, unavailable
+from engine.models.hub import ensure_reachable, sha256_of_etag, unavailable
 from engine.models.offers import ModelOffer
 from engine.progress import CancelToken, ProgressCallback, RateMeter
 
@@ -181,8 +180,7 @@ def _recorded_sha256(folder: Path, name: str) -> str | None:
         lines = metadata.read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    etag = lines[1].strip().strip('"').lower() if len(lines) > 1 else ""
-    return etag if re.fullmatch(r"[0-9a-f]{64}", etag) else None
+    return sha256_of_etag(lines[1]) if len(lines) > 1 else None
 
 
 def _install(
