@@ -3,7 +3,7 @@
     quadrat models list [--json] [--role R]   the catalogue and what is installed, for the three
                                         roles: encoder, generator (VisRet), vlm (Reranked)
     quadrat models download SPEC        into the model store (Ctrl+C keeps what came)
-    quadrat models pack SPEC OUT        one archive to carry to an offline machine
+    quadrat models pack SPEC OUT        one archive to carry to an offline machine (any role)
     quadrat models import PACK          install a pack (checked; a bad pack installs nothing;
                                         --replace to replace an installed model's other weights)
     quadrat models remove SPEC          delete an installed model
@@ -55,7 +55,9 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
     download.set_defaults(func=cmd_download)
 
     pack = sub.add_parser("pack", help="write an offline pack of a model (downloads it first)")
-    pack.add_argument("spec", help="ARCH:PRETRAINED or hf-hub:ORG/NAME")
+    pack.add_argument(
+        "spec", help="ARCH:PRETRAINED, hf-hub:ORG/NAME, or a generator or VLM from 'models list'"
+    )
     pack.add_argument("out", type=Path, help="the pack file to write (or a folder for it)")
     pack.set_defaults(func=cmd_pack)
 
@@ -86,6 +88,11 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _about(row: dict[str, Any]) -> str:
+    """A row's size, marked "≈" when it is the catalogue's estimate, not the hub's figure."""
+    return ("" if row["size_verified"] else "≈") + _size(row["size_bytes"])
+
+
 def use_spec(role: str, spec: str, path: Path | None) -> str:
     """What a method takes to use an installed model: an encoder's spec, a generator's folder
     (the VisRet generator setting), a VLM's `vlm:FOLDER` (the Reranked scorer setting)."""
@@ -99,12 +106,20 @@ def use_spec(role: str, spec: str, path: Path | None) -> str:
 def model_rows(role: str | None = None) -> list[dict[str, Any]]:
     """The catalogue, then installed models it does not list: what `models list` shows."""
     from engine.models.offers import model_offers
+    from engine.models.snapshots import recorded_sizes
 
     store = _store()
     installed = {model.spec: model for model in store.installed()}
+    reported = recorded_sizes(store.root)  # what the hub said when a download listed it
     rows: list[dict[str, Any]] = []
     for offer in model_offers():
         model = installed.pop(offer.spec, None)
+        fetched = (  # a downloaded generator or VLM: its files are what the hub served
+            model.size_bytes
+            if model is not None and model.origin == "download" and offer.role != "encoder"
+            else None
+        )
+        download = reported.get(offer.spec, fetched or offer.download_bytes)
         rows.append(
             {
                 "spec": offer.spec,
@@ -112,12 +127,19 @@ def model_rows(role: str | None = None) -> list[dict[str, Any]]:
                 "use": use_spec(offer.role, offer.spec, model.path) if model else None,
                 "gated": offer.gated,
                 "installed": model is not None,
-                "size_bytes": model.size_bytes if model else offer.download_bytes,
-                "download_bytes": offer.download_bytes,
+                "size_bytes": model.size_bytes if model else download,
+                "download_bytes": download,
+                # False: download_bytes is the catalogue's estimate, not the hub's figure (an
+                # installed model's size_bytes is always what is on disk).
+                "size_verified": bool(
+                    offer.size_verified or offer.spec in reported or fetched is not None
+                ),
                 "memory_bytes": offer.memory_bytes,
+                "memory_estimate": True,  # a rule of thumb, never a measurement
                 "label": offer.label,
                 "good_at": offer.good_at,
                 "licence": offer.licence,
+                "licence_verified": offer.licence_verified,
                 "source": offer.source,
                 "origin": model.origin if model else None,
                 "model_key": (model.model_key or model.spec) if model else None,
@@ -135,10 +157,13 @@ def model_rows(role: str | None = None) -> list[dict[str, Any]]:
                 "installed": True,
                 "size_bytes": model.size_bytes,
                 "download_bytes": None,
+                "size_verified": True,  # size_bytes: counted on disk; no download offered
                 "memory_bytes": None,
+                "memory_estimate": True,
                 "label": model.spec,
                 "good_at": "",
                 "licence": model.licence,
+                "licence_verified": False,
                 "source": model.source,
                 "origin": model.origin,
                 "model_key": model.model_key or None,
@@ -161,9 +186,14 @@ def _partial(store: ModelStore, spec: str) -> int:
         return 0
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from engine.models.offers import ROLE_NAMES, ROLES
+_HEADINGS = {
+    "encoder": "Search models (CLIP encoders)",
+    "generator": "Image generators",
+    "vlm": "Vision-language models",
+}
 
+
+def cmd_list(args: argparse.Namespace) -> int:
     rows = model_rows(args.role)
     if args.json:
         print(json.dumps(rows))
@@ -171,7 +201,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for index, row in enumerate(rows):
         if index == 0 or row["role"] != rows[index - 1]["role"]:
             role = row["role"]
-            print(f"{ROLE_NAMES[role].capitalize() if role in ROLES else role}s:")
+            print(f"{_HEADINGS.get(role, role)}:")
         if row["installed"] and row["origin"] == "pack":
             # Not verified as the published model: say so, and under which identity it indexes.
             state = (
@@ -182,15 +212,18 @@ def cmd_list(args: argparse.Namespace) -> int:
             state = f"installed ({row['origin']}, {_size(row['size_bytes'])})"
         elif row["partial_bytes"]:
             state = (
-                f"partly downloaded ({_size(row['partial_bytes'])} of {_size(row['size_bytes'])})"
+                f"partly downloaded ({_size(row['partial_bytes'])} of {_about(row)}"
+                f"{'' if row['size_verified'] else ', estimate'})"
             )
         else:
-            state = f"download {_size(row['size_bytes'])}"
+            state = f"download {_about(row)}{'' if row['size_verified'] else ' (estimate)'}"
         print(f"{row['spec']:<32} {state}")
         if row["good_at"]:
             memory = f" Needs ~{_size(row['memory_bytes'])} memory." if row["memory_bytes"] else ""
             good_at = row["good_at"].rstrip(".") + "."
             print(f"{'':<32} {row['label']}: {good_at}{memory}")
+            unchecked = "" if row["licence_verified"] else " (not checked: see the model card)"
+            print(f"{'':<32} Licence: {row['licence']}{unchecked}")
         if row["installed"] and row["use"] != row["spec"]:
             print(f"{'':<32} use it as: {row['use']}")
     print(f"model store: {paths.models_dir()}", file=sys.stderr)
@@ -247,7 +280,13 @@ def cmd_import(args: argparse.Namespace) -> int:
             model = store.import_file(args.pack)
     finally:
         bar.close()
-    print(f"installed {model.spec} ({_size(model.size_bytes)}); use it with --model {model.spec}")
+    if model.role == "encoder":
+        print(
+            f"installed {model.spec} ({_size(model.size_bytes)}); use it with --model {model.spec}"
+        )
+    else:
+        print(f"installed {model.spec} ({_size(model.size_bytes)}) in {model.path}")
+        print(f"use it as: {use_spec(model.role, model.spec, model.path)}")
     if model.origin == "pack":
         print(
             f"from a pack, so not verified as the published model: libraries index it as "

@@ -332,6 +332,56 @@ def test_a_gated_or_missing_repository_is_one_line(tmp_path: Path, stand_in) -> 
     assert "\n" not in str(raised.value) and VLM in str(raised.value)
 
 
+def test_sizes_and_licences_not_checked_against_the_hub_are_shown_as_estimates(capsys) -> None:
+    from app.cli import main
+
+    assert main(["models", "list", "--json"]) == 0
+    rows = {row["spec"]: row for row in json.loads(capsys.readouterr().out)}
+    unchecked = {"hf-hub:stabilityai/sd-turbo", VLM, "hf-hub:google/paligemma2-3b-pt-224"}
+    for spec, row in rows.items():
+        assert row["size_verified"] is (spec not in unchecked), spec
+        assert row["memory_estimate"] is True
+    assert rows["hf-hub:stabilityai/sdxl-turbo"]["licence_verified"] is True
+    assert rows[VLM]["licence_verified"] is True
+    assert rows["hf-hub:Qwen/Qwen2.5-VL-3B-Instruct"]["licence_verified"] is False
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "download ≈2.6 GB (estimate)" in out and "download ≈12.1 GB (estimate)" in out
+    assert "download 6.9 GB\n" in out  # sdxl-turbo: the published figure, no mark
+    assert "Licence: Qwen Research License (non-commercial) (not checked" in out
+
+
+def test_a_download_replaces_the_estimate_with_what_the_hub_reports(stand_in, capsys) -> None:
+    from app import paths
+    from app.cli import main
+    from engine.errors import Cancelled
+    from engine.models.store import ModelStore
+    from engine.progress import CancelToken
+
+    files = _vlm_files()
+    hub = stand_in(_repository_hub(files))
+    wanted = sum(
+        len(body) for name, body in files.items() if name not in ("onnx/model.onnx", "README.md")
+    )
+    cancel = CancelToken()
+    cancel.cancel()  # at the first byte: the listing has been read, nothing downloaded yet
+    with pytest.raises(Cancelled):
+        ModelStore(paths.models_dir(), endpoint=hub.url).download(VLM, cancel=cancel)
+    assert main(["models", "list", "--json", "--role", "vlm"]) == 0
+    row = {r["spec"]: r for r in json.loads(capsys.readouterr().out)}[VLM]
+    assert row["installed"] is False
+    assert row["download_bytes"] == row["size_bytes"] == wanted and row["size_verified"] is True
+    assert main(["models", "list", "--role", "vlm"]) == 0
+    out = capsys.readouterr().out
+    line = next(text for text in out.splitlines() if text.startswith(VLM))
+    assert "≈" not in line and "estimate" not in line and "25.2 MB" in line
+    ModelStore(paths.models_dir(), endpoint=hub.url).download(VLM)
+    assert main(["models", "list", "--json", "--role", "vlm"]) == 0
+    row = {r["spec"]: r for r in json.loads(capsys.readouterr().out)}[VLM]
+    assert row["installed"] and row["size_verified"] is True
+    assert row["download_bytes"] == row["size_bytes"] == wanted
+
+
 def test_a_downloaded_generator_can_be_removed(tmp_path: Path, stand_in) -> None:
     repo = "stabilityai/sd-turbo"
     files = {

@@ -553,6 +553,10 @@ def _load_local_dir(
     else a hash of the weights."""
     import open_clip
 
+    from engine.models.floors import require
+
+    # Every store model loads as local-dir:, which open_clip names from 3.0 on.
+    require("open_clip_torch", str(getattr(open_clip, "__version__", "")), f"loading {folder}")
     config_path = folder / "open_clip_config.json"
     if not config_path.is_file():
         raise ModelLoadError(f"{folder} is not an open_clip model folder: no open_clip_config.json")

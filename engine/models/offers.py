@@ -5,6 +5,7 @@ encoders (every search), image generators (VisRet's drawings) and vision-languag
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from engine.models.spec import DEMO_SPEC
@@ -38,6 +39,20 @@ class ModelOffer:
     files: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     gated: bool = False  # the hub asks for the licence to be accepted and a token (HF_TOKEN)
+    # Whether `download_bytes` is the hub's published figure (or exact: an encoder's fp32
+    # weights are its parameter count x 4 bytes) rather than an estimate, and whether `licence`
+    # was read from the model's card on the hub rather than written from memory. Unchecked
+    # figures are shown as estimates ("≈", "(estimate)"); a download records the sizes the hub
+    # reports (`engine.models.snapshots.recorded_sizes`), which replace the estimate from then on.
+    # `memory_bytes` is always a rule of thumb.
+    size_verified: bool = False
+    licence_verified: bool = False
+
+    def takes(self, path: str) -> bool:
+        """Whether a download of this repository fetches the file `path` (its `files` and
+        `skip` patterns, matched as huggingface_hub matches allow and ignore patterns)."""
+        allowed = not self.files or any(fnmatchcase(path, pattern) for pattern in self.files)
+        return allowed and not any(fnmatchcase(path, pattern) for pattern in self.skip)
 
 
 def _memory(weights: int) -> int:
@@ -75,6 +90,8 @@ _OFFERS: tuple[ModelOffer, ...] = (
         good_at="Only the demo collection's coloured shapes; instant, no download.",
         licence="same as Quadrat",
         source="bundled with Quadrat",
+        size_verified=True,
+        licence_verified=True,
     ),
     ModelOffer(
         spec="ViT-B-32:laion2b_s34b_b79k",
@@ -84,6 +101,7 @@ _OFFERS: tuple[ModelOffer, ...] = (
         good_at="Fast general-purpose search; indexes quickly on a laptop CPU.",
         licence="MIT",
         source="laion/CLIP-ViT-B-32-laion2B-s34B-b79K",
+        size_verified=True,
     ),
     ModelOffer(
         spec="ViT-L-14:laion2b_s32b_b82k",
@@ -93,6 +111,7 @@ _OFFERS: tuple[ModelOffer, ...] = (
         good_at="More accurate on fine detail (markings, habitat); about 6x slower, wants a GPU.",
         licence="MIT",
         source="laion/CLIP-ViT-L-14-laion2B-s32B-b82K",
+        size_verified=True,
     ),
     ModelOffer(
         spec="hf-hub:imageomics/bioclip",
@@ -102,6 +121,7 @@ _OFFERS: tuple[ModelOffer, ...] = (
         good_at="Species names and taxonomy (trained on the tree of life); weaker on scenes.",
         licence="MIT",
         source="imageomics/bioclip",
+        size_verified=True,
     ),
     ModelOffer(
         spec="ViT-H-14-378-quickgelu:dfn5b",
@@ -112,11 +132,12 @@ _OFFERS: tuple[ModelOffer, ...] = (
         "needs a large GPU.",
         licence="Apple Sample Code License",
         source="apple/DFN5B-CLIP-ViT-H-14-378",
+        size_verified=True,
     ),
     # Image generators (diffusers folders). Only the fp16 weight files are fetched: half the
-    # download, and the loader casts them up on a CPU. Sizes are the fp16 files' published
-    # sizes (sdxl-turbo: its 6.94 GB fp16 checkpoint holds the same UNet, text encoders and VAE)
-    # or parameter count x 2 bytes where the hub's figure could not be read.
+    # download, and the loader casts them up on a CPU. sdxl-turbo's size is the published
+    # 6.94 GB fp16 checkpoint (the same UNet, text encoders and VAE); sd-turbo's is parameter
+    # count x 2 bytes, an estimate not checked against the hub.
     ModelOffer(
         spec="hf-hub:stabilityai/sd-turbo",
         label="SD-Turbo (Stable Diffusion 2.1, distilled)",
@@ -138,9 +159,12 @@ _OFFERS: tuple[ModelOffer, ...] = (
         source="stabilityai/sdxl-turbo",
         role="generator",
         files=_DIFFUSERS_FP16,
+        size_verified=True,
+        licence_verified=True,
     ),
-    # Vision-language models for Reranked's yes/no questions (transformers folders). Sizes are
-    # the published weight files; memory is what a bf16 GPU load or a CPU run takes, roughly.
+    # Vision-language models for Reranked's yes/no questions (transformers folders). Qwen2.5-VL's
+    # size is its published shards; SmolVLM's and PaliGemma 2's are estimates not checked against
+    # the hub. Memory is what a bf16 GPU load or a CPU run takes, roughly.
     ModelOffer(
         spec="hf-hub:HuggingFaceTB/SmolVLM-256M-Instruct",
         label="SmolVLM 256M Instruct (Idefics3)",
@@ -152,6 +176,7 @@ _OFFERS: tuple[ModelOffer, ...] = (
         role="vlm",
         files=_TRANSFORMERS,
         skip=("onnx/*",),
+        licence_verified=True,
     ),
     ModelOffer(
         spec="hf-hub:Qwen/Qwen2.5-VL-3B-Instruct",
@@ -163,6 +188,7 @@ _OFFERS: tuple[ModelOffer, ...] = (
         source="Qwen/Qwen2.5-VL-3B-Instruct",
         role="vlm",
         files=_TRANSFORMERS,
+        size_verified=True,
     ),
     ModelOffer(
         spec="hf-hub:google/paligemma2-3b-pt-224",

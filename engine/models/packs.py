@@ -13,6 +13,14 @@ installed from a pack gets its own identity, ``SPEC [pack sha256-XXXXXXXXXXXXXXX
 this store already holds the same weights downloaded from the source: vectors made with a pack's
 weights are never taken for the published model's. A pack never silently replaces an installed
 model whose weights differ.
+
+Image generators and VLMs (folders of many files: a diffusers pipeline, a transformers model)
+are packed the same way, as the store holds them: every file at its path in the folder, each
+with its sha256 and size in the manifest (version 2, with the model's role). Nested paths are
+allowed; absolute paths, `..`, hidden parts, links and twins are not (no entry can land outside
+the model's folder), and a pack holds only files a download of that catalogue offer would have
+(its file patterns: safetensors weights, never pickles or code). Such a model installed from a
+pack gets its own identity too, unless its files are exactly those of the installed download.
 """
 
 from __future__ import annotations
@@ -44,12 +52,19 @@ from engine.models.folders import (
     pack_model_key,
     read_manifest,
 )
-from engine.models.offers import repository_role
+from engine.models.offers import ROLE_NAMES, Role, offer_for, repository_role
 from engine.models.spec import ModelSpec, as_model_spec, store_key
 from engine.progress import ProgressCallback, RateMeter, no_progress
 
 PACK_FORMAT = "quadrat-model-pack"
-PACK_VERSION = 1
+PACK_VERSION = 2  # 2: generator and VLM packs (a folder of files, with the model's role)
+ENCODER_PACK_VERSION = 1  # encoder packs keep version 1, which older Quadrats import
+_MAX_ENTRIES = 10_000  # far more files than any model folder has
+# The config every folder of a role has, and the field in it that names what it is.
+KEY_CONFIGS = {
+    "generator": ("model_index.json", "_class_name"),
+    "vlm": ("config.json", "model_type"),
+}
 PACK_SUFFIX = ".qmodel"
 _MB = 1_000_000
 _MANIFEST_LIMIT = 1 << 20  # a pack manifest is a few hundred bytes
@@ -68,12 +83,7 @@ class ModelPacks(HubDownloads):
         """Write an offline pack of `spec` at `out` (a folder: a file named after the model in
         it), downloading the model first when it is not installed. Returns the pack's path."""
         if isinstance(spec, str) and repository_role(spec) is not None:
-            # Packs hold one open_clip model; a generator's or VLM's folder is used in place.
-            raise BadInputError(
-                f"packs are made of search models only; to carry {spec} to an offline machine, "
-                f"copy its folder (shown by 'quadrat models list') and give that folder as the "
-                f"generator, or as vlm:FOLDER for the scorer"
-            )
+            return self._pack_repository(spec.strip(), out, progress)
         parsed = as_model_spec(spec)
         if parsed.kind == "demo":
             raise BadInputError("the demo model is bundled with Quadrat: it needs no pack")
@@ -84,51 +94,72 @@ class ModelPacks(HubDownloads):
             folder = self.folder(parsed)
             assert folder is not None
         manifest = read_manifest(folder / MANIFEST_NAME) or {}
-        out = Path(out).expanduser()
-        if out.is_dir():
-            out = out / f"{folder_slug(key)}{PACK_SUFFIX}"
         files: dict[str, dict[str, Any]] = {
             name: {"sha256": file_sha256(folder / name), "size": (folder / name).stat().st_size}
             for name in (CONFIG_NAME, WEIGHTS_NAME)
         }
         pack_manifest = {
             "format": PACK_FORMAT,
-            "version": PACK_VERSION,
+            "version": ENCODER_PACK_VERSION,  # so that an older Quadrat imports it too
             "spec": key,
             "model_key": key,
             "licence": manifest.get("licence", ""),
             "source": manifest.get("source", ""),
             "files": files,
         }
-        total = sum(int(entry["size"]) for entry in files.values())
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            meter, done = RateMeter(total), 0
-            with zipfile.ZipFile(temp_name, "w", compression=zipfile.ZIP_STORED) as archive:
-                archive.writestr(MANIFEST_NAME, json.dumps(pack_manifest, indent=2))
-                for name in files:
-                    with (folder / name).open("rb") as src, archive.open(name, "w") as dst:
-                        while chunk := src.read(1 << 20):
-                            dst.write(chunk)
-                            done += len(chunk)
-                            progress(meter.update(done, f"packing {key}"))
-            # mkstemp's file is private (0600); a pack is made to be carried to other machines
-            # and users, so it gets an ordinary file's permissions.
-            os.chmod(temp_name, 0o644)
-            os.replace(temp_name, out)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
-        return out
+        return _write_pack(_pack_path(out, key), pack_manifest, folder, key, progress)
+
+    def _pack_repository(self, spec: str, out: Path, progress: ProgressCallback) -> Path:
+        """Pack the catalogue's generator or VLM `spec` as the store holds it: the files its
+        manifest lists, each checked against the sha256 recorded when it was installed."""
+        role = repository_role(spec)
+        folder = self.folder(spec)
+        if folder is None:
+            self.download(spec, progress)
+            folder = self.folder(spec)
+            assert folder is not None
+        manifest = read_manifest(folder / MANIFEST_NAME) or {}
+        recorded = manifest.get("files")
+        if not isinstance(recorded, dict) or not recorded:
+            raise BadInputError(
+                f"the installed {spec} lists no files in its manifest; remove it and download "
+                "it again ('quadrat models remove', then 'download')"
+            )
+        files: dict[str, dict[str, Any]] = {}
+        for name, entry in sorted(recorded.items()):
+            path = folder / name
+            digest = file_sha256(path) if path.is_file() and not path.is_symlink() else ""
+            if (
+                _unsafe_path(name) is not None
+                or not isinstance(entry, dict)
+                or digest != entry.get("sha256")
+            ):
+                raise BadInputError(
+                    f"the installed {spec} has changed since it was installed ({name} is missing "
+                    "or differs); remove it and download it again ('quadrat models remove', "
+                    "then 'download')"
+                )
+            files[name] = {"sha256": digest, "size": path.stat().st_size}
+        pack_manifest = {
+            "format": PACK_FORMAT,
+            "version": PACK_VERSION,
+            "role": role,
+            "spec": spec,
+            "model_key": str(manifest.get("model_key", "")),
+            "licence": str(manifest.get("licence", "")),
+            "source": str(manifest.get("source", "")),
+            "commit": str(manifest.get("commit", "")),
+            "files": files,
+        }
+        return _write_pack(_pack_path(out, f"{role}:{spec}"), pack_manifest, folder, spec, progress)
 
     def import_pack(
         self, pack: Path, progress: ProgressCallback = no_progress, *, replace: bool = False
     ) -> InstalledModel:
         """Install an offline pack after checking it: its entries (plain files only, each at
         most the size its manifest gives, read as a stream and hashed on the way), every
-        sha256, and that its weights fit the architecture its name implies. A model installed
+        sha256, and that its weights fit the architecture its name implies (a generator's or
+        VLM's: that its files are what the catalogue's download of it holds). A model installed
         from a pack gets a model key of its own (see the module docstring). An installed model
         of that name with other weights is replaced only when `replace` is given. A bad pack
         -> one-line `BadInputError`, and nothing is installed or left behind."""
@@ -138,6 +169,8 @@ class ModelPacks(HubDownloads):
         try:
             with zipfile.ZipFile(pack) as archive:
                 manifest = _pack_manifest(archive, pack)
+                if manifest.get("role", "encoder") != "encoder":
+                    return self._import_repository(archive, manifest, pack, progress, replace)
                 key = str(manifest["spec"])
                 parsed = as_model_spec(key)
                 files: dict[str, Any] = manifest["files"]
@@ -189,13 +222,134 @@ class ModelPacks(HubDownloads):
             ) from None
         return installed_from(folder, installed)
 
+    def _import_repository(
+        self,
+        archive: zipfile.ZipFile,
+        manifest: dict[str, Any],
+        pack: Path,
+        progress: ProgressCallback,
+        replace: bool,
+    ) -> InstalledModel:
+        """Install a generator's or VLM's pack (checked for shape by `_pack_manifest`) into the
+        folder the store finds that catalogue offer in."""
+        spec, role = str(manifest["spec"]), str(manifest["role"])
+        files: dict[str, dict[str, Any]] = manifest["files"]
+        offer = offer_for(spec)
+        assert offer is not None  # _pack_manifest checked it
+        digest = files_digest({name: str(entry["sha256"]) for name, entry in files.items()})
+        existing = self.folder(spec)
+        kept = read_manifest(existing / MANIFEST_NAME) if existing else None
+        if existing is not None and kept is not None and _same_files(kept, files):
+            return installed_from(existing, kept)  # these very files: nothing to do
+        if existing is not None and not replace:
+            raise BadInputError(
+                f"{spec} is already installed with other files "
+                f"({(kept or {}).get('origin', 'unknown origin')}); nothing was installed; "
+                "to replace it give --replace"
+            )
+        total = sum(int(entry["size"]) for entry in files.values())
+        self.root.mkdir(parents=True, exist_ok=True)
+        _check_room(self.root, total, pack)
+        _check_patterns(spec, files, pack)
+        meter, done = RateMeter(total), 0
+        with self._incoming() as temp:
+            for name, entry in files.items():
+                target = temp / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                done = _extract(archive, name, entry, target, pack, done, meter, progress, spec)
+            _check_repository(offer.role, spec, temp, files, pack)
+            installed = {
+                "spec": spec,
+                "role": role,
+                "model_key": pack_model_key(spec, digest),  # as installed_from gives it
+                "sha256": digest,
+                "size_bytes": total,
+                "files": {
+                    name: {"size_bytes": int(entry["size"]), "sha256": str(entry["sha256"])}
+                    for name, entry in files.items()
+                },
+                "commit": "",  # a pack only vouches for itself: no hub commit is claimed
+                "stated_commit": str(manifest.get("commit", ""))[:64],
+                "licence": offer.licence,
+                "source": offer.source,
+                "origin": "pack",
+                "pack": pack.name,
+                "installed": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+            (temp / MANIFEST_NAME).write_text(json.dumps(installed, indent=2), encoding="utf-8")
+            folder = self._place(temp, self.repository_folder(spec))
+        return installed_from(folder, installed)
+
+
+def files_digest(hashes: dict[str, str]) -> str:
+    """One sha256 of a folder's files (name and sha256 of each, in name order): the weights
+    hash a generator's or VLM's pack-made model key carries."""
+    digest = hashlib.sha256()
+    for name in sorted(hashes):
+        digest.update(f"{name}\0{hashes[name]}\n".encode())
+    return digest.hexdigest()
+
+
+def _same_files(kept: dict[str, Any], files: dict[str, dict[str, Any]]) -> bool:
+    """Whether an installed folder's manifest lists exactly the pack's files and hashes."""
+    recorded = kept.get("files")
+    if not isinstance(recorded, dict) or set(recorded) != set(files):
+        return False
+    return all(
+        isinstance(recorded[name], dict) and recorded[name].get("sha256") == entry["sha256"]
+        for name, entry in files.items()
+    )
+
+
+def _pack_path(out: Path, key: str) -> Path:
+    """The pack file to write: `out`, or a file named after the model in the folder `out`."""
+    out = Path(out).expanduser()
+    return out / f"{folder_slug(key)}{PACK_SUFFIX}" if out.is_dir() else out
+
+
+def _write_pack(
+    out: Path,
+    pack_manifest: dict[str, Any],
+    folder: Path,
+    label: str,
+    progress: ProgressCallback,
+) -> Path:
+    """Write the pack: the manifest, then the files it lists from `folder`, stored (weights do
+    not compress), into a temporary file renamed into place."""
+    files: dict[str, dict[str, Any]] = pack_manifest["files"]
+    total = sum(int(entry["size"]) for entry in files.values())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        meter, done = RateMeter(total), 0
+        with zipfile.ZipFile(temp_name, "w", compression=zipfile.ZIP_STORED) as archive:
+            archive.writestr(MANIFEST_NAME, json.dumps(pack_manifest, indent=2))
+            for name in files:
+                with (folder / name).open("rb") as src, archive.open(name, "w") as dst:
+                    while chunk := src.read(1 << 20):
+                        dst.write(chunk)
+                        done += len(chunk)
+                        progress(meter.update(done, f"packing {label}"))
+        # mkstemp's file is private (0600); a pack is made to be carried to other machines
+        # and users, so it gets an ordinary file's permissions.
+        os.chmod(temp_name, 0o644)
+        os.replace(temp_name, out)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return out
+
 
 def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
-    """The manifest of a pack, checked for shape: exactly the expected plain files (no links,
-    folders, paths or twins), a known version, a sha256 and a size for each file."""
+    """The manifest of a pack, checked for shape: plain files only (no links, folders or
+    twins), a known version, a sha256 and a size for each file; an encoder pack holds exactly
+    its config and weights, a generator's or VLM's pack the files its manifest lists, each at a
+    relative path inside the model's folder."""
     refuse = f"{pack} is not a Quadrat model pack"
-    expected = {MANIFEST_NAME, CONFIG_NAME, WEIGHTS_NAME}
     entries = archive.infolist()
+    if len(entries) > _MAX_ENTRIES:
+        raise BadInputError(f"{refuse} (it holds {len(entries)} entries); nothing was installed")
     names = [info.filename for info in entries]
     for info in entries:
         kind = stat.S_IFMT(info.external_attr >> 16)
@@ -205,11 +359,8 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
                 f"{refuse} (its entry {info.filename!r} is {what}, not a plain file); "
                 "nothing was installed"
             )
-        if info.filename not in expected:
-            raise BadInputError(
-                f"{refuse} (it holds an unexpected entry {info.filename!r}); nothing was installed"
-            )
-    if len(set(names)) != len(names):
+    # Case-insensitive: two names one letter-case apart are one file on Windows and macOS.
+    if len({name.casefold() for name in names}) != len(names):
         raise BadInputError(f"{refuse} (it holds an entry twice); nothing was installed")
     if MANIFEST_NAME not in names:
         raise BadInputError(f"{refuse} (no {MANIFEST_NAME}); nothing was installed")
@@ -232,10 +383,22 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
         )
     if version > PACK_VERSION:
         raise BadInputError(f"{pack} was made by a newer Quadrat; nothing was installed")
+    role = manifest.get("role", "encoder")
+    if role == "encoder":
+        expected = {CONFIG_NAME, WEIGHTS_NAME}
+    elif isinstance(role, str) and role in ROLE_NAMES and version >= 2:
+        expected = _repository_entries(manifest, names, refuse)
+    else:
+        raise BadInputError(f"{refuse} (unknown role {str(role)[:40]!r}); nothing was installed")
+    for name in names:
+        if name != MANIFEST_NAME and name not in expected:
+            raise BadInputError(
+                f"{refuse} (it holds an unexpected entry {name!r}); nothing was installed"
+            )
     files = manifest.get("files")
     if (
         not isinstance(files, dict)
-        or set(files) != {CONFIG_NAME, WEIGHTS_NAME}
+        or set(files) != expected
         or not set(files) <= set(names)
         or not all(
             isinstance(entry, dict)
@@ -250,8 +413,148 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
         raise BadInputError(f"{refuse} (its file list is wrong); nothing was installed")
     if not isinstance(manifest.get("spec"), str):
         raise BadInputError(f"{refuse} (it names no model); nothing was installed")
-    store_key(manifest["spec"])  # a named model, or BadInputError
+    if role == "encoder":
+        store_key(manifest["spec"])  # a named model, or BadInputError
+        return manifest
+    offer = offer_for(manifest["spec"])
+    if offer is None or offer.role != role:
+        raise BadInputError(
+            f"{pack} holds {str(manifest['spec'])[:80]!r}, which is not among the "
+            f"{ROLE_NAMES[role]}s this Quadrat offers; nothing was installed"
+        )
     return manifest
+
+
+def _repository_entries(manifest: dict[str, Any], names: list[str], refuse: str) -> set[str]:
+    """The entries a generator's or VLM's pack may hold: the names its manifest lists, each a
+    safe relative path (checked, like every entry of the archive, before anything is written),
+    no name both a file and a folder."""
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise BadInputError(f"{refuse} (its file list is wrong); nothing was installed")
+    listed = [str(name) for name in files]
+    for name in [*names, *listed]:
+        if name == MANIFEST_NAME and name in names:
+            continue  # the pack's own manifest, at the root of the archive
+        reason = _unsafe_path(name)
+        if reason is not None:
+            raise BadInputError(
+                f"{refuse} (its entry {name[:120]!r} {reason}); nothing was installed"
+            )
+    if MANIFEST_NAME in files:
+        raise BadInputError(
+            f"{refuse} (it lists a file named {MANIFEST_NAME}); nothing was installed"
+        )
+    folders = {
+        "/".join(parts[:end]).casefold()
+        for parts in (name.split("/") for name in listed)
+        for end in range(1, len(parts))
+    }
+    clash = next((name for name in listed if name.casefold() in folders), None)
+    if clash is not None:
+        raise BadInputError(
+            f"{refuse} (its entry {clash!r} is both a file and a folder); nothing was installed"
+        )
+    return set(listed)
+
+
+# Names Windows keeps for devices, whatever the extension (a file named so cannot be written).
+_DEVICE_NAMES = frozenset(
+    ["con", "prn", "aux", "nul"] + [f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10)]
+)
+
+
+def _unsafe_path(name: str) -> str | None:
+    """Why `name` cannot be a file inside a model folder (None: it can): it must be a relative
+    path of plain parts, with no way out of the folder (zip-slip) on any system."""
+    if not name or len(name) > 1024:
+        return "is empty or too long"
+    if any(ord(char) < 32 for char in name) or "\\" in name or ":" in name:
+        return "holds a backslash, colon or control character"
+    if name.startswith("/"):
+        return "is an absolute path"
+    for part in name.split("/"):
+        if part in ("", ".", ".."):
+            return "is not a plain relative path"
+        if part.startswith("."):
+            return "has a hidden part"
+        if len(part) > 255 or part.rstrip(" .") != part:
+            return "has a part no file system keeps as it is"
+        if part.split(".", 1)[0].casefold() in _DEVICE_NAMES:
+            return "names a device on Windows"
+    return None
+
+
+def _check_patterns(spec: str, files: dict[str, dict[str, Any]], pack: Path) -> None:
+    """Refuse, before anything is written, a generator's or VLM's pack holding a file that a
+    download of the catalogue's offer would not have (its file patterns: configs, tokenizer
+    files and safetensors weights, so nothing that runs code when loaded)."""
+    offer = offer_for(spec)
+    assert offer is not None
+    stray = sorted(name for name in files if not offer.takes(name))
+    if stray:
+        raise BadInputError(
+            f"{pack} claims to be {spec} but holds {stray[0]!r}, which a download of it never "
+            "has; nothing was installed"
+        )
+
+
+def _check_repository(
+    role: Role, spec: str, folder: Path, files: dict[str, dict[str, Any]], pack: Path
+) -> None:
+    """Check an extracted generator's or VLM's pack: the role's own config, and weights that
+    are whole safetensors files. What the weights are cannot be checked offline: that is why
+    the model gets its own identity."""
+    claim = f"{pack} claims to be {spec}"
+    key_file, field = KEY_CONFIGS[role]
+    try:
+        config = json.loads((folder / key_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict) or not isinstance(config.get(field), str):
+        raise BadInputError(
+            f"{claim} but has no valid {key_file} (every {ROLE_NAMES[role]} has one); "
+            "nothing was installed"
+        )
+    weights = [name for name in files if name.endswith(".safetensors")]
+    if not weights:
+        raise BadInputError(f"{claim} but holds no weights; nothing was installed")
+    for name in weights:
+        if not _whole_safetensors(folder / name):
+            raise BadInputError(
+                f"{claim} but its weights {name} are not a valid safetensors file; "
+                "nothing was installed"
+            )
+
+
+def _whole_safetensors(path: Path) -> bool:
+    """Whether `path` is a whole safetensors file: a JSON header whose tensors fill the rest of
+    the file exactly (read without torch; the tensors themselves are not read)."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if size < 8 or length > min(size - 8, 100 * _MB):
+                return False
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(header, dict):
+        return False
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(n, int) and n >= 0 for n in offsets)
+            or offsets[0] > offsets[1]
+        ):
+            return False
+        end = max(end, offsets[1])
+    return end == size - 8 - length
 
 
 def _check_room(root: Path, total: int, pack: Path) -> None:

@@ -13,13 +13,18 @@ commit and ETag. Around it we add what the store needs:
   next call fetches only the rest (huggingface_hub 2.x restarts a file it had not finished,
   so a resume is per file: sharded weights resume shard by shard);
 - each LFS file is checked against the sha256 the hub gave for it (huggingface_hub reads it
-  from `X-Linked-Etag` on the hub's own answer, never a CDN's ETag).
+  from `X-Linked-Etag` on the hub's own answer, never a CDN's ETag);
+- the repository is listed first (huggingface_hub's file metadata at one commit, which the
+  download then fetches): the bytes of the files the offer's patterns take are recorded in the
+  store (`recorded_sizes`), so the catalogue's estimate of its size is never shown again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +45,7 @@ from engine.progress import CancelToken, ProgressCallback, RateMeter
 
 _HF_META = Path(".cache") / "huggingface"
 WORKERS = 4  # files fetched at once
+SIZES_NAME = ".hub-sizes.json"  # in the store: what the hub reported each offer's files weigh
 
 
 class _ByteCounter:
@@ -123,8 +129,11 @@ def fetch_repository(
     partial.mkdir(parents=True, exist_ok=True)
     counter = _ByteCounter(key, progress, cancel)
     try:
+        commit, total = _listed_size(offer, endpoint, token)
+        _record_size(store.root, offer.spec, total, commit)
         snapshot_download(
             offer.source,
+            revision=commit,  # the commit whose files were just weighed
             local_dir=partial,
             allow_patterns=list(offer.files) or None,
             ignore_patterns=list(offer.skip) or None,
@@ -148,6 +157,83 @@ def fetch_repository(
     if not files:
         raise unavailable(key, f"{offer.source} has none of the files a {offer.role} needs")
     return _install(store, offer, partial, target, files)
+
+
+def _listed_size(offer: ModelOffer, endpoint: str, token: str | None) -> tuple[str, int]:
+    """The repository's current commit, and the bytes of the files the offer's patterns take
+    from it, as the hub's file listing gives them (huggingface_hub's metadata, the same listing
+    `snapshot_download` reads)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi(endpoint=endpoint, token=token or False)
+    try:
+        commit = str(api.repo_info(offer.source, revision="main").sha or "")
+        if not commit:
+            raise unavailable(offer.spec, f"the hub named no commit of {offer.source}")
+        listed = [
+            entry
+            for entry in api.list_repo_tree(offer.source, recursive=True, revision=commit)
+            if isinstance(entry, RepoFile)
+        ]
+    except HfHubHTTPError:
+        raise  # gated, missing: said by the caller, as for the download itself
+    except Exception as error:  # the HTTP client's own: a dropped connection, a timeout
+        if isinstance(error, ModelLoadError):
+            raise
+        raise unavailable(offer.spec, one_line(error)) from None
+    return commit, sum(int(entry.size or 0) for entry in listed if offer.takes(entry.path))
+
+
+def recorded_sizes(root: Path) -> dict[str, int]:
+    """The download size the hub reported for each catalogue generator or VLM a download of it
+    has listed in the model store at `root` (by spec; empty when none): what the chooser and
+    `quadrat models list` show in place of the catalogue's estimate."""
+    try:
+        data = json.loads((Path(root) / SIZES_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(spec): int(entry["bytes"])
+        for spec, entry in data.items()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("bytes"), int)
+        and not isinstance(entry.get("bytes"), bool)
+        and entry["bytes"] > 0
+    }
+
+
+def _record_size(root: Path, spec: str, total: int, commit: str) -> None:
+    """Remember what the hub reported `spec`'s files weigh (best effort: a store on a read-only
+    disk keeps showing the estimate)."""
+    if total <= 0:
+        return
+    path = Path(root) / SIZES_NAME
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data[spec] = {
+        "bytes": total,
+        "commit": commit,
+        "checked": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    temp: Path | None = None
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=root, prefix=f"{SIZES_NAME}.", suffix=".tmp")
+        temp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2)
+        os.replace(temp, path)  # whole or not at all: a reader never sees half a file
+    except OSError:
+        if temp is not None:
+            temp.unlink(missing_ok=True)
 
 
 def _checked_files(folder: Path, key: str) -> dict[str, dict[str, Any]]:

@@ -113,6 +113,10 @@ class VlmScorer:
             raise ModelLoadError(
                 f"the vlm scorer needs transformers ({one_line(error)})"
             ) from error
+        from engine.models.floors import require
+
+        # Before 4.56 `dtype=` below is ignored: the model would load in fp32, silently.
+        require("transformers", str(getattr(transformers, "__version__", "")), "the vlm scorer")
         folder = Path(folder).expanduser()
         if not folder.is_dir():
             raise BadInputError(f"vlm scorer: {folder} is not a model folder")
