@@ -1,7 +1,8 @@
 """The offline CLIP scorer ranks a rerank pool without hurting it: a question every candidate
 answers alike leaves the base order, a question that separates the pool moves the photos it
-separates, a question that only repeats the base order leaves it, more questions do not
-outvote the base, and the answers shown stay CLIP's own p."""
+separates, a question that only repeats the base order leaves it, a question is read as a
+condition (present or absent) so the base order stands among photos that pass it, and the
+answers shown stay CLIP's own p."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from engine.errors import BadInputError
 from engine.methods import MethodContext, SearchQuery, resolve_spec
 from engine.rerank import Answer
 from engine.rerank.base import Photo
-from engine.rerank.clip import ClipScorer, bimodality, pool_scores, spearman
+from engine.rerank.clip import ClipScorer, bimodality, otsu_threshold, pool_scores, spearman
 
 # What the designed CLIP "sees": axis 0 is shared by every photo and text (so every answer is
 # a confident "yes" against "something else"), axis 1 is the look question, axis 2 the mark.
@@ -107,7 +108,7 @@ def test_a_question_that_separates_the_pool_moves_what_it_separates(
     assert all(a["p"] > 0.999 for i in base.ids for a in ranking.evidence[i]["answers"])
 
 
-def test_pool_scores_standardise_drop_and_fuse() -> None:
+def test_pool_scores_keep_splitting_questions_as_conditions() -> None:
     def answer(margin: float) -> Answer:
         return Answer(1.0, "yes", 20.0 + margin, 20.0)
 
@@ -115,23 +116,48 @@ def test_pool_scores_standardise_drop_and_fuse() -> None:
     flat = {i: [answer(5.0)] for i in ranks}  # nothing to tell apart
     scores = pool_scores(flat, ranks)
     assert sorted(scores, key=lambda i: -scores[i]) == list(ranks)
-    # Two groups: the last two photos stand apart and move up (fused with their base rank:
-    # the base's first photo stays first); the others keep their base order.
+    # Two groups: the last two photos have what the question asks and the others do not,
+    # so they come first; each group keeps its base order.
     split = {i: [answer(9.0 if i in (7, 8) else 5.0)] for i in ranks}
     scores = pool_scores(split, ranks)
-    assert sorted(scores, key=lambda i: -scores[i]) == [1, 7, 2, 8, 3, 4, 5, 6]
-    for how in ("min", "product"):  # one question: the same z whichever way they combine
+    assert sorted(scores, key=lambda i: -scores[i]) == [7, 8, 1, 2, 3, 4, 5, 6]
+    assert scores[7] == pytest.approx((2 + 1 - 6.5 / 8) / 3)  # docs/SPEC.md §2.2's example
+    for how in ("min", "product"):  # one question: pass or fail whichever way they combine
         other = pool_scores(split, ranks, how)
-        assert sorted(other, key=lambda i: -other[i]) == [1, 7, 2, 8, 3, 4, 5, 6]
-    saturated = {i: [answer(9.0 if i in (7, 8) else 5.0)] * 3 for i in ranks}
-    assert pool_scores(saturated, ranks, "product")  # Phi(z) near 1 everywhere: no error
+        assert sorted(other, key=lambda i: -other[i]) == [7, 8, 1, 2, 3, 4, 5, 6]
     with pytest.raises(BadInputError):
         pool_scores(split, ranks, "median")
     assert all(0.0 < s < 1.0 for s in scores.values())
-    # An unreadable photo (no logits) is neither pushed up nor down by the question.
-    unreadable = {**split, 4: [Answer(0.0, "unreadable photo")]}
+    # An unreadable photo (no logits) is neither among those that pass nor those that fail.
+    ranks = {i: i for i in range(1, 13)}
+    unreadable = {i: [answer(9.0 if i in (11, 12) else 5.0)] for i in ranks}
+    unreadable[4] = [Answer(0.0, "unreadable photo")]
     scores = pool_scores(unreadable, ranks)
-    assert scores[3] > scores[4] > scores[5]
+    assert _order(scores) == [11, 12, 4, 1, 2, 3, 5, 6, 7, 8, 9, 10]
+
+
+def test_among_photos_that_pass_the_base_order_stands() -> None:
+    # A count query's pool: the base ranked the photos with the right count first (1-10),
+    # then photos with the subject but the wrong count (11-30), then photos without it. The
+    # question about the subject prefers a large plain subject among those that show it,
+    # grading the base's first ten low (margins 2.0-2.9) and the wrong counts high (4-6);
+    # read as a condition (subject present or not) it leaves the base's top ten first.
+    # (Fused as a grade, z with the base's normal score, it pulled wrong counts into the top 10.)
+    ranks = {i: i for i in range(1, 41)}
+    margins = {
+        i: (2.0 + 0.1 * (i - 1) if i <= 10 else 4.0 + 0.1 * (i - 11) if i <= 30 else -1.0)
+        for i in ranks
+    }
+    assert bimodality(list(margins.values())) > 5 / 9
+    assert spearman(list(margins.values()), [-r for r in ranks.values()]) < 0.5  # kept
+    scores = pool_scores({i: [_answer(margins[i])] for i in ranks}, ranks)
+    assert _order(scores) == list(ranks)
+
+
+def test_otsu_threshold_cuts_between_the_two_groups() -> None:
+    assert otsu_threshold([0.0, 0.1, 0.2, 5.0, 5.1]) == pytest.approx(2.6)
+    assert otsu_threshold([1.0, 1.0, 1.0]) == 1.0  # nothing to cut: no photo is below
+    assert otsu_threshold([-3.0, 2.0]) == pytest.approx(-0.5)
 
 
 def test_bimodality_tells_two_groups_from_one() -> None:
@@ -164,21 +190,18 @@ def test_a_question_that_repeats_the_base_order_does_not_reshuffle_its_top() -> 
 
 
 def test_more_questions_do_not_outvote_the_base() -> None:
-    # The same split asked once or three times moves the last two photos up by the same
-    # amount: the questions together weigh as much as the base rank, however many they are.
+    # The same split asked once or three times orders the pool alike.
     ranks = {i: i for i in range(1, 9)}
     once = pool_scores({i: [_answer(9.0 if i in (7, 8) else 5.0)] for i in ranks}, ranks)
     thrice = pool_scores({i: [_answer(9.0 if i in (7, 8) else 5.0)] * 3 for i in ranks}, ranks)
-    assert _order(once) == _order(thrice) == [1, 7, 2, 8, 3, 4, 5, 6]
-    # Three questions that differ: their combined evidence still leaves the base's first
-    # photo first (under Stouffer's sum over base and three questions it fell to third).
-    split = {
-        i: [_answer(9.0 if i in group else 5.0) for group in ((7, 8), (6, 7, 8), (7, 8))]
-        for i in ranks
-    }
-    scores = pool_scores(split, ranks)
-    assert _order(scores)[0] == 1
-    assert {7, 8} <= set(_order(scores)[:4])  # and the photos they agree on still move up
+    assert _order(once) == _order(thrice) == [7, 8, 1, 2, 3, 4, 5, 6]
+    # Questions that differ: photos ordered by how many they fail, then by base rank; with
+    # "min" only whether a photo fails any counts.
+    ranks = {i: i for i in range(1, 13)}
+    groups = ((11, 12), (10, 11, 12), (2, 11, 12))
+    split = {i: [_answer(9.0 if i in group else 5.0) for group in groups] for i in ranks}
+    assert _order(pool_scores(split, ranks)) == [11, 12, 2, 10, 1, 3, 4, 5, 6, 7, 8, 9]
+    assert _order(pool_scores(split, ranks, "min")) == [11, 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 
 
 def test_spearman() -> None:

@@ -231,14 +231,16 @@ BIMODAL = 5 / 9
 # - A question whose margins follow the base order (Spearman's rho with the base at least 1/2,
 #   Cohen's "large" correlation, so that the base explains a quarter or more of its rank
 #   variance) re-measures what the base measured -- a subject question is nearly the query's
-#   own CLIP similarity -- and fusing it counts the base twice, with CLIP's noise inside the
-#   top added on top. It is left out. A question that goes against the base is kept: that is
-#   disagreement, not repetition.
-# - The kept questions together weigh as much as the base: their combined z is standardised
-#   over the pool and summed with the base's, (b + c) / sqrt(2). Stouffer's sum over base and
-#   K questions gave the base 1/(K + 1) of the weight, so the more questions a user wrote,
-#   the less the ranking of the whole collection counted; now a question asked twice moves
-#   the pool exactly as much as asked once.
+#   own CLIP similarity -- and is left out. A question that goes against the base is kept:
+#   that is disagreement, not repetition.
+# - A kept question is read as a condition, present or absent, never as a grade. CLIP's
+#   zero-shot strength is telling whether a thing is in a photo; among photos that all show
+#   it, its margin prefers one large plain subject, which is not what a count, size or
+#   background query asks (docs/BENCHMARKS.md, the rules measured before this one). So each
+#   kept question splits the pool in two at Otsu's threshold (the cut between its two modes
+#   that maximises the between-group variance), and the pool is ordered by how many
+#   conditions a photo fails, then by its base rank: the base keeps the order among photos
+#   the questions cannot tell apart.
 # Both were fixed before measuring (docs/BENCHMARKS.md, "Structured reranking").
 REDUNDANT = 0.5
 _NORMAL = NormalDist()
@@ -295,6 +297,25 @@ def _margin(answer: Answer) -> float | None:
     return margin if math.isfinite(margin) else None
 
 
+def otsu_threshold(values: Sequence[float]) -> float:
+    """The cut that splits `values` into the two groups with the largest between-group
+    variance (Otsu's criterion, exact over every cut between sorted values): a value above it
+    is in the upper group. Halfway between the two values on either side of the best cut."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(x)
+    if n < 2 or x[0] == x[-1]:
+        return float(x[0]) if n else 0.0
+    below = np.cumsum(x)[:-1]  # sum of the lower group for a cut after position j
+    count = np.arange(1, n, dtype=np.float64)
+    total = float(x.sum())
+    mean_low = below / count
+    mean_high = (total - below) / (n - count)
+    between = count * (n - count) * (mean_low - mean_high) ** 2
+    between[x[:-1] == x[1:]] = -1.0  # a cut must fall between two different values
+    j = int(np.argmax(between))
+    return float(0.5 * (x[j] + x[j + 1]))
+
+
 def pool_scores(
     answers: Mapping[int, Sequence[Answer]],
     base_rank: Mapping[int, int],
@@ -303,16 +324,16 @@ def pool_scores(
     """Each photo's rerank score in (0, 1) from its answers, relative to the pool `answers`
     holds (every photo with all its answers, in question order) and its base rank (1 = first).
 
-    - the base: the normal score of the photo's rank among the pool's n photos,
-      b = Phi^-1(1 - (r - 1/2) / n);
-    - a question: its margins l_yes - l_no standardised over the pool, z = (m - mean) / sd,
-      left out when they do not split the pool (`bimodality` at most 5/9) or when they follow
-      the base order (`spearman` with b at least 1/2: the base's own evidence again); an
-      unreadable photo's z is 0 (no evidence either way);
-    - the kept questions' z combined by `how`: "mean" (their mean), "min", or "product"
-      (Phi^-1 of the product of Phi(z)), then standardised over the pool, c;
-    - the score Phi((b + c) / sqrt(2)): the questions together weigh as much as the base
-      rank, however many there are, and with none kept it is the base.
+    - a question is kept when its margins l_yes - l_no split the pool (`bimodality` above
+      5/9) and do not follow the base order (`spearman` with the base's normal scores below
+      1/2: the base's own evidence again);
+    - a kept question is a condition: a photo fails it when its margin is below the
+      question's `otsu_threshold`; an unreadable photo fails half of it (no evidence, so
+      between the photos that pass and those that fail);
+    - the photos are ordered by the conditions failed, counted by `how`: "mean" (how many),
+      "min" or "product" (whether any, as the minimum or product of pass/fail would), then by
+      base rank. The score is (2(k - f) + 1 - (r - 1/2)/n) / (2k + 1) for f failed of k kept
+      questions at base rank r of n: with none kept, the base order.
     """
     if how not in AGGREGATIONS:
         raise BadInputError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATIONS)}")
@@ -322,33 +343,29 @@ def pool_scores(
         return {}
     base = {i: _NORMAL.inv_cdf(1.0 - (r - 0.5) / n) for r, i in enumerate(ids, 1)}
     width = min(len(answers[i]) for i in ids)
-    kept: list[dict[int, float]] = []
+    failed = dict.fromkeys(ids, 0.0)
+    k = 0
     for q in range(width):
         margins = {i: m for i in ids if (m := _margin(answers[i][q])) is not None}
         if bimodality(list(margins.values())) <= BIMODAL:
             continue  # every photo of the pool gets the same kind of answer: no evidence
         if spearman(list(margins.values()), [base[i] for i in margins]) >= REDUNDANT:
             continue  # the base order again: nothing the base does not know (see REDUNDANT)
-        values = np.fromiter(margins.values(), dtype=np.float64)
-        mean, sd = float(values.mean()), float(values.std())
-        kept.append({i: (margins[i] - mean) / sd if i in margins else 0.0 for i in ids})
-    k = len(kept)
-    combined = dict.fromkeys(ids, 0.0)
-    if k:
+        cut = otsu_threshold(list(margins.values()))
+        k += 1
         for i in ids:
-            z = [question[i] for question in kept]
-            if how == "mean":
-                combined[i] = math.fsum(z) / k
-            elif how == "min":
-                combined[i] = min(z)
-            else:
-                product = math.prod(_NORMAL.cdf(v) for v in z)
-                combined[i] = _NORMAL.inv_cdf(min(max(product, 1e-300), 1.0 - 1e-15))
-        values = np.fromiter(combined.values(), dtype=np.float64)
-        mean, sd = float(values.mean()), float(values.std())
-        # One unit of spread, like the base's: the questions weigh as one, however many.
-        combined = {i: (c - mean) / sd if sd > 1e-12 else 0.0 for i, c in combined.items()}
-    return {i: _NORMAL.cdf((base[i] + combined[i]) / math.sqrt(2.0)) for i in ids}
+            margin = margins.get(i)
+            # No margin, no evidence: half a failure, between the photos that pass and fail.
+            failed[i] += 0.5 if margin is None else float(margin < cut)
+    levels = k if how == "mean" else min(k, 1)
+    if how != "mean":
+        failed = {i: min(f, 1.0) for i, f in failed.items()}
+    # Failures come in halves (an unreadable photo's), so the levels are counted in halves and
+    # the base rank's share, in (0, 1), only orders photos within one level.
+    return {
+        i: (2.0 * (levels - failed[i]) + 1.0 - (r - 0.5) / n) / (2 * levels + 1)
+        for r, i in enumerate(ids, 1)
+    }
 
 
 def _logit_scale(encoder: Encoder) -> float:
