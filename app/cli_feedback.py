@@ -5,8 +5,8 @@
 
 `refine` saves the refined ranking as a new run of the query (its params name the run it came
 from) and prints its top results with the metrics of both runs against the judgments so far;
-`--min-p` lists every photo whose calibrated probability (the probe's) is at least p instead,
-for an export. `estimate` prints "found 37 of about 45 (90 %: 40–55)" and, with `--sample N`,
+`--min-p` lists instead the photos judged relevant and every unjudged photo whose calibrated
+probability (the probe's) is at least p, for an export. `estimate` prints "found 37 of about 45 (90 %: 40–55)" and, with `--sample N`,
 the photos to judge that tighten it most.
 """
 
@@ -72,8 +72,8 @@ def add_feedback_commands(subparsers: argparse._SubParsersAction) -> None:  # ty
         "--min-p",
         type=_probability,
         metavar="P",
-        help="list every photo whose calibrated probability of relevance is at least P "
-        "(--method probe), for an export",
+        help="list the photos judged relevant and every unjudged photo whose calibrated "
+        "probability of relevance is at least P (--method probe), for an export",
     )
     refine.add_argument("--json", action="store_true", help="print one JSON object")
     refine.set_defaults(func=run_refine_command)
@@ -183,10 +183,11 @@ def run_refine_command(args: argparse.Namespace) -> int:
             top_k=max(args.top, DEFAULT_SAVED),
         )
         chances = refinement.probabilities
+        likely = None
         if args.min_p is not None:
-            listed = photos_above(library, loader, args.query, args.min_p, params=spec.params)
-            pairs = [(image_id, math.nan) for image_id, _ in listed]
-            by_id = dict(listed)
+            likely = photos_above(library, loader, args.query, args.min_p, params=spec.params)
+            pairs = [(image_id, math.nan) for image_id, _ in likely.ranking]
+            by_id = likely.probabilities
         else:
             pairs = refinement.ranking.pairs()[: args.top]
             by_id = (
@@ -203,6 +204,8 @@ def run_refine_command(args: argparse.Namespace) -> int:
             row["score"] = round(float(scores.get(hit.image_id, math.nan)), 6)
             if hit.image_id in by_id:
                 row["p"] = round(by_id[hit.image_id], 6)
+            if likely is not None:  # a judged photo's p is its judgment: it is known
+                row["judged"] = hit.image_id in refinement.judgments
             if math.isnan(row["score"]):
                 row["score"] = None  # deeper than the saved run
             results.append(row)
@@ -219,8 +222,9 @@ def run_refine_command(args: argparse.Namespace) -> int:
             "notes": refinement.notes,
             "results": results,
         }
-        if args.min_p is not None:
+        if likely is not None:
             out["min_p"] = args.min_p
+            out["likely"] = likely.summary()
         print(json.dumps(out, default=str))
         return EXIT_OK
     print(
@@ -229,10 +233,12 @@ def run_refine_command(args: argparse.Namespace) -> int:
     )
     for note in refinement.notes:
         print(f"note: {note}")
-    if args.min_p is not None:
-        print(f"{len(hits)} photos with a probability of relevance of at least {args.min_p}:")
+    if likely is not None:
+        print(f"{len(hits)} photos: {likely.summary()}:")
     for hit in hits:
         p = f"  p={by_id[hit.image_id]:.3f}" if hit.image_id in by_id else ""
+        if likely is not None and hit.image_id in refinement.judgments:
+            p = "  judged relevant"
         name = f"  {hit.taxon}" if hit.taxon else ""
         score = scores.get(hit.image_id)
         shown = f"{score:.4f}" if score is not None else "   -  "

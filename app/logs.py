@@ -23,6 +23,45 @@ class _CurrentStderrHandler(logging.StreamHandler[TextIO]):
         pass
 
 
+def expected_failure(exc: BaseException) -> bool:
+    """A failure that is part of normal use and that its one-line message says in full: the
+    model hub or a language-model endpoint not answering, or any of Quadrat's own errors
+    caused by the network or the disk (an `OSError` in its chain). Logged without a
+    traceback; everything else (a bug) keeps its traceback, in the log file and on stderr."""
+    from engine.errors import QuadratError
+    from engine.models.chat import ChatError
+    from engine.models.hub import ModelUnavailableError
+
+    if not isinstance(exc, QuadratError):
+        return False
+    if isinstance(exc, (ModelUnavailableError, ChatError)):
+        return True
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError):  # URLError, socket and TLS errors, timeouts, full disks
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+class _Formatter(logging.Formatter):
+    """A formatter that writes an expected failure (see `expected_failure`) as its one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None or not expected_failure(exc):
+            return super().format(record)
+        # The record is shared by every handler: hide its traceback only while formatting.
+        saved = record.exc_info, record.exc_text
+        record.exc_info, record.exc_text = None, None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text = saved
+
+
 def setup_logging(stderr_level: int = logging.WARNING) -> Path | None:
     """Log everything to the log file and warnings to stderr. Returns the log file path."""
     root = logging.getLogger()
@@ -32,7 +71,7 @@ def setup_logging(stderr_level: int = logging.WARNING) -> Path | None:
             root.removeHandler(handler)
     console = _CurrentStderrHandler()
     console.setLevel(stderr_level)
-    console.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    console.setFormatter(_Formatter("%(levelname)s: %(message)s"))
     console._quadrat = True  # type: ignore[attr-defined]
     root.addHandler(console)
     path: Path | None = None
@@ -44,7 +83,7 @@ def setup_logging(stderr_level: int = logging.WARNING) -> Path | None:
         )
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+            _Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
         )
         file_handler._quadrat = True  # type: ignore[attr-defined]
         root.addHandler(file_handler)

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 SETTINGS_VERSION = 1
 SETTINGS_FILE = "settings.json"
 HISTORY_FILE = "query-history.json"
+RECENT_FOLDERS_FILE = "recent-folders.json"
+MAX_RECENT_FOLDERS = 64  # dialog kinds are few; a cap keeps a damaged file from growing
 DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
@@ -53,6 +55,7 @@ class Settings:
     library_dir: str = ""  # empty: the default library folder
     top_k: int = 1000  # results per search
     metrics_k: int = 10  # the metrics panel's cut-off rank, kept across sessions
+    thumbnail_size: int = 160  # the results grid's thumbnails, pixels (64 to 320), kept too
     # Empty: a SQLite file inside the library folder. Otherwise any SQLAlchemy URL.
     database_url: str = ""
     # The text-to-image generator of visret: empty for none configured (the demo painter then
@@ -99,6 +102,8 @@ class Settings:
             out.append("Results per search: must be a whole number from 1 to 100000")
         if not isinstance(self.metrics_k, int) or not 1 <= self.metrics_k <= 1000:
             out.append("Metrics k: must be a whole number from 1 to 1000")
+        if not isinstance(self.thumbnail_size, int) or not 64 <= self.thumbnail_size <= 320:
+            out.append("Thumbnail size: must be a whole number of pixels from 64 to 320")
         if (
             not isinstance(self.index_memory_gb, float)
             or not MIN_INDEX_MEMORY_GB <= self.index_memory_gb <= MAX_INDEX_MEMORY_GB
@@ -280,6 +285,40 @@ class QueryHistory:
         del self.items[: -self.limit]
         try:
             _write_json(self.path, self.items)
+        except QuadratError as exc:
+            log.warning("%s", exc)
+
+
+class RecentFolders:
+    """The folder each kind of file dialog was last used in (kind -> folder), kept beside the
+    settings so the next session's dialogs open there too. Read again before each write, so
+    the window and the benchmark view, each with its own instance, keep each other's folders."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.config_dir() / RECENT_FOLDERS_FILE
+        self.folders = self._read()
+
+    def _read(self) -> dict[str, str]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # none yet, or unreadable: dialogs start where Qt starts them
+        if not isinstance(raw, dict):
+            return {}
+        return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+    def folder(self, kind: str) -> str:
+        """The folder last chosen in dialogs of `kind`, or ""."""
+        return self.folders.get(kind, "")
+
+    def remember(self, kind: str, folder: str) -> None:
+        """Keep `folder` for dialogs of `kind`; a failed write is a warning, nothing more."""
+        folders = self._read()
+        folders.pop(kind, None)
+        folders[kind] = folder  # newest last: the oldest go first past the cap
+        self.folders = dict(list(folders.items())[-MAX_RECENT_FOLDERS:])
+        try:
+            _write_json(self.path, self.folders)
         except QuadratError as exc:
             log.warning("%s", exc)
 

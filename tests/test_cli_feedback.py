@@ -14,7 +14,7 @@ from engine.catalog.library import Library
 from engine.judgments.queries import QueryStore
 from engine.methods import MethodContext, SearchQuery, resolve_spec
 
-QUERY = "a blue circle beside a red square"
+QUERY = "red circle"  # ten relevant photos in the small demo
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,8 @@ def indexed(tmp_path_factory, copy_cli_small_demo_library) -> Path:
 
 @pytest.fixture
 def judged_query(tmp_path, indexed, small_demo_collection, demo_encoder):
-    """A copy of the library with QUERY saved, its text run, and its top 8 judged exactly."""
+    """A copy of the library with QUERY saved, its text run, and its top 30 judged exactly
+    (at least three of each kind: the probe's probabilities are calibrated on them)."""
     import shutil
 
     lib = tmp_path / "lib"
@@ -40,10 +41,10 @@ def judged_query(tmp_path, indexed, small_demo_collection, demo_encoder):
             SearchQuery(QUERY), MethodContext(library, lambda: demo_encoder), top_k=60
         )
         run_id = store.save_run(query_id, "text", text.pairs(), params={"top_k": 60})
-        for image_id in text.ids[:8]:
+        for image_id in text.ids[:30]:
             store.judge(query_id, image_id, int(image_id in relevant))
         judged = store.judgments(query_id)
-    assert 0 < sum(judged.values()) < 8
+    assert 3 <= sum(judged.values()) <= 27
     return lib, query_id, run_id, judged, relevant
 
 
@@ -90,7 +91,7 @@ def test_refine_a_query_without_runs_saves_its_own_ranking_first(capsys, judged_
     lib, query_id, _, _, _ = judged_query
     with Library.open(lib) as library:
         store = QueryStore(library)
-        bare = store.find_or_create_query("red circle")
+        bare = store.find_or_create_query("green triangle")
         first_photo = min(image_id for image_id, _ in store.runs_for(query_id)[0].ranking)
         store.judge(bare, first_photo, 1)
     out = run_json(capsys, "refine", "--query", str(bare), "--method", "more-like-these",
@@ -106,13 +107,20 @@ def test_min_p_lists_every_photo_above_the_cut_off_and_nothing_else(capsys, judg
     lib, query_id, _, judged, _ = judged_query
     everything = run_json(capsys, "refine", "--query", str(query_id), "--method", "probe",
                           "--library", str(lib), "--top", "60")  # fmt: skip
-    chances = sorted((row["p"] for row in everything["results"]), reverse=True)
-    cut = round((chances[2] + chances[3]) / 2, 6)  # between the third and fourth photo
+    unjudged = [row for row in everything["results"] if row["image_id"] not in judged]
+    chances = sorted((row["p"] for row in unjudged), reverse=True)
+    cut = round((chances[2] + chances[3]) / 2, 6)  # between the third and fourth unjudged photo
     listed = run_json(capsys, "refine", "--query", str(query_id), "--method", "probe",
                       "--library", str(lib), "--min-p", str(cut))  # fmt: skip
     assert listed["min_p"] == cut
-    assert len(listed["results"]) == 3
-    assert all(row["p"] >= cut for row in listed["results"])
+    relevant = {i for i, r in judged.items() if r}
+    # The photos judged relevant (known: p 1), then the three unjudged photos above the cut.
+    rows = listed["results"]
+    assert {row["image_id"] for row in rows[: len(relevant)]} == relevant
+    assert all(row["judged"] and row["p"] == 1.0 for row in rows[: len(relevant)])
+    assert len(rows) == len(relevant) + 3
+    assert all(not row["judged"] and row["p"] >= cut for row in rows[len(relevant) :])
+    assert listed["likely"] == f"{len(relevant)} judged relevant, 3 unjudged with p ≥ {cut:g}"
 
 
 @pytest.mark.parametrize(

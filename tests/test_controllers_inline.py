@@ -150,7 +150,8 @@ def test_a_newer_search_drops_the_one_still_waiting(searching: Searching) -> Non
 
 def test_a_query_with_neither_words_nor_photo_runs_nothing(searching: Searching) -> None:
     assert searching.controller.search(SearchRequest("   ")) is None
-    assert searching.runner.titles == ["Opening the library"]  # no search submitted
+    # No search submitted: only the start-up's two tasks.
+    assert searching.runner.titles == ["Opening the library", "Loading the search engine"]
     assert searching.messages == [
         "Type a few words describing what to find, or drop a photo on the query bar"
     ]

@@ -83,13 +83,17 @@ def test_the_probe_learns_the_direction_of_the_relevant_photos():
     nonrelevant = _unit_rows([[0.5, 0, 1], [0.4, 0.1, 0.9], [0.6, -0.1, 1.1]])
     vectors = np.vstack([relevant, nonrelevant])
     labels = [1, 1, 1, 0, 0, 0]
+    plain = fit_probe(E1, vectors, labels, prior_scale=1.0, calibrate=False)
+    p = plain.probabilities(vectors)
+    assert p[:3].min() > 0.55 and p[3:].max() < 0.45
+    # Platt's targets: the fit itself is never certain from three photos of each kind.
+    assert p.max() < 0.8 + 1e-3 and p.min() > 0.2 - 1e-3
     probe = fit_probe(E1, vectors, labels, prior_scale=1.0)
     assert probe.fitted and probe.relevant == 3 and probe.not_relevant == 3
     assert probe.direction[1] > 0.3 > -0.3 > probe.direction[2]
+    assert np.allclose(probe.direction, plain.direction)  # calibration never moves the ranking
     p = probe.probabilities(vectors)
     assert p[:3].min() > 0.55 and p[3:].max() < 0.45
-    # Platt's targets: never certain from three photos of each kind.
-    assert p.max() < 0.8 + 1e-3 and p.min() > 0.2 - 1e-3
     # The probabilities of an index search's scores along `direction` are the same numbers.
     scores = vectors @ probe.direction
     assert np.allclose(probe.probability(scores), p, atol=1e-5)
@@ -103,7 +107,7 @@ def test_the_probe_fit_is_the_optimum_of_its_objective():
     labels = (vectors[:, 1] > 0).astype(int)
     labels[:2] = [1, 0]
     c, scale = 0.7, 4.0
-    probe = fit_probe(q, vectors, labels, prior_scale=scale, c=c)
+    probe = fit_probe(q, vectors, labels, prior_scale=scale, c=c, calibrate=False)
     n_pos, n_neg = labels.sum(), len(labels) - labels.sum()
     targets = np.where(labels > 0, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
     p = probe.probabilities(vectors)
@@ -330,8 +334,20 @@ def test_learning_methods_use_the_judgments_and_say_how_many(
             assert mean_rel < mean_non, key
         probe = resolve_spec("probe").run(query, learning, top_k=10)
         assert probe.details["probe"]["fitted"] is True
+        if min(sum(judged.values()), 8 - sum(judged.values())) < 3:
+            # Too few of a kind to calibrate: the probe ranks, and claims no probability.
+            assert not probe.evidence and probe.details["probe"]["p_scale"] is None
+            assert "no probabilities until 3 relevant" in probe.details["note"]
+        # With three of each kind (a query with ten relevant photos): calibrated probabilities.
+        red = demo_relevant(library, small_demo_collection, "red circle")
+        top = resolve_spec("text").run(SearchQuery("red circle"), context, top_k=30).ids
+        more = {i: int(i in red) for i in top}
+        assert min(sum(more.values()), 30 - sum(more.values())) >= 3
+        learning = MethodContext(library, lambda: demo_encoder, judgments=lambda: more)
+        probe = resolve_spec("probe").run(SearchQuery("red circle"), learning, top_k=10)
         p = [probe.evidence[i]["p"] for i in probe.ids]
         assert p == sorted(p, reverse=True) and all(0 < v < 1 for v in p)
+        assert probe.details["probe"]["calibration"]["folds"] == 10
 
 
 def test_zero_judgments_rank_exactly_as_the_query(indexed, demo_encoder):
@@ -362,3 +378,149 @@ def test_a_benchmark_refuses_the_learning_methods_in_one_line(indexed, demo_enco
     message = str(refused.value)
     assert "probe would learn from the very judgments" in message
     assert "bench_feedback.py" in message and "\n" not in message
+
+
+# -- calibrated probabilities (issue 24) ------------------------------------------------------
+
+
+def test_platt_scaling_recovers_a_known_map_and_never_flattens_the_ranking():
+    from engine.judgments.calibration import fit_platt
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=20_000)
+    labels = rng.random(z.size) < 1 / (1 + np.exp(-(2.5 * z - 1.0)))
+    slope, intercept = fit_platt(z, labels)
+    assert slope == pytest.approx(2.5, abs=0.1) and intercept == pytest.approx(-1.0, abs=0.1)
+    # Held-out logits that run against the ranking (or say nothing) keep the probe's slope:
+    # only the intercept moves, to the judged share.
+    slope, intercept = fit_platt(-z[:40], labels[:40])
+    assert slope == 1.0
+    # Separable held-out logits stay finite (Platt's targets): 11/12 for ten of ten.
+    slope, intercept = fit_platt(np.r_[np.full(10, 0.5), np.full(20, -0.5)], [1] * 10 + [0] * 20)
+    p_top = 1 / (1 + np.exp(-(slope * 0.5 + intercept)))
+    assert np.isfinite(slope) and p_top == pytest.approx(11 / 12, abs=0.01)
+
+
+def test_the_expected_calibration_error_of_known_cases():
+    from engine.judgments.calibration import expected_calibration_error, reliability
+
+    p = np.full(10, 0.8)
+    assert expected_calibration_error(p, [1] * 8 + [0] * 2) == pytest.approx(0.0)
+    assert expected_calibration_error(np.full(10, 0.95), [1] * 5 + [0] * 5) == pytest.approx(0.45)
+    # Two bins, weighted by their photos: |0.05 - 0| * 0.5 + |0.95 - 0.5| * 0.5.
+    mixed = np.r_[np.full(10, 0.05), np.full(10, 0.95)]
+    truth = [0] * 10 + [1] * 5 + [0] * 5
+    assert expected_calibration_error(mixed, truth) == pytest.approx(0.25)
+    assert [(b.low, b.count) for b in reliability(mixed, truth)] == [(0.0, 10), (0.9, 10)]
+
+
+def test_the_calibration_scores_each_judged_photo_with_a_probe_that_never_saw_it():
+    """With ten judgments the folds are leave-one-out: each photo's held-out logit is the
+    logit of the probe fitted to the other nine, so the map never reads the judgment it scores."""
+    from engine.judgments import learning
+
+    rng = np.random.default_rng(2)
+    q = E1
+    vectors = _unit_rows(rng.normal(size=(10, 3)) + [1.5, 0, 0])
+    labels = np.array([1, 1, 0, 1, 0, 0, 1, 0, 0, 0])
+    seen: list[np.ndarray] = []
+    original = learning.fit_platt
+
+    def spy(logits, y):  # type: ignore[no-untyped-def]
+        seen.append(np.asarray(logits))
+        return original(logits, y)
+
+    learning.fit_platt = spy
+    try:
+        probe = fit_probe(q, vectors, labels, prior_scale=2.0)
+    finally:
+        learning.fit_platt = original
+    assert probe.calibration is not None and probe.calibration.folds == 10
+    for i in range(10):
+        others = np.arange(10) != i
+        alone = fit_probe(q, vectors[others], labels[others], prior_scale=2.0, calibrate=False)
+        assert seen[0][i] == pytest.approx(float(alone.logits(vectors[i : i + 1])[0]), abs=1e-6)
+    # The map moves the probabilities, never the ranking.
+    plain = fit_probe(q, vectors, labels, prior_scale=2.0, calibrate=False)
+    assert np.allclose(probe.direction, plain.direction)
+    assert probe.to_json()["calibration"]["slope"] == pytest.approx(probe.calibration.slope)
+
+
+def test_too_few_judgments_of_a_kind_rank_but_claim_no_probability():
+    vectors = _unit_rows([[0.5, 1, 0], [0.4, 0.9, 0.1], [0.5, 0, 1], [0.4, 0.1, 0.9], [1, 0, 1]])
+    probe = fit_probe(E1, vectors, [1, 1, 0, 0, 0], prior_scale=1.0)
+    assert probe.fitted and not probe.has_probabilities
+    assert probe.direction[1] > 0  # it learned where the relevant photos are
+    assert np.isnan(probe.probabilities(vectors)).all()
+    assert probe.score_at(0.5) == math.inf
+    assert "no probabilities until 3 relevant and 3 non-relevant photos are judged" in probe.note
+    assert probe.to_json()["p_scale"] is None
+
+
+def test_calibrated_probabilities_hold_on_photos_never_judged(
+    indexed, demo_encoder, small_demo_collection
+):
+    """Every demo query whose top 30 (the Text ranking) holds three photos of each kind: those
+    30 judged, the probe's p of every other photo against the demo's judgment of it. The
+    calibrated p is closer to the truth (ECE, pooled) than the probe's own."""
+    from engine.judgments.calibration import expected_calibration_error
+    from engine.judgments.learning import prior_scale
+    from engine.methods.feedback import query_vector
+
+    before, after, truth = [], [], []
+    with Library.open(indexed) as library:
+        key = demo_encoder.model_key
+        ids, vectors = library.load_vectors(key, np.sort(library.vector_index(key).ids()))
+        vectors = _unit_rows(vectors)
+        context = MethodContext(library, lambda: demo_encoder)
+        for query in small_demo_collection.queries:
+            relevant = demo_relevant(library, small_demo_collection, query.text)
+            y = np.asarray([int(i) in relevant for i in ids])
+            q = np.asarray(query_vector(SearchQuery(query.text), context), dtype=np.float64)
+            judged = np.argsort(-(vectors @ q), kind="stable")[:30]
+            if min(y[judged].sum(), 30 - y[judged].sum()) < 3:
+                continue
+            held_out = np.setdiff1d(np.arange(len(ids)), judged)
+            scale = prior_scale(vectors @ q)
+            plain = fit_probe(q, vectors[judged], y[judged], prior_scale=scale, calibrate=False)
+            probe = fit_probe(q, vectors[judged], y[judged], prior_scale=scale)
+            before.append(plain.probabilities(vectors[held_out]))
+            after.append(probe.probabilities(vectors[held_out]))
+            truth.append(y[held_out])
+    assert len(truth) >= 3
+    y = np.concatenate(truth)
+    ece_before = expected_calibration_error(np.concatenate(before), y)
+    ece_after = expected_calibration_error(np.concatenate(after), y)
+    print(
+        f"{len(truth)} queries, {len(y)} photos never judged: ECE {ece_before:.4f} -> {ece_after:.4f}"
+    )
+    assert ece_after < 0.5 * ece_before
+
+
+def test_the_likely_relevant_list_holds_the_photos_judged_relevant_whatever_their_p(
+    indexed, demo_encoder, small_demo_collection
+):
+    """Issue 24's case: the ten relevant photos of "red circle" judged, and 26 that are not.
+    The probe ranks them first, yet its own p for them was 0.42-0.68, so a p >= 0.9 export
+    wrote nothing. A photo judged relevant is known to be: it is listed, with p 1."""
+    from engine.judgments.queries import QueryStore
+    from engine.methods.feedback import photos_above
+
+    with Library.open(indexed) as library:
+        relevant = demo_relevant(library, small_demo_collection, "red circle")
+        assert len(relevant) == 10
+        context = MethodContext(library, lambda: demo_encoder)
+        ranking = resolve_spec("text").run(SearchQuery("red circle"), context, top_k=200).ids
+        not_relevant = [i for i in ranking if i not in relevant][:26]
+        judgments = {**dict.fromkeys(relevant, 1), **dict.fromkeys(not_relevant, 0)}
+        query_id = QueryStore(library).find_or_create_query("red circle")
+        likely = photos_above(library, lambda: demo_encoder, query_id, 0.9, judgments=judgments)
+    listed = [image_id for image_id, _ in likely.ranking]
+    assert set(listed[:10]) == relevant  # every photo judged relevant, first
+    assert likely.has_probabilities
+    for image_id, _, p in likely.likely:  # then unjudged photos only, each at p >= 0.9
+        assert image_id not in judgments and p >= 0.9
+    assert not set(listed) & set(not_relevant)
+    assert all(likely.probabilities[i] == 1.0 for i in relevant)
+    assert likely.summary().startswith(f"10 judged relevant, {len(likely.likely)} unjudged")
+    assert likely.best_unjudged is not None and likely.best_unjudged < 0.9 or likely.likely

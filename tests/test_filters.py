@@ -542,7 +542,7 @@ def test_params_round_trip_and_describe():
     assert SearchFilters(months=(6, 8)).to_params() == {"months": [6, 8]}  # only what is set
     chips = dict(filters.describe())
     assert chips["months"] == "Nov–Feb, any year"
-    assert chips["near"] == "≤ 25 km of 45.12, -79.30"
+    assert chips["near"] == "45.1°N 79.3°W ± 25 km"  # a place, not raw coordinates
     assert chips["licenses"] == "CC BY-NC or CC0"
     assert chips["judged"] == "unjudged for query 7"
     assert [key for key, _ in filters.describe()] == [

@@ -14,7 +14,17 @@ from engine.methods.registry import run_label
         ("text", {}, "text", "Text"),
         ("text", {"image": "photos/a.jpg"}, "image", "Text · image"),
         ("text", {"filters": {"month": ["2024-05"]}}, "image+text", "Text · image+text"),
-        ("visret", {"leave_out": "0", "details": {"prompt": "x"}}, "text", "VisRet (leave_out=0)"),
+        # Drawings are numbered from 1, as the strip shows them ("Use #1").
+        (
+            "visret",
+            {"leave_out": "0", "details": {"prompt": "x"}},
+            "text",
+            "VisRet (without drawing 1)",
+        ),
+        ("visret", {"leave_out": "1,2"}, "text", "VisRet (without drawings 2, 3)"),
+        # Runs that differ only by their filters are told apart by them.
+        ("hybrid", {"filters": {"taxon": "Aves"}}, "text", "Hybrid · taxon=Aves"),
+        ("hybrid", {"filters": {"months": [5, 6]}}, "image", "Hybrid · May–Jun, any year · image"),
         ("rocchio", {"alpha": 1.0}, "text", "Rocchio"),  # a default value is not shown
         # A plug-in uninstalled since, or a parameter renamed since: the method key.
         ("gone-plugin", {"x": 1}, "text", "gone-plugin"),

@@ -2,6 +2,7 @@
 
     python tools/screenshots.py [--out screenshots] [--screen 1280x800x24]
     python tools/screenshots.py --check-layout --screen 1280x800x24
+    python tools/screenshots.py --check-layout --states --screen 1366x768x24
 
 Starts Xvfb, opens Quadrat on the demo collection (in a throwaway QUADRAT_HOME, so your own
 library is untouched) as a first window on that screen, drives it like a user (index, search,
@@ -12,7 +13,11 @@ every pane at least its minimum size, the photo whole, no text cut) and exits wi
 anything is clipped, listing what in `layout.txt`.
 
 `--check-layout` only opens the window (no indexing), fills it with sample content, prints the
-layout check as JSON and saves `layout-WxH.png`: a few seconds per screen size.
+layout check as JSON and saves `layout-WxH.png`: a few seconds per screen size. With
+`--states` it then shows every view state of tools/layout_states.py in turn (Reranked with
+its questions, VisRet's drawings, filters and map, twelve runs, a 300-character query, ...),
+checks each (window inside the screen, nothing cut or overlapping, two rows of thumbnails,
+every label whole or elided) and saves `state-NAME-WxH.png` for each.
 
 Needs Xvfb and the X libraries Qt's xcb plugin loads; on Debian/Ubuntu:
 
@@ -89,13 +94,21 @@ def main(argv: list[str] | None = None) -> int:
         help="QUADRAT_HOME to use and keep (default: a throwaway one); the window's geometry "
         "is saved there at exit, so a second run shows the next session",
     )
+    parser.add_argument(
+        "--states",
+        action="store_true",
+        help="with --check-layout: also show and check every view state (tools/layout_states.py)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return _check_layout(args.out) if args.check_layout else _drive_window(args.out)
+        if args.check_layout:
+            return _check_layout(args.out, args.states)
+        return _drive_window(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     child_args = ["--child", "--out", str(args.out.resolve())]
     child_args += ["--check-layout"] if args.check_layout else []
+    child_args += ["--states"] if args.states else []
     if args.platform == "offscreen":
         return _run_offscreen(args.screen, args.home, child_args)
 
@@ -466,8 +479,9 @@ def sample_content(window) -> None:  # noqa: ANN001
     window.metrics_panel.show_metrics(MetricsView("red circle", 10, 9, 15, 2, runs))
 
 
-def _check_layout(out: Path) -> int:
-    """Runs inside the virtual display: a first window with sample content, checked."""
+def _check_layout(out: Path, states: bool = False) -> int:
+    """Runs inside the virtual display: a first window with sample content, checked (and,
+    with `states`, every view state of tools/layout_states.py, each checked)."""
     from PySide6.QtCore import QCoreApplication, QElapsedTimer
     from PySide6.QtWidgets import QApplication
 
@@ -497,7 +511,30 @@ def _check_layout(out: Path) -> int:
         "problems": window.layout_problems(),
     }
     out.mkdir(parents=True, exist_ok=True)
-    window.grab().save(str(out / f"layout-{area.width()}x{area.height()}.png"))
+    size = f"{area.width()}x{area.height()}"
+    window.grab().save(str(out / f"layout-{size}.png"))
+    if states:
+        import layout_states  # beside this file
+
+        report["states"] = {}
+        for name in layout_states.STATES:
+            layout_states.apply_state(window, name, area)
+            pump_until = QElapsedTimer()
+            pump_until.start()
+            while pump_until.elapsed() < 150:  # a real screen maps and lays out the panels
+                QCoreApplication.processEvents()
+                time.sleep(0.01)
+            found = layout_states.view_problems(window, area)
+            report["states"][name] = found
+            report["problems"] += [f"{name}: {problem}" for problem in found]
+            window.grab().save(str(out / f"state-{name}-{size}.png"))
+        dialog = layout_states.benchmark_dialog(window)
+        dialog.show()
+        layout_states.settle()
+        found = layout_states.dialog_problems(dialog, area)
+        report["states"]["benchmark"] = found
+        report["problems"] += [f"benchmark: {problem}" for problem in found]
+        dialog.close()
     print(json.dumps(report))
     app.shutdown()
     return LAYOUT_PROBLEMS if report["problems"] else 0

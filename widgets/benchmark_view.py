@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
-    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QHeaderView,
@@ -29,6 +29,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from widgets.file_dialogs import FolderMemory, NoFolderMemory, open_file, save_file
 
 K_CHOICES = (10, 20, 50, 100)
 FILE_FILTER = "Benchmark files (*.csv *.txt *.qrels);;All files (*)"
@@ -100,6 +102,31 @@ class BenchmarkTables:
     per_category: list[CategoryRow] = field(default_factory=list)
     note: str = ""
     collections: str = ""  # which collections were ranked, and why
+    # The judgments list only relevant photos (INQUIRE's exhaustive labelling: every photo not
+    # listed is not relevant), so every photo is judged and judged@k / unjudged say nothing.
+    exhaustive: bool = False
+
+
+SIGNIFICANCE_LEVEL = 0.05  # the usual threshold; the legend says so rather than hiding it
+
+LEGEND = (
+    "Each later method is compared with the first, query by query. ΔmAP: its mean AP minus "
+    "the first's; 95% CI: where that difference lies with 95% confidence (bootstrap over "
+    "queries). p: how often a difference at least this large would arise by chance if both "
+    "methods were equally good (paired randomisation test). Below {level} it is usually "
+    "called significant; with few queries, even a large Δ may not be."
+)
+
+HEADER_TIPS = {
+    "Queries": "Queries with at least one relevant photo; the means are taken over these.",
+    "ΔmAP vs first": "This method's mAP minus the first method's, paired over queries.",
+    "95% CI": "95% bootstrap interval of the difference; one that excludes 0 says the "
+    "difference is unlikely to be chance (it and p usually agree).",
+    "p": "Paired randomisation test: the chance of a difference this large if the two "
+    "methods were equally good. Below 0.05 is usually called significant.",
+    "Verdict": "Better or worse than the first method at p < 0.05, else no clear difference.",
+    "R": "Relevant photos the judgments name for this query.",
+}
 
 
 def _signed(value: float | None) -> str:
@@ -114,6 +141,56 @@ def _p(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
 
 
+def verdict(delta: float | None, p: float | None) -> str:
+    """What a comparison with the first method says, in words."""
+    if delta is None or p is None:
+        return ""
+    if p >= SIGNIFICANCE_LEVEL:
+        return "no clear difference"
+    return f"{'better' if delta > 0 else 'worse'} (p < {SIGNIFICANCE_LEVEL:g})"
+
+
+def summary_headers(k: int, compared: bool, exhaustive: bool) -> list[str]:
+    """The summary table's columns: the comparison's only when there is one."""
+    return (
+        ["Method", "Queries", f"mAP@{k}", f"nDCG@{k}", f"MRR@{k}"]
+        + (["ΔmAP vs first", "95% CI", "p", "Verdict"] if compared else [])
+        + ([] if exhaustive else [f"judged@{k}"])
+    )
+
+
+def query_headers(k: int, exhaustive: bool) -> list[str]:
+    return ["Query", "Text", "Method", f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "R"] + (
+        [] if exhaustive else [f"judged@{k}", f"Unjudged in top {k}"]
+    )
+
+
+def category_headers(k: int, methods: Sequence[str]) -> list[str]:
+    """One row per category, the methods side by side: every method's mAP, then its nDCG."""
+    return (
+        ["Column", "Value", "Queries"]
+        + [f"mAP@{k} {m}" for m in methods]
+        + [f"nDCG@{k} {m}" for m in methods]
+    )
+
+
+def category_table(tables: BenchmarkTables) -> list[tuple[object, ...]]:
+    """The per-category rows with the methods side by side (methods in the summary's order)."""
+    methods = list(dict.fromkeys(r.method for r in tables.summary)) or list(
+        dict.fromkeys(r.method for r in tables.per_category)
+    )
+    groups: dict[tuple[str, str], dict[str, CategoryRow]] = {}
+    for row in tables.per_category:
+        groups.setdefault((row.column, row.value), {})[row.method] = row
+    rows: list[tuple[object, ...]] = []
+    for (column, value), by_method in groups.items():
+        queries = max(r.queries for r in by_method.values())
+        maps = tuple(by_method[m].mAP if m in by_method else "" for m in methods)
+        ndcgs = tuple(by_method[m].mean_nDCG if m in by_method else "" for m in methods)
+        rows.append((column, value, queries, *maps, *ndcgs))
+    return rows
+
+
 def _tree(headers: Sequence[str], name: str, parent: QWidget) -> QTreeWidget:
     tree = QTreeWidget(parent)
     tree.setObjectName(name)
@@ -126,7 +203,12 @@ def _tree(headers: Sequence[str], name: str, parent: QWidget) -> QTreeWidget:
 
 def _fill(tree: QTreeWidget, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     tree.clear()
+    # Set the count first: a tree keeps a wider header's extra columns (Qt's default "1", "2"…).
+    tree.setColumnCount(len(headers))
     tree.setHeaderLabels(list(headers))
+    header_item = tree.headerItem()
+    for column, name in enumerate(headers):
+        header_item.setToolTip(column, HEADER_TIPS.get(name, ""))
     for row in rows:
         item = QTreeWidgetItem()
         for column, value in enumerate(row):
@@ -153,6 +235,7 @@ class BenchmarkDialog(QDialog):
     cancelRequested = Signal()
     exportRequested = Signal(str)  # path
     judgmentsChanged = Signal(str)  # path: the controller says which collections it matches
+    quitRequested = Signal()  # Ctrl+Q here quits Quadrat, as it does in the main window
 
     def __init__(self, methods: Sequence[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -160,6 +243,8 @@ class BenchmarkDialog(QDialog):
         self.setWindowTitle("Quadrat — benchmark")
         self.resize(900, 640)
         self.tables: BenchmarkTables | None = None
+        # Where its file dialogs were last used (the controller hands in the kept folders).
+        self.folders: FolderMemory = NoFolderMemory()
 
         self.queries_edit = QLineEdit(self)
         self.queries_edit.setObjectName("benchmarkQueries")
@@ -248,10 +333,23 @@ class BenchmarkDialog(QDialog):
         self.status = QLabel(self)
         self.status.setObjectName("benchmarkStatus")
         self.status.setWordWrap(True)
-        self.summary = _tree([], "benchmarkSummary", self)
+        k = int(self.k_combo.currentData())
+        # Empty tables name their columns already (an unnamed one reads "1").
+        self.summary = _tree(summary_headers(k, False, False), "benchmarkSummary", self)
         self.summary.setMaximumHeight(110)
-        self.per_query = _tree([], "benchmarkPerQuery", self)
-        self.per_category = _tree([], "benchmarkPerCategory", self)
+        self.legend = QLabel(LEGEND.format(level=f"{SIGNIFICANCE_LEVEL:g}"), self)
+        self.legend.setObjectName("benchmarkLegend")
+        self.legend.setWordWrap(True)
+        self.legend.setVisible(False)  # shown once a table compares methods
+        self.per_query = _tree(query_headers(k, False), "benchmarkPerQuery", self)
+        self.per_category = _tree(category_headers(k, []), "benchmarkPerCategory", self)
+        # A dialog is a window of its own: the main window's Quit shortcut does not reach here.
+        quit_action = QAction("Quit", self)
+        # Spelled out: the platform's standard Quit is empty on Windows and some X11 themes.
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        quit_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        quit_action.triggered.connect(self.quitRequested)
+        self.addAction(quit_action)
         tabs = QTabWidget(self)
         tabs.addTab(self.per_query, "Per query")
         tabs.addTab(self.per_category, "Per category")
@@ -262,6 +360,7 @@ class BenchmarkDialog(QDialog):
         layout.addLayout(run_row)
         layout.addWidget(self.status)
         layout.addWidget(self.summary)
+        layout.addWidget(self.legend)
         layout.addWidget(tabs, 1)
 
     def _file_row(self, edit: QLineEdit, caption: str) -> QHBoxLayout:
@@ -273,7 +372,7 @@ class BenchmarkDialog(QDialog):
         return row
 
     def _browse(self, edit: QLineEdit, caption: str) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, caption, edit.text(), FILE_FILTER)
+        path = open_file(self, self.folders, "benchmark-files", caption, FILE_FILTER, edit.text())
         if path:
             edit.setText(path)
             if edit is self.judgments_edit:
@@ -326,8 +425,13 @@ class BenchmarkDialog(QDialog):
         self.runRequested.emit(self.request())
 
     def _export(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Export the benchmark tables", "benchmark.csv", "CSV (*.csv)"
+        path = save_file(
+            self,
+            self.folders,
+            "benchmark-export",
+            "Export the benchmark tables",
+            "benchmark.csv",
+            "CSV (*.csv)",
         )
         if path:
             self.exportRequested.emit(path)
@@ -353,35 +457,30 @@ class BenchmarkDialog(QDialog):
         self.tables = tables
         k = tables.k
         compared = any(r.delta is not None for r in tables.summary)
+        exhaustive = tables.exhaustive
         _fill(
             self.summary,
-            ["Method", "Queries", f"mAP@{k}", f"nDCG@{k}", f"MRR@{k}"]
-            + (["ΔmAP vs first", "95% CI", "p"] if compared else [])
-            + [f"judged@{k}"],
+            summary_headers(k, compared, exhaustive),
             [
                 (r.method, r.queries, r.mAP, r.mean_nDCG, r.MRR)
-                + ((_signed(r.delta), _interval(r.ci95), _p(r.p)) if compared else ())
-                + (r.judged,)
+                + ((_signed(r.delta), _interval(r.ci95), _p(r.p), verdict(r.delta, r.p))
+                   if compared else ())
+                + (() if exhaustive else (r.judged,))
                 for r in tables.summary
             ],
-        )
+        )  # fmt: skip
+        self.legend.setVisible(compared)
         _fill(
             self.per_query,
-            ["Query", "Text", "Method", f"AP@{k}", f"nDCG@{k}", f"RR@{k}", "R"]
-            + [f"judged@{k}", f"Unjudged in top {k}"],
+            query_headers(k, exhaustive),
             [
-                (r.query_id, r.text, r.method, r.AP, r.nDCG, r.RR, r.R, r.judged, r.unjudged)
+                (r.query_id, r.text, r.method, r.AP, r.nDCG, r.RR, r.R)
+                + (() if exhaustive else (r.judged, r.unjudged))
                 for r in tables.per_query
             ],
         )
-        _fill(
-            self.per_category,
-            ["Column", "Value", "Method", "Queries", f"mAP@{k}", f"nDCG@{k}"],
-            [
-                (r.column, r.value, r.method, r.queries, r.mAP, r.mean_nDCG)
-                for r in tables.per_category
-            ],
-        )
+        methods = list(dict.fromkeys(r.method for r in tables.summary))
+        _fill(self.per_category, category_headers(k, methods), category_table(tables))
         self.export_button.setEnabled(True)
         self.status.setText(tables.note)
         if tables.collections:

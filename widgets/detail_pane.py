@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from widgets.photo_view import PhotoView
-from widgets.results import ResultItem
+from widgets.results import ResultItem, score_text
 
 
 def format_coordinates(lat: float | None, lon: float | None, uncertainty: float | None) -> str:
@@ -327,6 +327,8 @@ class DetailPane(QWidget):
             self.subtitle.setText("")
             for label in self.fields.values():
                 label.setText("—")
+            # The last photo's judgment must not linger over "No photo selected".
+            self.set_judgment(None, can_judge=False)
             return
         self.photo.set_photo(None, "Loading…")
         # No catalog row (a photo removed since its search): only the path and score are known.
@@ -334,7 +336,8 @@ class DetailPane(QWidget):
         common, taxon, lineage = d.common_name, d.taxon, d.lineage
         self.title.setText(common or taxon or Path(item.path).name)
         self.subtitle.setText(f"<i>{html.escape(taxon)}</i>" if taxon and common else "")
-        self.fields["score"].setText(f"#{item.rank}  ·  {item.score:.4f}")
+        shown = score_text(item.score, 4)  # none for a probability not known yet
+        self.fields["score"].setText(f"#{item.rank}  ·  {shown}" if shown else f"#{item.rank}")
         self.fields["taxonomy"].setText(" › ".join(name for _rank, name in lineage) or "—")
         self.fields["taxonomy"].setToolTip(
             "\n".join(f"{rank}: {name}" for rank, name in lineage) if lineage else ""

@@ -29,7 +29,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtGui import QAction, QActionGroup, QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -59,6 +59,9 @@ MONTH_NAMES = (
 CHIP_LABEL_MAX = 260  # px: a long taxon name is elided (whole in the tooltip)
 TAXON_DELAY_MS = 120  # typing pauses this long before completions are asked for
 NEAR_DEFAULT_KM = 25.0
+# px a title bar takes beside its title: icon, minimise / maximise / close, margins (generous:
+# title bar fonts are often larger than the window's).
+TITLE_BAR_EXTRA = 180
 TAXA_IN_MENU = 10  # the commonest taxa among the results, listed in the Taxon menu
 
 STYLE = """
@@ -195,6 +198,12 @@ class _FormDialog(QDialog):
     def __init__(self, title: str, parent: QWidget | None) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
+        # A narrow form would cut its own title in the title bar: make room for the title in
+        # a bold face, plus the bar's icon and buttons.
+        bold = QFont(self.font())
+        bold.setBold(True)
+        title_width = QFontMetrics(bold).horizontalAdvance(title)
+        self.setMinimumWidth(title_width + TITLE_BAR_EXTRA)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.form = QFormLayout()
         self.note = QLabel(self)

@@ -1,4 +1,8 @@
-"""The library panel: collections with their counts, add/remove/re-scan, indexing progress."""
+"""The library panel: collections with their counts, add/remove/re-scan, indexing progress.
+
+A collection with photos not indexed yet (a run stopped, or the window closed mid-run) reads
+"unfinished" on its row, and "Resume indexing" beside the summary resumes every such
+collection without a row being selected first."""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QHeaderView,
@@ -25,6 +28,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from widgets.file_dialogs import FolderMemory, NoFolderMemory, existing_folder
 
 SHOW_DELAY_MS = 500
 _ROOT_ROLE = Qt.ItemDataRole.UserRole + 1  # the folder of a row (a collection's root)
@@ -40,7 +45,7 @@ DONE = "done"  # finished; the row becomes the plain collection row at the next 
 @dataclass(frozen=True)
 class IndexingRow:
     """A folder being indexed, or whose last run stopped or failed: `text` is what its row says
-    ("waiting…", "340 of 960", "stopped at 340 of 960 — Re-scan to resume", the error)."""
+    ("waiting…", "340 of 960", "stopped at 340 of 960 — Resume indexing to go on", the error)."""
 
     root: str
     name: str
@@ -213,6 +218,7 @@ class LibraryPanel(QWidget):
         self._stats_list: list[CollectionCounts] = []
         self._runs: dict[str, IndexingRow] = {}  # by folder (the collection's root)
         self._busy = False
+        self.folders: FolderMemory = NoFolderMemory()  # Add folder… opens at the last one
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("collectionList")
@@ -249,6 +255,14 @@ class LibraryPanel(QWidget):
         )
         self.forget_button.clicked.connect(self._forget_missing)
         self.forget_button.setVisible(False)
+        self.resume_button = QPushButton("Resume indexing", self)
+        self.resume_button.setObjectName("resumeIndexingButton")
+        self.resume_button.setToolTip(
+            "Index the photos not indexed yet in every unfinished collection; the photos "
+            "indexed already are kept"
+        )
+        self.resume_button.clicked.connect(self.resume)
+        self.resume_button.setVisible(False)
         # One row of buttons where the pane is wide enough, two rows where it is not, so the
         # buttons never hold the Library pane (and the results beside it) wider on small screens.
         self._buttons = QGridLayout()
@@ -275,6 +289,7 @@ class LibraryPanel(QWidget):
         summary_row = QHBoxLayout()
         summary_row.addWidget(self.summary, 1)
         summary_row.addWidget(self.forget_button, 0, Qt.AlignmentFlag.AlignTop)
+        summary_row.addWidget(self.resume_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(summary_row)
         layout.addWidget(self.progress)
         # An explicit minimum keeps the layout from pinning the pane to the one-row width.
@@ -348,10 +363,14 @@ class LibraryPanel(QWidget):
                 item.setData(0, _ROOT_ROLE, row.root)
                 self.tree.addTopLevelItem(item)
                 item.setFirstColumnSpanned(True)
+        unfinished = {s.id for s in self.unfinished()}
         for item in self._items():
             run = self._runs.get(item.data(0, _ROOT_ROLE))
+            collection_id = item.data(0, Qt.ItemDataRole.UserRole)
             if run is not None:
                 self._show_run_on(item, run)
+            elif collection_id in unfinished:
+                self._show_unfinished_on(item, self._stats[collection_id])
             if selected is not None and item.data(0, _ROOT_ROLE) == selected:
                 item.setSelected(True)
         if self.tree.selectedItems() == [] and self.tree.topLevelItemCount() == 1:
@@ -366,9 +385,32 @@ class LibraryPanel(QWidget):
         )
         if missing:
             summary += f"; {missing:,} missing from disk (judgments kept)"
+        # Said here too, beside Resume: on a narrow pane the row's own text is cut short.
+        to_index = [s for s in stats if s.id in unfinished]
+        if len(to_index) == 1:
+            summary += f"; “{to_index[0].name}” unfinished ({to_index[0].pending:,} to index)"
+        elif to_index:
+            waiting = sum(s.pending for s in to_index)
+            summary += f"; {len(to_index)} collections unfinished ({waiting:,} to index)"
         self.summary.setText(summary)
         self.empty_hint.setVisible(not stats and not self._runs)
         self._update_buttons()
+
+    def unfinished(self) -> list[CollectionCounts]:
+        """Collections with photos not indexed yet and no run of their own going (nor a
+        missing folder): what Resume indexes."""
+        active = {r.root for r in self._runs.values() if r.state in (WAITING, RUNNING)}
+        return [
+            s
+            for s in self._stats_list
+            if s.pending > 0 and s.root not in active and not getattr(s, "folder_missing", False)
+        ]
+
+    def _show_unfinished_on(self, item: QTreeWidgetItem, stats: CollectionCounts) -> None:
+        done = stats.indexed + stats.skipped
+        text = f"unfinished: {done:,} of {done + stats.pending:,} indexed"
+        item.setText(0, f"{stats.name} — {text}")
+        item.setToolTip(0, f"{stats.root}\n{text} — Resume indexing to index the rest")
 
     def _show_run_on(self, item: QTreeWidgetItem, run: IndexingRow) -> None:
         stats = self._stats.get(item.data(0, Qt.ItemDataRole.UserRole))
@@ -429,6 +471,11 @@ class LibraryPanel(QWidget):
         missing = getattr(stats, "missing", 0) if stats else 0
         self.forget_button.setVisible(bool(missing))
         self.forget_button.setText(f"Forget {missing:,} missing…")
+        # Offered without a selection: after a quit mid-run the user should not have to find
+        # the row (nor know that Re-scan resumes).
+        resumable = bool(self.unfinished()) or any(r.state == STOPPED for r in self._runs.values())
+        self.resume_button.setVisible(resumable)
+        self.resume_button.setEnabled(resumable and not self._busy)
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -465,7 +512,7 @@ class LibraryPanel(QWidget):
         super().resizeEvent(event)
 
     def choose_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Add a photo folder")
+        folder = existing_folder(self, self.folders, "add-folder", "Add a photo folder")
         if folder:
             self.addFolderRequested.emit(folder)
 
@@ -474,6 +521,18 @@ class LibraryPanel(QWidget):
             self.rescanRequested.emit(selected)
         elif (run := self._selected_run_only()) is not None:
             self.addFolderRequested.emit(run.root)  # resume: photos kept are not redone
+
+    def resume(self) -> None:
+        """Resume indexing every unfinished collection, and every folder whose first run
+        stopped (the photos indexed already are not redone)."""
+        if self._busy:
+            return
+        for stats in self.unfinished():
+            self.rescanRequested.emit(stats.id)
+        collections = {s.root for s in self._stats_list}
+        for run in list(self._runs.values()):
+            if run.state == STOPPED and run.root not in collections:
+                self.addFolderRequested.emit(run.root)
 
     def _remove(self) -> None:
         if (selected := self.selected_id()) is not None:

@@ -7,7 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QByteArray, QPoint, QRect, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QByteArray,
+    QEvent,
+    QObject,
+    QPoint,
+    QRect,
+    QSettings,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -15,33 +26,43 @@ from PySide6.QtGui import (
     QDropEvent,
     QGuiApplication,
     QKeySequence,
-    QPainter,
-    QPaintEvent,
     QShowEvent,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
-    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
-    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
 from widgets.detail_pane import DetailPane
 from widgets.drawings_strip import DrawingsStrip
+from widgets.file_dialogs import (
+    FolderMemory,
+    NoFolderMemory,
+    existing_folder,
+    open_file,
+    save_file,
+)
 from widgets.filter_bar import FilterBar
+from widgets.fitting import ElidedLabel, PanelStack, VerticalScroll
 from widgets.library_panel import LibraryPanel
 from widgets.map_view import MapView
 from widgets.metrics_panel import MetricsPanel
 from widgets.month_histogram import MonthHistogram
 from widgets.query_bar import QueryBar
 from widgets.query_list import QueryListPanel
-from widgets.results import ResultsModel, ResultsView
+from widgets.results import (
+    THUMB_SIZE,
+    ResultsModel,
+    ResultsView,
+    ThumbnailSizeSlider,
+    cell_size,
+)
 from widgets.subquery_editor import SubqueryEditor
 
 WINDOW_TITLE = "Quadrat"
@@ -56,8 +77,12 @@ FIRST_MAX = QSize(2200, 1400)  # ... and no more: a huge window on a huge screen
 # minimum width still wins.
 LIBRARY_WIDTH = (0.2, 260, 380)
 DETAIL_WIDTH = (0.27, 300, 600)
-METRICS_HEIGHT = (0.24, 170, 280)
+# The metrics take what the grid's GRID_ROWS rows leave them (Qt keeps the centre's minimum).
+METRICS_HEIGHT = (0.28, 170, 280)
 CENTRE_MIN_WIDTH = 380  # two columns of thumbnails and the scrollbar
+GRID_ROWS = 2  # rows of thumbnails the grid always shows, whatever panels are open
+PANELS_LEAST_HEIGHT = 76  # px: the panels above the grid (chips, drawings, questions) scroll
+DOCK_LEAST_HEIGHT = 64  # px: the Where and when pane scrolls rather than ask for more
 
 
 def first_size(available: QSize) -> QSize:
@@ -86,38 +111,6 @@ def default_dock_sizes(window: QSize) -> tuple[int, int, int]:
     )
 
 
-class ElidedLabel(QLabel):
-    """One line that never widens its layout: elided at the right when too long, the whole
-    text in its tooltip. `text()` stays the whole text."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-
-    def setText(self, text: str) -> None:  # noqa: N802
-        super().setText(text)
-        self.setToolTip(text)
-
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
-        return QSize(0, super().minimumSizeHint().height())
-
-    def shown_text(self) -> str:
-        """The text as painted at the label's current width."""
-        return self.fontMetrics().elidedText(
-            self.text(), Qt.TextElideMode.ElideRight, self.contentsRect().width()
-        )
-
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
-        # QLabel would paint the whole text clipped; paint the elided one instead.
-        painter = QPainter(self)
-        painter.setPen(self.palette().color(self.foregroundRole()))
-        painter.drawText(
-            self.contentsRect(),
-            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
-            self.shown_text(),
-        )
-
-
 class MainWindow(QMainWindow):
     """Lays out the widgets; controllers connect to their signals."""
 
@@ -130,6 +123,7 @@ class MainWindow(QMainWindow):
     exportResultsRequested = Signal()
     exportLikelyRequested = Signal()  # photos whose probability of relevance passes a cut-off
     copyRelevantRequested = Signal()
+    backupsRequested = Signal()  # File › Backups…
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -138,6 +132,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         # Asked before the window closes; returns False to keep it open.
         self.close_guard: Callable[[], bool] = lambda: True
+        # Where each kind of file dialog was last used (the application keeps it on disk).
+        self.folders: FolderMemory = NoFolderMemory()
 
         self.query_bar = QueryBar(self)
         self.filter_bar = FilterBar(self)
@@ -166,13 +162,30 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.query_bar)
-        layout.addWidget(self.filter_bar)
-        layout.addWidget(self.drawings_strip)
-        layout.addWidget(self.subquery_editor)
+        # The filter chips, VisRet's drawings and the Reranked editor scroll in what the grid
+        # leaves them: the grid keeps GRID_ROWS rows and the window never grows for a panel.
+        self.method_panels = PanelStack(
+            [self.filter_bar, self.drawings_strip, self.subquery_editor],
+            PANELS_LEAST_HEIGHT,
+            centre,
+        )
+        self.method_panels.setObjectName("methodPanels")
+        self.method_panels.shownChanged.connect(self._method_panels_shown)
+        self._metrics_height = 0  # the metrics' height before the panels took some of it
+        self._giving_back = False
+        layout.addWidget(self.method_panels)
         layout.addWidget(self.results, 1)
         layout.addWidget(self.empty_label, 1)
-        layout.addWidget(self.status_line)
+        # The status line shares its row with the grid's thumbnail size slider.
+        self.thumbnail_slider = ThumbnailSizeSlider(self.results, centre)
+        status_row = QHBoxLayout()
+        status_row.setContentsMargins(0, 0, 0, 0)
+        status_row.addWidget(self.status_line, 1)
+        status_row.addWidget(self.thumbnail_slider)
+        layout.addLayout(status_row)
         centre.setMinimumWidth(CENTRE_MIN_WIDTH)
+        self._keep_grid_rows()
+        self.results.thumbnailSizeChanged.connect(lambda _size: self._keep_grid_rows())
         self.setCentralWidget(centre)
         self.show_empty("Add a photo folder to the library, then type what you are looking for.")
 
@@ -204,8 +217,11 @@ class MainWindow(QMainWindow):
         place_layout.setSpacing(10)
         place_layout.addWidget(self.map_view, 3)
         place_layout.addWidget(self.month_histogram, 2)
+        # Scrolled when the dock is short, so its minimum never makes the window taller.
+        place_scroll = VerticalScroll(self.place_pane, DOCK_LEAST_HEIGHT, self)
+        self.metrics_dock.installEventFilter(self)
         self.place_dock = self._dock(
-            "Where and when", "placeDock", self.place_pane, Qt.DockWidgetArea.BottomDockWidgetArea
+            "Where and when", "placeDock", place_scroll, Qt.DockWidgetArea.BottomDockWidgetArea
         )
         # Hidden until tabbed beside the metrics (see `_tabify_place_dock`): side by side with
         # them it would widen a first window past its screen.
@@ -220,11 +236,52 @@ class MainWindow(QMainWindow):
 
         self.model_label = QLabel(self)
         self.model_label.setObjectName("modelLabel")
-        self.statusBar().addPermanentWidget(self.model_label)
+        # In the status line's row: a status bar of its own cost the grid a row of pixels.
+        status_row.addWidget(self.model_label)
         self._build_menus()
         self._build_judging_actions()
         self.results_model.modelReset.connect(self._update_empty)
         self.place_on(self.available_area())
+
+    def _method_panels_shown(self, shown: bool) -> None:
+        """The panels above the grid take their room from the metrics while the grid is at
+        its least height; once they go, the metrics get their height back (Qt would give it
+        all to the grid and leave the metrics at their least)."""
+        if not shown and self._metrics_height:
+            self._giving_back = True  # the sizes on the way are not the user's
+            # Once the layout has given the grid the panels' room.
+            QTimer.singleShot(0, self, self._give_metrics_back)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        # The metrics' height while no panel is shown: what they get back after one was.
+        resized = watched is self.metrics_dock and event.type() == QEvent.Type.Resize
+        if resized and self.method_panels.isHidden() and not self._giving_back:
+            self._metrics_height = self.metrics_dock.height()
+        return super().eventFilter(watched, event)
+
+    def _give_metrics_back(self, asked: int = 0) -> None:
+        """Resize the metrics to `_metrics_height`; `asked`: what the first try asked for.
+        Qt counts a tabbed dock's tab bar in the size asked, so a second try asks for what
+        the first fell short by."""
+        dock = self.metrics_dock
+        wanted = self._metrics_height
+        if self.method_panels.isHidden() and not dock.isFloating():
+            if asked == 0:
+                self.resizeDocks([dock], [wanted], Qt.Orientation.Vertical)
+                QTimer.singleShot(0, self, lambda: self._give_metrics_back(wanted))
+                return
+            if dock.height() < wanted:
+                more = asked + wanted - dock.height()
+                self.resizeDocks([dock], [more], Qt.Orientation.Vertical)
+        self._giving_back = False
+
+    def _keep_grid_rows(self) -> None:
+        """The grid's least height: GRID_ROWS rows of thumbnails at their current size."""
+        frame = 2 * self.results.frameWidth()
+        # Rows of at most the default size: large thumbnails chosen on the slider must not
+        # make the window taller than a laptop screen (the grid scrolls instead).
+        row = min(self.results.gridSize().height(), cell_size(THUMB_SIZE).height() + 4)
+        self.results.setMinimumHeight(GRID_ROWS * row + frame)
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -269,6 +326,7 @@ class MainWindow(QMainWindow):
             ("Export &judgments…", self.exportJudgmentsRequested),
             ("Export &results…", self.exportResultsRequested),
             ("&Copy relevant photos to a folder…", self.copyRelevantRequested),
+            ("&Backups…", self.backupsRequested),
         ):
             action = QAction(label, self)
             action.triggered.connect(signal)
@@ -286,6 +344,14 @@ class MainWindow(QMainWindow):
         focus.setShortcut(QKeySequence("Ctrl+L"))
         focus.triggered.connect(lambda: self.query_bar.edit.setFocus())
         view_menu.addAction(focus)
+        view_menu.addSeparator()
+        larger = QAction("&Larger thumbnails", self)
+        larger.setShortcuts([QKeySequence(QKeySequence.StandardKey.ZoomIn), QKeySequence("Ctrl+=")])
+        larger.triggered.connect(lambda: self.results.step_thumbnail_size(1))
+        smaller = QAction("&Smaller thumbnails", self)
+        smaller.setShortcut(QKeySequence.StandardKey.ZoomOut)
+        smaller.triggered.connect(lambda: self.results.step_thumbnail_size(-1))
+        view_menu.addActions([larger, smaller])
 
         self.judge_menu = self.menuBar().addMenu("&Judge")
         tools_menu = self.menuBar().addMenu("&Tools")
@@ -328,6 +394,14 @@ class MainWindow(QMainWindow):
             action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.results.addActions(actions)
         self.detail_pane.addActions(actions)
+        # Space: the selected photo at full resolution (widgets/full_view.py); R / N / U work
+        # there too (the controller adds these actions to it).
+        self.full_view_action = QAction("&Full-size view", self)
+        self.full_view_action.setShortcut(QKeySequence(Qt.Key.Key_Space))
+        self.full_view_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.results.addAction(self.full_view_action)
+        self.detail_pane.addAction(self.full_view_action)
+        self.judge_menu.addAction(self.full_view_action)
         self.judge_menu.addActions(actions[:3])
         self.judge_menu.addSeparator()
         self.judge_menu.addAction(self.undo_judgment_action)
@@ -341,7 +415,8 @@ class MainWindow(QMainWindow):
         self.judge_next_action.setCheckable(True)
         self.judge_next_action.setShortcut(QKeySequence("Ctrl+J"))
         self.judge_next_action.setToolTip(
-            "Show the photos whose judgment would teach the ranking most; again to go back"
+            "Show the photos whose judgment would teach the ranking most, the keys on the "
+            "first; again: the next batch once these are judged, else back to the run"
         )
         self.sample_action = QAction("&Sample to judge", self)
         self.sample_action.setToolTip(
@@ -352,8 +427,9 @@ class MainWindow(QMainWindow):
         self.back_to_run_action.setEnabled(False)
         self.export_likely_action = QAction("&Export likely relevant photos…", self)
         self.export_likely_action.setToolTip(
-            "Write every photo whose probability of relevance, learned from the judgments, "
-            "is at least a value you choose (0.9 by default) to a CSV file"
+            "Write the photos judged relevant, and every unjudged photo whose probability of "
+            "relevance, learned from the judgments, is at least a value you choose (0.9 by "
+            "default), to a CSV file"
         )
         self.export_likely_action.setEnabled(False)
         self.export_likely_action.triggered.connect(
@@ -398,7 +474,10 @@ class MainWindow(QMainWindow):
                 out.append((keys, action.text().replace("&", "").rstrip("…")))
         extra = [
             ("Enter", "Search (in the query bar)"),
-            ("Up / Down", "Earlier and later queries (in the query bar)"),
+            ("Up", "Earlier queries (in the query bar)"),
+            # As the query bar does: Down steps forward through earlier queries being browsed,
+            # and otherwise moves to the results.
+            ("Down", "To the results; later queries while going back through earlier ones"),
             ("Drop a photo", "Search by example (with typed words: photo and words)"),
         ]
         return sorted(set(out)) + extra
@@ -439,20 +518,35 @@ class MainWindow(QMainWindow):
         box.open()
         return box
 
+    def show_notice(self, title: str, text: str) -> QMessageBox:
+        """A message the status line would cut, in a dialog of its own (not modal)."""
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Information)
+        box.setWindowTitle(title)
+        box.setText(text)
+        box.open()
+        return box
+
     def ask_yes_no(self, title: str, text: str) -> bool:
         """A modal question; tests replace this method."""
         answer = QMessageBox.question(self, title, text)
         return answer == QMessageBox.StandardButton.Yes
 
+    def set_folder_memory(self, folders: FolderMemory) -> None:
+        """Where the window's file dialogs (and the library panel's) were last used."""
+        self.folders = folders
+        self.library_panel.folders = folders
+
+    # Each kind of file dialog opens where it was last used: a kind is what the dialog asks
+    # for (its filter, its suggested name), stable while the caption may count photos.
     def ask_open_file(self, caption: str, file_filter: str) -> str | None:
         """A file to read, or None; tests replace this method."""
-        path, _ = QFileDialog.getOpenFileName(self, caption, "", file_filter)
-        return path or None
+        return open_file(self, self.folders, f"open:{file_filter}", caption, file_filter)
 
     def ask_save_file(self, caption: str, suggested: str, file_filter: str) -> str | None:
         """A file to write, or None; tests replace this method."""
-        path, _ = QFileDialog.getSaveFileName(self, caption, suggested, file_filter)
-        return path or None
+        kind = f"save:{suggested}"
+        return save_file(self, self.folders, kind, caption, suggested, file_filter)
 
     def ask_probability(self, caption: str, label: str, value: float) -> float | None:
         """A probability between 0.5 and 0.99, or None; tests replace this method."""
@@ -461,7 +555,7 @@ class MainWindow(QMainWindow):
 
     def ask_folder(self, caption: str) -> str | None:
         """A folder, or None; tests replace this method."""
-        return QFileDialog.getExistingDirectory(self, caption) or None
+        return existing_folder(self, self.folders, f"folder:{caption}", caption)
 
     # -- geometry (the only thing kept in QSettings) --------------------------------------------
 

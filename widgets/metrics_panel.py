@@ -39,6 +39,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.fitting import ElidedLabel, VerticalScroll
+
 K_CHOICES = (10, 20, 50, 100)
 # (key in RunMetrics.values, label before "@k" or alone, shown as a percentage?)
 METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -53,9 +55,11 @@ LEGEND_SHARE = 0.45  # of the chart's width at most, so the curves keep the rest
 LEGEND_MIN_TEXT = 90  # px; a legend's text is never narrower
 LEGEND_LINES = 4  # a run label wraps onto this many lines before it is elided
 LEGEND_SWATCH = 26  # px before the text: the line sample and its gap
-RUNS_MIN_WIDTH = 220  # px
+RUN_NAME_MIN = 90  # px: the Run column's least width (the name elided in the middle)
 RUN_LABEL_MAX = 240  # px: the most the Run column asks for
-WIDE_PANEL = 1000  # px; narrower panels show the metric tiles in two columns, not three
+CHART_MIN = QSize(180, 120)  # px
+PANEL_LEAST_HEIGHT = 64  # px: the panel scrolls rather than ask the window for more
+WIDE_PANEL = 800  # px; narrower panels show the metric tiles in two columns, not three
 TABLE_COLUMNS = ("AP", "nDCG", "P", "judged")  # the runs table keeps to what fits beside the chart
 RUN_COLOURS = ("#2f6f4f", "#c0392b", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b")
 
@@ -143,7 +147,7 @@ class PrecisionChart(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("precisionChart")
-        self.setMinimumSize(240, 140)
+        self.setMinimumSize(CHART_MIN)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self._runs: list[RunMetrics] = []
         self._current: int | None = None
@@ -245,6 +249,7 @@ class PrecisionChart(QWidget):
             painter.drawText(plot, Qt.AlignmentFlag.AlignCenter, "precision at rank")
             return
         y = float(top)
+        legend_full = False
         for number, run in enumerate(self._runs):
             colour = QColor(RUN_COLOURS[number % len(RUN_COLOURS)])
             current = run.run_id == self._current
@@ -258,7 +263,21 @@ class PrecisionChart(QWidget):
                     path.lineTo(point)
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawPath(path)
+            if legend_full:
+                continue
             lx = plot.right() + 12
+            height = len(entries[number]) * metrics.height()
+            later = len(self._runs) - number - 1
+            if y + height + (metrics.height() if later else 0) > self.height() - 4:
+                # No room for every entry (a dozen runs): the rest are named in a tooltip
+                # rather than painted past the chart's edge.
+                rest = [r.label for r in self._runs[number:]]
+                painter.setPen(QColor("#5b6570"))
+                painter.drawText(QPointF(lx, y + metrics.ascent()), f"+ {len(rest)} more")
+                more = QRectF(lx, y, legend_w, metrics.height())
+                self._legend_rects.append((more, "\n".join(rest)))
+                legend_full = True
+                continue
             painter.drawLine(
                 QPointF(lx, y + metrics.height() / 2), QPointF(lx + 14, y + metrics.height() / 2)
             )
@@ -270,9 +289,18 @@ class PrecisionChart(QWidget):
                 baseline = y + line_number * metrics.height() + metrics.ascent()
                 painter.drawText(QPointF(lx + 18, baseline), text)
             painter.setFont(font)
-            height = len(entries[number]) * metrics.height()
             self._legend_rects.append((QRectF(lx, y, legend_w, height), run.label))
             y += height + 4
+
+
+class _RunsTable(QTreeWidget):
+    """The runs table: it would like `preferred_width` (set as it is filled) and takes less."""
+
+    preferred_width = 0
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        hint = super().sizeHint()
+        return QSize(max(self.minimumWidth(), self.preferred_width), hint.height())
 
 
 class MetricsPanel(QWidget):
@@ -287,7 +315,9 @@ class MetricsPanel(QWidget):
         self.setObjectName("metricsPanel")
         self._view: MetricsView | None = None
 
-        self.title = QLabel("No query open", self)
+        # A query of any length is one line here (elided, whole in the tooltip): its whole
+        # text made the panel, and so the window, as wide as the query.
+        self.title = ElidedLabel(self)
         self.title.setObjectName("metricsTitle")
         title_font = QFont(self.title.font())
         title_font.setBold(True)
@@ -357,7 +387,7 @@ class MetricsPanel(QWidget):
         left.addWidget(self.recall_estimate)
         left.addStretch(1)
 
-        self.runs = QTreeWidget(self)
+        self.runs = _RunsTable(self)
         self.runs.setObjectName("runsTable")
         self.runs.setRootIsDecorated(False)
         self.runs.setUniformRowHeights(True)
@@ -366,10 +396,13 @@ class MetricsPanel(QWidget):
             "Every method run for this query, on the same judgments; click to show"
         )
         self.runs.itemClicked.connect(self._run_clicked)
-        self.runs.setMinimumWidth(RUNS_MIN_WIDTH)
         self.runs.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.chart = PrecisionChart(self)
 
+        # Everything scrolls up and down inside the dock, so a short dock cuts no line (the
+        # stop rule and the estimate wrap) and the panel asks the window for no height.
+        contents = QWidget(self)
+        contents.setObjectName("metricsContents")
         body = QHBoxLayout()
         body.addLayout(left, 0)
         line = QFrame(self)
@@ -378,10 +411,14 @@ class MetricsPanel(QWidget):
         # The table keeps the width its columns need; the chart takes the rest.
         body.addWidget(self.runs, 0)
         body.addWidget(self.chart, 1)
-        layout = QVBoxLayout(self)
+        layout = QVBoxLayout(contents)
         layout.setContentsMargins(8, 6, 8, 6)
         layout.addLayout(header)
         layout.addLayout(body, 1)
+        self.scroll_area = VerticalScroll(contents, PANEL_LEAST_HEIGHT, self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll_area)
         self.set_k_choice(K_CHOICES[0])
         self.show_metrics(None)
 
@@ -514,18 +551,19 @@ class MetricsPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, self.runs.columnCount()):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        # Wide enough for every column's text; what is left goes to the chart.
-        # The label column counts at most RUN_LABEL_MAX: a long run label (a method with many
-        # options) is elided in the middle, whole in its tooltip, and never widens the window.
-        needed = sum(
-            min(
-                max(self.runs.sizeHintForColumn(column), header.sectionSizeHint(column)),
-                RUN_LABEL_MAX if column == 0 else 1 << 16,
-            )
+        # It would like every column's text (the Run column at most RUN_LABEL_MAX) and takes
+        # what the chart leaves, down to the numbers plus RUN_NAME_MIN for the name: a long run
+        # label (a method with many options) is elided in the middle, whole in its tooltip,
+        # and never widens the panel or the window.
+        widths = [
+            max(self.runs.sizeHintForColumn(column), header.sectionSizeHint(column))
             for column in range(self.runs.columnCount())
-        )
+        ]
         frame = 2 * self.runs.frameWidth() + self.runs.verticalScrollBar().sizeHint().width()
-        self.runs.setMinimumWidth(max(RUNS_MIN_WIDTH, needed + frame))
+        numbers = sum(widths[1:]) + frame
+        self.runs.setMinimumWidth(numbers + RUN_NAME_MIN)
+        self.runs.preferred_width = numbers + max(RUN_NAME_MIN, min(widths[0], RUN_LABEL_MAX))
+        self.runs.updateGeometry()
         self.runs.blockSignals(False)
 
     def _run_clicked(self, item: QTreeWidgetItem, _column: int) -> None:

@@ -91,6 +91,7 @@ class ModelChooser(QDialog):
         self.setMinimumWidth(760)
         self._rows: list[ModelRow] = []  # every role's; the table shows the current tab's
         self._busy = False
+        self._offline: str | None = None  # why nothing can be downloaded now (None: it can)
 
         self.tabs = QTabBar(self)
         self.tabs.setObjectName("modelRoleTabs")
@@ -123,6 +124,11 @@ class ModelChooser(QDialog):
         self.details.setObjectName("modelDetails")
         self.details.setWordWrap(True)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.offline_note = QLabel(self)
+        self.offline_note.setObjectName("modelChooserOffline")
+        self.offline_note.setWordWrap(True)
+        self.offline_note.hide()
 
         self.status = QLabel(self)
         self.status.setObjectName("modelChooserStatus")
@@ -187,6 +193,7 @@ class ModelChooser(QDialog):
         layout.addWidget(self.tabs)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.details)
+        layout.addWidget(self.offline_note)
         layout.addWidget(self.status)
         layout.addWidget(self.progress_box)
         layout.addWidget(self.error)
@@ -211,6 +218,37 @@ class ModelChooser(QDialog):
             self.set_role(role, keep)
         else:
             self._fill(keep)
+        if self._offline is not None:
+            self._prefer_local()
+
+    def set_offline(self, reason: str | None) -> None:
+        """Whether models can be downloaded now: None when they can (or it is not known yet),
+        else why not. Offline, Enter uses something on this computer (a model already on
+        disk, else the demo model), never a download that cannot start."""
+        self._offline = reason
+        self.offline_note.setText(
+            f"No connection to the model hub ({reason}). Use a model on this computer or the "
+            "demo model, or import a model file, folder or pack."
+            if reason
+            else ""
+        )
+        self.offline_note.setVisible(bool(reason))
+        if reason is not None:
+            self._prefer_local()
+        self._update_buttons()
+
+    def offline(self) -> str | None:
+        return self._offline
+
+    def _prefer_local(self) -> None:
+        """Offline with a download selected: select a search model already on disk instead
+        (the bundled demo model is its own button)."""
+        row = self._selected_row()
+        if self._busy or self.role() != "encoder" or row is None or row.installed:
+            return
+        local = next((r for r in self.rows() if r.installed and r.spec != DEMO_SPEC), None)
+        if local is not None:
+            self.select(local.spec)
 
     def role(self) -> str:
         """The role whose tab is shown."""
@@ -292,6 +330,10 @@ class ModelChooser(QDialog):
         )
         self.use_button.setEnabled(row is not None and not self._busy)
         encoders = self.role() == "encoder"  # the demo and imports are search models
+        # Enter never starts a download that cannot start: offline, it takes the demo model.
+        local_default = self._offline is not None and needs_download and encoders
+        self.use_button.setDefault(not local_default)
+        self.demo_button.setDefault(local_default)
         self.demo_button.setEnabled(not self._busy and encoders)
         self.import_button.setEnabled(not self._busy and encoders)
         self.table.setEnabled(not self._busy)

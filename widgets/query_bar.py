@@ -31,12 +31,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.fitting import ElidedLabel
+
 IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".heic"}
 )
 CHIP_THUMB = 28  # px: the query photo's thumbnail in the chip
 CHIP_NAME_MAX = 420  # px: the chip's name is elided beyond this (full name in the tooltip)
 EDIT_MIN = 180  # px: the query field stays usable with a photo attached
+# What the empty field says once searches can run, longest first: the longest that fits is
+# shown (at 1280 px the field is about 330 px wide).
+READY_HINTS = (
+    "Describe what to find, e.g. “a red circle”, or drop a photo here",
+    "What to find, e.g. “a red circle”, or drop a photo",
+    "What to find, e.g. “a red circle”",
+    "Find, e.g. “a red circle”",
+    "What to find",
+)
+PLACEHOLDER_SPARE = 30  # px of an empty field that is not text: frame and padding
 CHIP_NAME_CHARS = 60
 
 # Buttons styled flat by the application's style sheet draw no focus of their own; keyboard
@@ -129,6 +141,7 @@ class QueryBar(QWidget):
         self.edit.setObjectName("queryEdit")
         self.edit.setClearButtonEnabled(True)
         self.edit.setPlaceholderText("Loading…")
+        self._status = (False, "Loading…")  # (ready, message): what the placeholder says
         self.edit.setMinimumWidth(EDIT_MIN)
         self.edit.returnPressed.connect(self.submit)
         self.edit.installEventFilter(self)
@@ -142,6 +155,11 @@ class QueryBar(QWidget):
 
         self.hint = QLabel(self)
         self.hint.setObjectName("queryHint")
+        # Says when the grid shows another method's results than the picker names (its own
+        # row, shown only then; elided, so it never widens the window).
+        self.stale_note = ElidedLabel(self)
+        self.stale_note.setObjectName("staleResultsNote")
+        self.stale_note.hide()
         self.setStyleSheet(FOCUS_STYLE)
 
         row = self._row = QHBoxLayout()
@@ -162,6 +180,7 @@ class QueryBar(QWidget):
         layout.setSpacing(4)
         layout.addLayout(row)
         layout.addLayout(chip_row)
+        layout.addWidget(self.stale_note)
 
     def add_tool(self, widget: QWidget) -> None:
         """Put `widget` (a button of another bar: Add filter) in the query row, after Search."""
@@ -182,20 +201,53 @@ class QueryBar(QWidget):
         if current is not None and (row := self.method.findData(current)) >= 0:
             self.method.setCurrentIndex(row)
 
+    def set_method_key(self, key: str) -> bool:
+        """Pick the method `key` without asking for a search; False (the picker unchanged)
+        when it is not offered or cannot run here."""
+        row = self.method.findData(key)
+        item = self.method.model().item(row) if row >= 0 else None  # type: ignore[attr-defined]
+        if item is None or not item.isEnabled():
+            return False
+        self.method.setCurrentIndex(row)
+        return True
+
+    def method_label(self, key: str) -> str:
+        """The picker's name for the method `key` (the key itself when it is not offered)."""
+        row = self.method.findData(key)
+        return self.method.itemText(row) if row >= 0 else key
+
+    def set_stale(self, text: str) -> None:
+        """Say under the query that the results shown are not the picked method's ("" hides
+        it)."""
+        self.stale_note.setText(text)
+        self.stale_note.setVisible(bool(text))
+
     def set_history(self, history: list[str]) -> None:
         self._history = list(history)
         self._history_pos = None
 
     def set_status(self, ready: bool, message: str) -> None:
         """Show whether searches can run yet (e.g. "Loading the model…")."""
-        self.edit.setPlaceholderText(
-            message
-            if not ready
-            else "Describe what to find, e.g. “a red circle”, or drop a photo here"
-        )
+        self._status = (ready, message)
         self.hint.setText("" if ready else message)
         self.hint.setVisible(False)  # the placeholder says it; kept for tests and tooltips
-        self.edit.setToolTip("" if ready else message)
+        self.edit.setToolTip(READY_HINTS[0] if ready else message)
+        self._fit_placeholder()
+
+    def _fit_placeholder(self) -> None:
+        """The longest ready hint that fits the field (a laptop screen leaves it narrow), or
+        the status message elided; the tooltip holds it whole."""
+        ready, message = self._status
+        metrics = self.edit.fontMetrics()
+        # The text area: the field less its frame, padding and the clear button.
+        room = self.edit.width() - PLACEHOLDER_SPARE
+        if ready:
+            fitting = [h for h in READY_HINTS if metrics.horizontalAdvance(h) <= room]
+            text = fitting[0] if fitting else READY_HINTS[-1]
+        else:
+            text = metrics.elidedText(message, Qt.TextElideMode.ElideRight, max(room, 0))
+        if text != self.edit.placeholderText():
+            self.edit.setPlaceholderText(text)
 
     # -- query --------------------------------------------------------------------------------
 
@@ -261,6 +313,8 @@ class QueryBar(QWidget):
     # -- history (Up/Down) and drops -------------------------------------------------------------
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.edit and event.type() == QEvent.Type.Resize:
+            self._fit_placeholder()  # the field's width decides which hint fits
         if watched is self.edit and event.type() == QEvent.Type.KeyPress:
             # PySide hands a key press over as a QKeyEvent; the copy covers a bare QEvent.
             key = (

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QPixmap
+from PySide6.QtGui import QColor, QFont, QIcon, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -30,6 +30,12 @@ NOTES_SAVE_DELAY_MS = 600
 ID_ROLE = Qt.ItemDataRole.UserRole
 ROW_ICON = 28  # px: the query photo's thumbnail in its row
 METHODS_COLUMN = 3
+HEADERS = ("Query", "Runs", "R / judged", "Methods")
+HEADER_TIPS = ("", "Runs of this query", "Photos judged relevant / judged in all", "")
+# The query's text needs the room most: Methods (whole in the row's tooltip) is shown only on
+# a list at least this wide, and then takes at most this share of it.
+METHODS_SHOWN_FROM = 520  # px
+METHODS_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,16 @@ def _placeholder_icon() -> QIcon:
     return QIcon(pixmap)
 
 
+class _QueryTree(QTreeWidget):
+    """The list; tells its panel when its width changes, so the columns are fitted again."""
+
+    resized = Signal()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.resized.emit()
+
+
 class QueryListPanel(QWidget):
     """Saved queries with their runs and judgment counts."""
 
@@ -70,9 +86,12 @@ class QueryListPanel(QWidget):
         self._filling = False
         self._notes_for: int | None = None
 
-        self.tree = QTreeWidget(self)
+        self.tree = _QueryTree(self)
         self.tree.setObjectName("queryList")
-        self.tree.setHeaderLabels(["Query", "Runs", "Relevant / judged", "Methods"])
+        self.tree.setHeaderLabels(list(HEADERS))
+        header_item = self.tree.headerItem()
+        for column, tip in enumerate(HEADER_TIPS):
+            header_item.setToolTip(column, tip)
         self.tree.setRootIsDecorated(False)
         self.tree.setUniformRowHeights(True)
         self.tree.setIconSize(QSize(ROW_ICON, ROW_ICON))
@@ -81,8 +100,11 @@ class QueryListPanel(QWidget):
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in (1, 2, METHODS_COLUMN):
+        for column in (1, 2):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(METHODS_COLUMN, QHeaderView.ResizeMode.Interactive)
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.tree.resized.connect(self._fit_columns)
         self.tree.itemActivated.connect(lambda item, _col: self._open(item))
         self.tree.itemChanged.connect(self._item_renamed)
         self.tree.itemSelectionChanged.connect(self._selection_changed)
@@ -155,6 +177,21 @@ class QueryListPanel(QWidget):
         self._filling = False
         self.set_current(self._current)
         self._selection_changed()
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """Methods only on a wide list, and then at most METHODS_SHARE of it: the Query
+        column takes the rest (on a narrow list, Methods took it all and the queries read
+        “a…”, “r…”)."""
+        width = self.tree.viewport().width()
+        narrow = width < METHODS_SHOWN_FROM
+        self.tree.setColumnHidden(METHODS_COLUMN, narrow)
+        if not narrow:
+            wanted = max(
+                self.tree.sizeHintForColumn(METHODS_COLUMN),
+                self.tree.header().sectionSizeHint(METHODS_COLUMN),
+            )
+            self.tree.setColumnWidth(METHODS_COLUMN, min(wanted, round(width * METHODS_SHARE)))
 
     def set_current(self, query_id: int | None) -> None:
         """Show which query is open (bold)."""

@@ -17,6 +17,7 @@ the top row emits `leaveUpRequested` so the query bar can take the focus back.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
@@ -49,8 +50,11 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
     QListView,
     QMenu,
+    QSlider,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -59,9 +63,20 @@ from PySide6.QtWidgets import (
 
 from widgets.photo_view import PhotoView
 
-THUMB_SIZE = 160
-CELL = QSize(THUMB_SIZE + 16, THUMB_SIZE + 44)
+THUMB_SIZE = 160  # the default thumbnail size, pixels on the longer side
+MIN_THUMB_SIZE, MAX_THUMB_SIZE = 64, 320  # the size slider's range (Ctrl+- / Ctrl++ too)
+THUMB_STEP = 32  # one Ctrl++ / Ctrl+- step
 TOGGLE_SIZE = 24  # the judgment toggle in a thumbnail's top-right corner
+
+
+def clamp_thumb_size(size: int) -> int:
+    """`size` within the slider's range."""
+    return max(MIN_THUMB_SIZE, min(MAX_THUMB_SIZE, int(size)))
+
+
+def cell_size(thumb_size: int) -> QSize:
+    """A card's size for thumbnails of `thumb_size` pixels (room for the caption below)."""
+    return QSize(thumb_size + 16, thumb_size + 44)
 
 
 class ResultRole(IntEnum):
@@ -86,6 +101,14 @@ class ResultItem:
     title: str  # common name, else scientific name, else file name
     content_hash: str | None = None
     details: PhotoView | None = None
+
+
+def score_text(score: object, digits: int = 3) -> str:
+    """A card's number, or "" when there is none to show: a NaN score is a probability not
+    known yet (an unfitted probe) or a photo listed for another reason (a random sample)."""
+    if not isinstance(score, float) or not math.isfinite(score):
+        return ""
+    return f"{score:.{digits}f}"
 
 
 class ThumbnailSource(Protocol):
@@ -188,7 +211,9 @@ class ResultsModel(QAbstractListModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return item.title
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"#{item.rank}  score {item.score:.4f}\n{item.title}\n{item.path}"
+            shown = score_text(item.score, 4)
+            score = f"  score {shown}" if shown else ""
+            return f"#{item.rank}{score}\n{item.title}\n{item.path}"
         if role == ResultRole.Item:
             return item
         if role == ResultRole.ImageId:
@@ -273,11 +298,12 @@ class ThumbnailDelegate(QStyledItemDelegate):
         self._relevant = QColor("#2e9d57")
         self._not_relevant = QColor("#c8453c")
         self._focus = QColor("#f0b429")  # amber: distinct from the judgment colours
+        self.thumb_size = THUMB_SIZE
 
     def sizeHint(
         self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
     ) -> QSize:  # noqa: N802
-        return CELL
+        return cell_size(self.thumb_size)
 
     def paint(
         self,
@@ -287,6 +313,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
     ) -> None:
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        # The cached thumbnails are scaled to the chosen size as they are painted.
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
         rect = option.rect.adjusted(3, 3, -3, -3)
         selected = bool(option.state & QStyle.StateFlag.State_Selected)
         painter.setPen(QPen(self._accent, 2) if selected else QPen(QColor("#d5d9dd"), 1))
@@ -298,7 +326,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(rect.adjusted(-1, -1, 1, 1), 7, 7)
 
-        thumb_rect = QRect(rect.left() + 5, rect.top() + 5, rect.width() - 10, THUMB_SIZE)
+        thumb_rect = QRect(rect.left() + 5, rect.top() + 5, rect.width() - 10, self.thumb_size)
         pixmap = model_data(index, ResultRole.Thumbnail)
         if isinstance(pixmap, QPixmap) and not pixmap.isNull():
             scaled = pixmap.size().scaled(thumb_rect.size(), Qt.AspectRatioMode.KeepAspectRatio)
@@ -342,12 +370,12 @@ class ThumbnailDelegate(QStyledItemDelegate):
             rect.bottom() - thumb_rect.bottom() - 6,
         )
         score = model_data(index, ResultRole.Score)
-        score_text = f"{score:.3f}" if isinstance(score, float) else ""
+        shown_score = score_text(score)
         painter.setFont(self._score_font)
-        score_width = QFontMetrics(self._score_font).horizontalAdvance(score_text) + 6
+        score_width = QFontMetrics(self._score_font).horizontalAdvance(shown_score) + 6
         painter.setPen(QColor("#5b6570"))
         painter.drawText(
-            text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, score_text
+            text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, shown_score
         )
         painter.setFont(option.font)
         painter.setPen(option.palette.text().color())
@@ -403,6 +431,7 @@ class ResultsView(QListView):
     judgmentCycleRequested = Signal(object)  # ResultItem whose toggle was clicked
     judgmentRequested = Signal(object, object)  # ResultItem, 1 / 0 / None (context menu)
     leaveUpRequested = Signal()  # Up on the top row: back to the query bar
+    thumbnailSizeChanged = Signal(int)  # pixels, after the grid reflowed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -413,7 +442,7 @@ class ResultsView(QListView):
         self.setUniformItemSizes(True)
         self.setWrapping(True)
         self.setSpacing(4)
-        self.setGridSize(CELL + QSize(4, 4))
+        self.setGridSize(cell_size(THUMB_SIZE) + QSize(4, 4))
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.verticalScrollBar().setSingleStep(24)
@@ -433,6 +462,34 @@ class ResultsView(QListView):
         model.modelReset.connect(lambda: self.currentItemChanged.emit(None))
         # New results start at rank 1, not wherever the previous list was scrolled to.
         model.modelReset.connect(self.scrollToTop)
+
+    # -- thumbnail size (the density of the grid) ----------------------------------------------
+
+    def thumbnail_size(self) -> int:
+        return self.delegate.thumb_size
+
+    def set_thumbnail_size(self, size: int) -> None:
+        """Show thumbnails of `size` pixels (within the slider's range): the grid reflows,
+        the current photo stays in view. Painting scales the thumbnails already loaded."""
+        size = clamp_thumb_size(size)
+        if size == self.delegate.thumb_size:
+            return
+        self.delegate.thumb_size = size
+        self.setGridSize(cell_size(size) + QSize(4, 4))  # lays the items out again
+        self.doItemsLayout()
+        if self.currentIndex().isValid():
+            self.scrollTo(self.currentIndex())
+        self.viewport().update()
+        self.thumbnailSizeChanged.emit(size)
+
+    def step_thumbnail_size(self, steps: int) -> None:
+        """Ctrl++ / Ctrl+-: larger or smaller thumbnails by `steps` steps."""
+        self.set_thumbnail_size(self.thumbnail_size() + steps * THUMB_STEP)
+
+    def columns(self) -> int:
+        """How many thumbnails one row of the grid holds at its current width."""
+        step = self.gridSize().width()
+        return max(1, self.viewport().width() // step) if step > 0 else 1
 
     def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         self.currentItemChanged.emit(
@@ -554,3 +611,36 @@ class ResultsView(QListView):
             )
             menu.addAction(action)
         menu.exec(event.globalPos())
+
+
+class ThumbnailSizeSlider(QWidget):
+    """The grid's density, as digiKam and Lightroom have it: a slider of thumbnail sizes
+    (small icon left, large right) kept in step with the grid both ways."""
+
+    def __init__(self, view: ResultsView, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("thumbnailSize")
+        self.view = view
+        self.slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.slider.setRange(MIN_THUMB_SIZE, MAX_THUMB_SIZE)
+        self.slider.setSingleStep(8)
+        self.slider.setPageStep(THUMB_STEP)
+        self.slider.setValue(view.thumbnail_size())
+        self.slider.setFixedWidth(110)
+        self.slider.setToolTip("Thumbnail size (Ctrl+- smaller, Ctrl++ larger)")
+        self.slider.setAccessibleName("Thumbnail size")
+        small, large = QLabel("▫", self), QLabel("◻", self)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 0, 4, 0)
+        layout.setSpacing(2)
+        layout.addWidget(small)
+        layout.addWidget(self.slider)
+        layout.addWidget(large)
+        self.slider.valueChanged.connect(view.set_thumbnail_size)
+        view.thumbnailSizeChanged.connect(self._follow)
+
+    def _follow(self, size: int) -> None:
+        if self.slider.value() != size:
+            self.slider.blockSignals(True)
+            self.slider.setValue(size)
+            self.slider.blockSignals(False)

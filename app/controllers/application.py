@@ -7,16 +7,18 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, QUrl
+from PySide6.QtCore import QSettings, QTimer, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 
 from app import paths
+from app.controllers.backups import BackupsController
 from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
 from app.controllers.feedback import FeedbackController
 from app.controllers.filters import FiltersController
+from app.controllers.full_view import FullViewController
 from app.controllers.judging import JudgingController
-from app.controllers.library import LibraryController
+from app.controllers.library import WAITING_FOR_MODEL, LibraryController
 from app.controllers.models import ModelsController, estimate_reindex
 from app.controllers.queries import SavedQueriesController
 from app.controllers.rerank import RerankController
@@ -29,17 +31,20 @@ from app.settings import (
     DEVICES,
     MAX_BATCH_SIZE,
     QueryHistory,
+    RecentFolders,
     Settings,
     load_settings,
     save_settings,
 )
 from app.workers import WRITE, TaskRunner
 from engine.errors import QuadratError
+from widgets.library_panel import RUNNING, WAITING
 from widgets.main_window import WINDOW_TITLE, MainWindow
 from widgets.metrics_panel import K_CHOICES
 from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
 
 if TYPE_CHECKING:
+    from engine.methods.feedback import LikelyRelevant
     from engine.models.store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -83,6 +88,7 @@ class Application:
         self.demo = demo
         self.folder = folder
         self.window = MainWindow()
+        self.window.set_folder_memory(RecentFolders())  # dialogs open where last used
         self.log_file = log_file
         self.errors = ErrorReporter(lambda: self.window, log_file)
         self.runner = TaskRunner(error_handler=self.errors)
@@ -156,6 +162,26 @@ class Application:
             lambda title, text: w.ask_yes_no(title, text),
         )
         self.transfers = TransferController(self.runner, self.session, self.judging)
+        # File › Backups…: list, back up now, restore (then the library is opened again).
+        self.backups = BackupsController(
+            self.runner, self.session, lambda title, text: w.ask_yes_no(title, text)
+        )
+        w.backupsRequested.connect(lambda: self.backups.open_dialog(w))
+        self.backups.restored.connect(self._show_restored)
+        # Space: the selected photo at full resolution, judged with the same keys.
+        self.full_view = FullViewController(
+            self.runner,
+            w.results,
+            self.judging,
+            [
+                w.relevant_action,
+                w.not_relevant_action,
+                w.clear_judgment_action,
+                w.undo_judgment_action,
+            ],
+            w,
+        )
+        w.full_view_action.triggered.connect(self.full_view.open)
         # VisRet's drawings above the results: filled while a search draws, back with a run.
         self.visret = VisRetController(self.runner, self.search, self.judging, w.drawings_strip)
         # Reranked searches: the subquery editor, partial results, answers per photo. After
@@ -211,6 +237,13 @@ class Application:
         if self.settings.metrics_k in K_CHOICES:
             self.judging.set_k(self.settings.metrics_k)
         w.metrics_panel.kChanged.connect(self._remember_metrics_k)
+        # The grid's density, kept across sessions (saved once the slider rests).
+        w.results.set_thumbnail_size(self.settings.thumbnail_size)
+        self._save_thumbnail_size = QTimer(w)
+        self._save_thumbnail_size.setSingleShot(True)
+        self._save_thumbnail_size.setInterval(500)
+        self._save_thumbnail_size.timeout.connect(self._remember_thumbnail_size)
+        w.results.thumbnailSizeChanged.connect(lambda _size: self._save_thumbnail_size.start())
         self.transfers.imported.connect(self.queries.reopen)
         w.relevant_action.triggered.connect(lambda: self.judging.judge_current(1))
         w.not_relevant_action.triggered.connect(lambda: self.judging.judge_current(0))
@@ -234,9 +267,14 @@ class Application:
             self.filters.message,
             self.feedback.message,
             self.thumbnails.problem,
+            self.backups.message,
+            self.full_view.message,
         ):
             source.connect(w.set_status)
         self.library.indexingFinished.connect(self._on_indexing_finished)
+        # Until the library has vectors, the results area says how indexing is going.
+        self.library.runChanged.connect(lambda _row: self._say_how_indexing_goes())
+        self.library.statsChanged.connect(lambda _stats: self._say_how_indexing_goes())
         self.search.searchFinished.connect(
             lambda outcome: w.show_empty("No photo matched." if not outcome.items else "")
         )
@@ -276,19 +314,45 @@ class Application:
             )
 
     def _on_opened(self) -> None:
-        """Say in the empty results area what the user can do now."""
+        """Say in the empty results area what the user can do now (or how indexing goes)."""
         if self.session.model_key is not None:
             if self.window.results_model.rowCount() == 0:
                 self.window.show_empty("Type what you are looking for and press Enter.")
             return
+        self.window.show_empty(self._nothing_to_search_yet())
+
+    def _say_how_indexing_goes(self) -> None:
+        """A run's progress or the counts changed: the results area follows while there is
+        nothing to search yet (afterwards it keeps what the last search said)."""
+        if self.session.model_key is None:
+            self.window.show_empty(self._nothing_to_search_yet())
+
+    def _nothing_to_search_yet(self) -> str:
+        """What the results area says while the library has no vectors: the folder being
+        indexed and how far, one waiting for a model, an unfinished one, or an empty library."""
+        runs = self.window.library_panel.runs()
+        going = [r for r in runs if r.state == RUNNING] + [r for r in runs if r.state == WAITING]
+        if going:
+            row = going[0]
+            if row.text == WAITING_FOR_MODEL:
+                return (
+                    f"“{row.name}” is waiting for a model: choose one (File › Models…) to index "
+                    "it and search it."
+                )
+            return f"Indexing “{row.name}”… {row.text}\nYou can search once it is indexed."
         first_run_pending = (self.demo or self.folder is not None) and not self._indexed_once
         if self.session.indexing or first_run_pending:
-            self.window.show_empty("Indexing… you can search as soon as the first photos are in.")
-        else:
-            self.window.show_empty(
-                "The library is empty. Add a photo folder (File › Add folder…, or drop a folder on "
-                "the window) to index it; then type what you are looking for."
+            return "Indexing… you can search once the first folder is indexed."
+        unfinished = self.window.library_panel.unfinished()
+        if unfinished:
+            return (
+                f"“{unfinished[0].name}” is not indexed yet: Resume indexing (Library pane) to "
+                "index it; then type what you are looking for."
             )
+        return (
+            "The library is empty. Add a photo folder (File › Add folder…, or drop a folder on "
+            "the window) to index it; then type what you are looking for."
+        )
 
     def _on_indexing_finished(self, _outcome: object) -> None:
         self._indexed_once = True
@@ -299,7 +363,7 @@ class Application:
         if self.library.indexing and not self.window.ask_yes_no(
             "Indexing is running",
             "Stop indexing and quit?\n\nPhotos indexed so far are kept; the rest are "
-            "indexed the next time you re-scan the folder.",
+            "indexed when you resume indexing (Library pane).",
         ):
             return False
         self.shutdown()
@@ -363,20 +427,30 @@ class Application:
             self.transfers.export_results(path)
 
     def export_likely(self) -> None:
-        """Judge › Export likely relevant photos…: a probability cut-off, then a CSV file."""
+        """Judge › Export likely relevant photos…: a probability cut-off; then, once the photos
+        are found, either why nothing would be written (a dialog, before any save dialog) or
+        where to save them."""
         min_p = self.window.ask_probability(
             "Export likely relevant photos",
-            "Every photo whose probability of relevance, learned from this query's "
-            "judgments, is at least:",
+            "The photos judged relevant, and every unjudged photo whose probability of "
+            "relevance, learned from this query's judgments, is at least:",
             0.9,
         )
-        if min_p is None:
+        if min_p is not None:
+            self.feedback.find_likely(min_p, self._save_likely)
+
+    def _save_likely(self, likely: LikelyRelevant) -> None:
+        title = "Export likely relevant photos"
+        if not len(likely):
+            self.window.show_notice(title, f"Nothing would be written. {likely.summary()}.")
             return
         path = self.window.ask_save_file(
-            f"Export the photos with p ≥ {min_p:g}", "likely-relevant.csv", "CSV (*.csv)"
+            f"Export {len(likely):,} photos: {likely.summary()}",
+            "likely-relevant.csv",
+            "CSV (*.csv)",
         )
         if path:
-            self.feedback.export_likely(path, min_p)
+            self.feedback.write_likely(likely, path)
 
     def copy_relevant(self) -> None:
         folder = self.window.ask_folder("Copy the photos judged relevant to…")
@@ -433,6 +507,24 @@ class Application:
 
     def show_about(self) -> None:
         self.window.show_about(self.about_lines())
+
+    def _remember_thumbnail_size(self) -> None:
+        """Keep the grid's thumbnail size for the next session (written off the GUI thread)."""
+        size = self.window.results.thumbnail_size()
+        if size == self.settings.thumbnail_size:
+            return
+        new = replace(self.settings, thumbnail_size=size)
+        self.settings = new
+        self.runner.submit(lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE)
+
+    def _show_restored(self, summary: str) -> None:
+        """A backup was restored and the library is opening again: the grid, the open query
+        and the thumbnails by photo id go (those ids may now name other photos)."""
+        self.full_view.close()
+        self.judging.new_ranking(None)
+        self.window.results_model.clear()
+        self.thumbnails.clear()
+        self.window.show_empty(summary)
 
     def _remember_metrics_k(self, k: int) -> None:
         """Keep the metrics panel's k for the next session (written off the GUI thread)."""

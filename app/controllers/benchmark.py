@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from app.controllers.session import LibrarySession
-from app.settings import language_model
+from app.settings import RecentFolders, language_model
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError, QuadratError
 from engine.files import csv_row
@@ -31,7 +32,8 @@ from widgets.benchmark_view import (
 )
 
 if TYPE_CHECKING:
-    from engine.evaluation.evaluate import BenchmarkResult
+    from engine.benchmarks.runner import CollectionChoice
+    from engine.evaluation.evaluate import BenchmarkResult, Judgment
     from engine.evaluation.significance import Comparison
 
 log = logging.getLogger(__name__)
@@ -62,10 +64,12 @@ def build_tables(
     results: dict[str, BenchmarkResult],
     comparisons: list[Comparison] | None = None,
     collections: str = "",
+    exhaustive: bool = False,
 ) -> BenchmarkTables:
     """The dialog's tables from one `BenchmarkResult` per method, and each later method's
     paired comparison with the first (`engine.evaluation.significance.Comparison`); `collections` is the
-    line saying which collections were ranked."""
+    line saying which collections were ranked; `exhaustive`: the judgments list only relevant
+    photos (see `positives_only`), so no photo is unjudged."""
     summary, per_query, per_category = [], [], []
     unresolved = 0
     against = {c.method: c for c in comparisons or []}
@@ -93,14 +97,48 @@ def build_tables(
                 per_category.append(
                     CategoryRow(column, value, method, group.queries, group.mAP, group.mean_nDCG)
                 )
-    note = (
-        f"{unresolved:,} judgments name photos that are not in the library; they are left out of R"
-        if unresolved
-        else ""
-    )
+    notes = []
+    if unresolved:
+        notes.append(
+            f"{unresolved:,} judgments name photos that are not in the library; "
+            "they are left out of R."
+        )
+    if exhaustive:
+        notes.append(
+            "The judgments list only relevant photos: every other photo counts as judged not "
+            "relevant (as in INQUIRE), so judged@k is left out."
+        )
     return BenchmarkTables(
-        request.k, request.protocol, summary, per_query, per_category, note, collections
+        request.k,
+        request.protocol,
+        summary,
+        per_query,
+        per_category,
+        "\n".join(notes),
+        collections,
+        exhaustive,
     )
+
+
+def _only_judged_collection(choice: CollectionChoice | None) -> bool:
+    """The benchmark ranked only the collection the judgments were made on: an exhaustive
+    labelling covers it, and nothing else (copies elsewhere are unjudged)."""
+    if choice is None or choice.match.only is None:
+        return False
+    return tuple(c.id for c in choice.ranked) == (choice.match.only.id,)
+
+
+def positives_only(judgments: Sequence[Judgment]) -> bool:
+    """True for a judgments file that lists relevant photos alone (INQUIRE's and the demo's
+    format, no `relevant` column or no 0 in it): its labelling is exhaustive, every photo it
+    does not list is not relevant, so judged@k (which counts listed photos) would mislead."""
+    return bool(judgments) and all(j.relevant > 0 for j in judgments)
+
+
+def _judged_cells(tables: BenchmarkTables, q: QueryRow) -> list[object]:
+    """A query's judged@k and unjudged cells; blank for an exhaustive labelling, where no
+    photo is unjudged and a count would mislead."""
+    return ["", ""] if tables.exhaustive else [f"{q.judged:.6f}", q.unjudged]
 
 
 def tables_csv(tables: BenchmarkTables) -> str:
@@ -123,13 +161,13 @@ def tables_csv(tables: BenchmarkTables) -> str:
         writer.writerow(csv_row(
             ["mean", r.method, "", "", "", "", r.queries, "",
              f"{r.mAP:.6f}", f"{r.mean_nDCG:.6f}", f"{r.MRR:.6f}", tables.protocol, *tests,
-             f"{r.judged:.6f}", ""]
+             "" if tables.exhaustive else f"{r.judged:.6f}", ""]
         ))  # fmt: skip
     for q in tables.per_query:
         writer.writerow(csv_row(
             ["query", q.method, q.query_id, q.text, "", "", "", q.R,
              f"{q.AP:.6f}", f"{q.nDCG:.6f}", f"{q.RR:.6f}", tables.protocol,
-             "", "", "", "", f"{q.judged:.6f}", q.unjudged]
+             "", "", "", "", *_judged_cells(tables, q)]
         ))  # fmt: skip
     for c in tables.per_category:
         writer.writerow(csv_row(
@@ -160,6 +198,10 @@ class BenchmarkController(QObject):
             dialog.exportRequested.connect(self.export)
             dialog.judgmentsChanged.connect(self.refresh_collections)
             dialog.rejected.connect(self.cancel)
+            dialog.folders = RecentFolders()  # its file dialogs open where last used
+            if parent is not None:
+                # Ctrl+Q in the benchmark window quits as the main window's Quit does.
+                dialog.quitRequested.connect(parent.window().close)
             self.dialog = dialog
         if self.dialog.isVisible():
             self.dialog.raise_()  # already open behind the window: bring it forward
@@ -170,29 +212,42 @@ class BenchmarkController(QObject):
 
     def refresh_collections(self, judgments: str = "") -> TaskHandle | None:
         """List the library's collections in the dialog and, for a judgments file, say which
-        one holds every judged photo (the automatic choice ranks it alone)."""
+        one holds every judged photo (the automatic choice ranks it alone). With no files
+        chosen yet, a collection folder that holds `queries.csv` and `judgments.csv` (the demo,
+        an imported INQUIRE-Rerank split, however it was added) fills them in."""
         library = self.session.library
         if library is None:
             return None
+        dialog = self.dialog
+        suggest = dialog is not None and not (
+            dialog.queries_edit.text().strip() or dialog.judgments_edit.text().strip()
+        )
 
-        def work(ctx: TaskContext) -> tuple[list[CollectionItem], str | None, str]:
+        def work(ctx: TaskContext) -> _CollectionsFound:
             from engine.benchmarks.runner import choose_collections, library_collections
             from engine.evaluation.evaluate import load_judgments
 
             collections = library_collections(library)
             items = [CollectionItem(str(c.id), c.label()) for c in collections]
+            files = _benchmark_files([c.root for c in collections]) if suggest else None
             if not judgments or not Path(judgments).is_file():
-                return items, None, ""
+                return _CollectionsFound(items, None, "", files)
             try:
                 choice = choose_collections(library, load_judgments(judgments))
             except BadInputError as exc:  # the run says it again, with the file and line
-                return items, None, str(exc)
+                return _CollectionsFound(items, None, str(exc), files)
             only = choice.match.only
-            return items, None if only is None else str(only.id), _sentence(choice.note)
+            matching = None if only is None else str(only.id)
+            return _CollectionsFound(items, matching, _sentence(choice.note), files)
 
-        def shown(result: tuple[list[CollectionItem], str | None, str]) -> None:
-            if self.dialog is not None:
-                self.dialog.set_collections(*result)
+        def shown(found: _CollectionsFound) -> None:
+            dialog = self.dialog
+            if dialog is None:
+                return
+            dialog.set_collections(found.items, found.matching, found.note)
+            empty = not (dialog.queries_edit.text() or dialog.judgments_edit.text())
+            if found.files is not None and empty:  # the user has typed nothing meanwhile
+                dialog.set_files(*found.files)  # and matches the judgments in turn
 
         return self.runner.submit(
             work,
@@ -246,7 +301,14 @@ class BenchmarkController(QObject):
             ranked = _sentence(bench.collections.note) if bench.collections else ""
             return BenchmarkOutcome(
                 request,
-                build_tables(request, texts, bench.results, bench.comparisons, ranked),
+                build_tables(
+                    request,
+                    texts,
+                    bench.results,
+                    bench.comparisons,
+                    ranked,
+                    positives_only(judgments) and _only_judged_collection(bench.collections),
+                ),
                 bench.results,
                 time.monotonic() - started,
                 bench.comparisons,
@@ -347,6 +409,26 @@ class BenchmarkController(QObject):
             on_success=written,
             on_failure=failed,
         )
+
+
+@dataclass(frozen=True)
+class _CollectionsFound:
+    """What `refresh_collections` found: the collections, the one holding every judged photo,
+    a note, and a collection's benchmark files to offer (queries, judgments)."""
+
+    items: list[CollectionItem]
+    matching: str | None
+    note: str
+    files: tuple[str, str] | None
+
+
+def _benchmark_files(roots: Sequence[str]) -> tuple[str, str] | None:
+    """The first collection folder holding both `queries.csv` and `judgments.csv`."""
+    for root in roots:
+        queries, judgments = Path(root) / "queries.csv", Path(root) / "judgments.csv"
+        if queries.is_file() and judgments.is_file():
+            return str(queries), str(judgments)
+    return None
 
 
 def _sentence(line: str) -> str:

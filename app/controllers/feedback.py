@@ -11,8 +11,10 @@ estimate and a sample to judge.
   the recall estimate.
 - **The recall estimate** ("found 37 of about 45 (90 %: 40–55)") beside the stop rule, computed
   in a worker a moment after the judgments change (newest wins).
-- **Export likely relevant photos…** (Judge menu): every photo whose calibrated probability of
-  relevance (the probe) reaches a cut-off the user chooses, written to a CSV with that probability.
+- **Export likely relevant photos…** (Judge menu): the photos judged relevant and every unjudged
+  photo whose calibrated probability of relevance (the probe's, Platt-scaled on held-out
+  judgments) reaches a cut-off the user chooses, found first (so the window can say why nothing
+  would be written before asking where to save), then written to a CSV with that probability.
 
 The learning methods never appear where a method is picked for a search, a benchmark or a
 reranker's base (`learning_method_keys`): they run on a saved query's judgments only.
@@ -41,7 +43,7 @@ from widgets.results import ResultItem, ResultsModel, ResultsView
 if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.judgments.learning import RecallEstimate
-    from engine.methods.feedback import Refinement
+    from engine.methods.feedback import LikelyRelevant, Refinement
     from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,7 @@ class FeedbackController(QObject):
         self._estimate_timer.setSingleShot(True)
         self._estimate_timer.setInterval(ESTIMATE_DELAY_MS)
         self._estimate_timer.timeout.connect(self.update_estimate)
+        self._batch_offered = False  # the shown list is judged and the next batch was offered
 
         panel.set_refine_methods(refine_choices())
         panel.refineRequested.connect(self.refine)
@@ -163,6 +166,7 @@ class FeedbackController(QObject):
             self.export_likely_action.setEnabled(open_query and judged)
         if self.mode is not None and self.mode.query_id != self.judging.query_id:
             self._end_mode()
+        self._offer_next_batch()
         if query_id is None:
             self._estimated = None
             self.estimate = None
@@ -249,10 +253,13 @@ class FeedbackController(QObject):
 
     # -- a list to export by probability --------------------------------------------------------
 
-    def export_likely(self, path: str | Path, min_p: float) -> TaskHandle | None:
-        """Write every photo whose calibrated probability of relevance (the probe fitted to the
-        open query's judgments) is at least `min_p` to a CSV at `path`, best first, with the
-        probability beside the metadata; nothing is written when no photo reaches it."""
+    def find_likely(
+        self, min_p: float, found: Callable[[LikelyRelevant], object]
+    ) -> TaskHandle | None:
+        """Find, in a worker, what an export at `min_p` would write: the photos judged relevant
+        (known) and the unjudged ones whose calibrated probability of relevance reaches it. The
+        window asks where to save only then, so it can say first when nothing would be written;
+        `found` gets the list on the GUI thread, unless another query was opened meanwhile."""
         judging, library = self.judging, self.session.library
         query_id = judging.query_id
         if not self._can_learn() or library is None or query_id is None:
@@ -260,44 +267,74 @@ class FeedbackController(QObject):
         judgments = dict(judging.judgments)
         filters = self.filters()
         encoder = self.session.ensure_encoder
-        path = Path(path)
 
-        def work(ctx: TaskContext) -> int:
-            from engine.io.export import export_results_csv
+        def work(ctx: TaskContext) -> LikelyRelevant:
             from engine.methods.feedback import photos_above
 
-            hits = photos_above(
+            return photos_above(
                 library, encoder, query_id, min_p, filters=filters, judgments=judgments
             )
-            if hits:
-                export_results_csv(library, path, hits, judgments, probabilities=dict(hits))
-            return len(hits)
 
-        def written(count: int) -> None:
-            if count:
-                self.message.emit(f"Wrote {count:,} photos with p ≥ {min_p:g} to {path}")
-            else:
-                self.message.emit(
-                    f"No photo has p ≥ {min_p:g} yet, so nothing was written: judge more photos "
-                    "(p ≥ 0.9 needs at least 9 judged relevant) or choose a lower probability"
-                )
+        def shown(likely: LikelyRelevant) -> None:
+            if self.judging.query_id != query_id:
+                return  # another query is open: its export is another list
+            self.message.emit(f"p ≥ {min_p:g}: {likely.summary()}")
+            found(likely)
 
         self.message.emit(f"Finding the photos with p ≥ {min_p:g}…")
         return self.runner.submit(
             work,
-            title="Exporting the likely relevant photos",
+            title="Finding the likely relevant photos",
             pool=WRITE,  # after every judgment queued before it, as other exports
+            on_success=shown,
+            on_failure=lambda exc: self._failed(exc, "Finding the likely relevant photos"),
+        )
+
+    def write_likely(self, likely: LikelyRelevant, path: str | Path) -> TaskHandle | None:
+        """Write `likely` (from `find_likely`) to a CSV at `path`, best first: the judged photos
+        (their judgment column 1, p 1), then the others with their calibrated p."""
+        library = self.session.library
+        if library is None or not len(likely):
+            return None
+        judgments = dict(self.judging.judgments)
+        path = Path(path)
+
+        def work(ctx: TaskContext) -> int:
+            from engine.io.export import export_results_csv
+
+            return export_results_csv(
+                library, path, likely.ranking, judgments, probabilities=likely.probabilities
+            )
+
+        def written(count: int) -> None:
+            self.message.emit(f"Wrote {count:,} photos ({likely.summary()}) to {path}")
+
+        return self.runner.submit(
+            work,
+            title="Exporting the likely relevant photos",
+            pool=WRITE,
             on_success=written,
             on_failure=lambda exc: self._failed(exc, "Exporting the likely relevant photos"),
         )
 
+    def export_likely(self, path: str | Path, min_p: float) -> TaskHandle | None:
+        """`find_likely`, then `write_likely` to `path` when there is anything to write (else
+        the reason, in the status line): the export without the window's questions."""
+        return self.find_likely(min_p, lambda likely: self.write_likely(likely, path))
+
     # -- judge next and the sample ----------------------------------------------------------------
 
     def _judge_next_toggled(self, checked: bool) -> None:
-        if checked:
+        # Once every photo shown is judged, Judge next (Ctrl+J) continues with the next batch
+        # instead of leaving the mode: the judging loop needs no other key.
+        if checked or self._batch_judged():
             self.judge_next()
         else:
             self.leave_mode()
+
+    def _batch_judged(self) -> bool:
+        """A judging list is shown and every photo in it is judged."""
+        return self.mode is not None and not self.judging.unjudged_rows()
 
     def judge_next(self, n: int = JUDGE_NEXT_COUNT) -> TaskHandle | None:
         """Show the `n` unjudged photos whose judgment teaches the probe most."""
@@ -332,7 +369,8 @@ class FeedbackController(QObject):
                 f"Sample to judge: {len(ids)} photos drawn at random from the score bands "
                 "below the judged ones; judging them tightens the estimate"
             )
-            pairs = [(i, 0.0) for i in ids]
+            # A random sample has no score of its own: the cards show none (NaN), not 0.
+            pairs = [(i, float("nan")) for i in ids]
             return JudgingList("sample", query_id, result_items(library, pairs), note)
 
         return self._show_list(work, "Drawing a sample to judge")
@@ -360,20 +398,26 @@ class FeedbackController(QObject):
         if shown.query_id != self.judging.query_id:
             self._set_checked(self.mode is not None)
             return  # another query was opened meanwhile
+        if not shown.items:
+            # Nothing to judge: the grid keeps what it shows (the run, or a judged batch).
+            self._set_checked(self.mode is not None)
+            self.judging.focus_next_unjudged(max(0, self.view.currentIndex().row()))
+            self.message.emit("Nothing left to judge here: every photo near the top is judged")
+            self.judgingListShown.emit(shown)
+            return
         if self.mode is None:  # keep the run's cards to bring them back
             self._run_items = self.model.items()
             self._run_row = max(0, self.view.currentIndex().row())
         self.mode = shown
+        self._batch_offered = False
         self._set_checked(True)
         self.back_action.setEnabled(True)
         self.thumbnails.reset()
         self.model.set_results(shown.items)
         self.model.set_judgments(self.judging.judgments)
-        if shown.items:
-            self.view.select_row(0)
-            self.message.emit(f"{shown.note}. Back to the run: Judge › Back to the run")
-        else:
-            self.message.emit("Nothing left to judge here: every photo near the top is judged")
+        # The keys go to the grid whatever had them (the query list after reopening a query).
+        self.judging.focus_next_unjudged()
+        self.message.emit(f"{shown.note}. Back to the run: Judge › Back to the run")
         self.judgingListShown.emit(shown)
 
     def leave_mode(self) -> None:
@@ -387,8 +431,22 @@ class FeedbackController(QObject):
         self.model.set_results(items)
         self.model.set_judgments(self.judging.judgments)
         if items:
-            self.view.select_row(min(row, len(items) - 1))
+            self.judging.focus_next_unjudged(min(row, len(items) - 1))
         self.message.emit("Back to the run")
+
+    def _offer_next_batch(self) -> None:
+        """Once the last photo of the list shown is judged, say how to go on (once a list)."""
+        if not self._batch_judged():
+            self._batch_offered = False
+            return
+        if self._batch_offered or self.mode is None:
+            return
+        self._batch_offered = True
+        # Short: the status line is narrow on a laptop screen, and Ctrl+J must be read first.
+        self.message.emit(
+            f"All judged: Ctrl+J shows the next {JUDGE_NEXT_COUNT} photos  ·  "
+            "Judge › Back to the run"
+        )
 
     def _end_mode(self) -> None:
         self._cancel("judging-list")

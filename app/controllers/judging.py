@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.detail_pane import DetailPane
@@ -40,9 +40,10 @@ class RunState:
     """One run of the open query, as the metrics panel needs it."""
 
     run_id: int
-    method: str
+    method: str  # the run's label ("Text", "VisRet (leave_out=1)")
     label: str
     ranking: list[tuple[int, float]]
+    method_key: str = ""  # the registry's key of its method ("text", "visret")
 
     @property
     def ids(self) -> list[int]:
@@ -160,6 +161,24 @@ class JudgingController(QObject):
     def cycle(self, item: ResultItem) -> None:
         """The thumbnail toggle: not judged -> relevant -> not relevant -> cleared."""
         self.judge_item(item, NEXT_IN_CYCLE[self.judgments.get(item.image_id)], advance=False)
+
+    def unjudged_rows(self) -> list[int]:
+        """The grid's rows whose photo the open query has no judgment for, top first."""
+        items = self.model.items()
+        return [row for row, item in enumerate(items) if item.image_id not in self.judgments]
+
+    def focus_next_unjudged(self, from_row: int = 0) -> bool:
+        """Give the grid the keyboard focus with the first photo not judged yet at or after
+        `from_row` (else the first above it) selected, so R / N / U judge it whatever had
+        the keys before (the query list, a button). Every photo judged: the grid still takes
+        the keys, at `from_row`, and False is returned."""
+        rows = self.unjudged_rows()
+        target = next((row for row in rows if row >= from_row), rows[0] if rows else None)
+        count = self.model.rowCount()
+        if count:
+            self.view.select_row(target if target is not None else min(from_row, count - 1))
+            self.view.setFocus(Qt.FocusReason.OtherFocusReason)
+        return target is not None
 
     def judge_item(self, item: ResultItem, relevance: int | None, advance: bool = False) -> None:
         if self.judge(item.image_id, relevance) is not None and advance:

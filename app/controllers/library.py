@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+WAITING_FOR_MODEL = "waiting for a model"  # a folder's row while the model gate holds it
+
 
 @dataclass(frozen=True)
 class IndexOutcome:
@@ -49,6 +51,7 @@ class LibraryController(QObject):
 
     indexingStarted = Signal(str)
     indexingFinished = Signal(object)  # IndexOutcome, or None when it failed
+    runChanged = Signal(object)  # the IndexingRow of a folder whose run state or progress changed
     statsChanged = Signal(list)
     message = Signal(str)  # for the status line
 
@@ -213,7 +216,7 @@ class LibraryController(QObject):
     def _waiting_for_model(self, folder: Path, handle: TaskHandle | None) -> TaskHandle | None:
         """No task: the model gate keeps the folder until a model is on disk; its row says so."""
         if handle is None:
-            self.show_waiting(folder, "waiting for a model")
+            self.show_waiting(folder, WAITING_FOR_MODEL)
         return handle
 
     def _submit_index(self, run: Callable[[TaskContext], IndexOutcome], folder: Path) -> TaskHandle:
@@ -256,7 +259,9 @@ class LibraryController(QObject):
 
     def _set_run(self, folder: Path, state: str, text: str) -> None:
         root = _root_of(folder)
-        self.panel.set_run(IndexingRow(root, Path(root).name or root, state, text))
+        row = IndexingRow(root, Path(root).name or root, state, text)
+        self.panel.set_run(row)
+        self.runChanged.emit(row)
 
     def _finish_one(self) -> None:
         self._index_tasks = [h for h in self._index_tasks if not h.done]
@@ -285,13 +290,13 @@ class LibraryController(QObject):
     def _show_end(self, folder: Path, report: IndexReport | None) -> None:
         """A finished run's row turns plain at the next counts; a stopped one stays listed."""
         if report is None:  # cancelled before it began
-            self._set_run(folder, STOPPED, "not indexed (stopped) — Re-scan to index it")
+            self._set_run(folder, STOPPED, "not indexed (stopped) — Resume indexing to go on")
         elif report.cancelled:
             done = report.catalog_indexed + report.catalog_skipped
             self._set_run(
                 folder,
                 STOPPED,
-                f"stopped at {done:,} of {report.total_files:,} — Re-scan to resume",
+                f"stopped at {done:,} of {report.total_files:,} — Resume indexing to go on",
             )
         else:
             self._set_run(folder, DONE, "done")

@@ -6,6 +6,10 @@ the library's model was removed — *before* any work that would try to fetch it
 meanwhile is kept in the library (listed, waiting) and indexed once a model is there. Downloads
 and imports run through the `TaskRunner`, never on the GUI thread; Cancel stops a download and
 the partial file stays for the next attempt.
+
+Whether the hub answers is asked once, when the chooser first opens (a HEAD of about two
+seconds in a worker; a download that failed for want of a connection says so too): offline,
+the chooser's default button is a model on this computer, not a download.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PACK_SUFFIXES = (".qmodel", ".zip")
+HUB_PROBE_SECONDS = 2.0  # how long the chooser's "is the hub there?" may take
 # A checkpoint file's architecture, guessed from its name ("ViT-B-32_birds.safetensors").
 KNOWN_ARCHS = ("ViT-bigG-14", "ViT-H-14", "ViT-L-14", "ViT-B-16", "ViT-B-32", "RN50")
 
@@ -174,6 +179,9 @@ class ModelsController(QObject):
         self._dismissed: set[str] = set()  # specs whose chooser the user closed ("Not now")
         self._task: TaskHandle | None = None
         self._last_bytes: tuple[int, int] = (0, 0)
+        # Whether the hub answered: unknown until the chooser first opens and asks it.
+        self._offline: str | None = None
+        self._probe: TaskHandle | None = None
         session.model_available = self.installed
         session.modelMissing.connect(self._on_model_missing)
         session.opened.connect(self.check_at_start)
@@ -189,13 +197,11 @@ class ModelsController(QObject):
     def installed(self, spec: str) -> bool:
         """Whether `spec` is on disk (a few file checks, no torch)."""
         try:
-            from engine.models.store import in_download_cache
+            from engine.models.store import encoder_on_disk
 
             if self.role_of(spec) != "encoder":  # generators and VLMs live in the store only
                 return bool(self.store.is_installed(spec))
-            return bool(self.store.is_installed(spec)) or in_download_cache(
-                spec, paths.model_cache_dir()
-            )
+            return encoder_on_disk(self.store, spec, paths.model_cache_dir())
         except Exception:  # a spec the store cannot read: let loading say what is wrong
             log.info("cannot tell whether %s is installed", spec, exc_info=True)
             return True
@@ -250,12 +256,14 @@ class ModelsController(QObject):
         return f"vlm:{folder}" if self.role_of(spec) == "vlm" else str(folder)
 
     def open_for_role(self, role: str, reason: str) -> ModelChooser:
-        """A method needs a model of `role` ("generator", "vlm") that is not on disk: say
-        which and open the chooser on that role's tab."""
-        chooser = self.open_chooser("", reason)
+        """A method needs a model of `role` ("generator", "vlm"; "encoder": no search model is
+        on disk) that is not: say which and open the chooser on that role's tab."""
+        needed = self.session.search_model() if role == "encoder" else ""
+        self._dismissed.discard(needed)  # asked for again by a search: the user wants one
+        chooser = self.open_chooser(needed, reason)
         busy = self._task is not None and not self._task.done
         if not busy:
-            chooser.set_role(role)
+            chooser.set_role(role, needed or None)
         return chooser
 
     def label(self, spec: str) -> str:
@@ -333,7 +341,34 @@ class ModelsController(QObject):
             chooser.raise_()
             chooser.activateWindow()
         chooser.show()
+        self._ask_hub()
         return chooser
+
+    def _ask_hub(self) -> None:
+        """Once, off the GUI thread: can models be downloaded now? (Two seconds at most.)"""
+        if self._probe is not None:
+            return
+        from engine.models.hub import probe
+
+        endpoint = getattr(self.store, "endpoint", None)  # the hub downloads would use
+
+        def ask(ctx: TaskContext) -> str | None:
+            return probe(endpoint, timeout=HUB_PROBE_SECONDS)
+
+        self._probe = self.runner.submit(
+            ask,
+            title="Asking the model hub",
+            pool=READ,
+            on_success=self._hub_answered,
+            on_failure=lambda exc: log.info("hub probe failed: %s", exc),
+        )
+
+    def _hub_answered(self, reason: str | None) -> None:
+        self._offline = reason
+        if reason is not None:
+            log.info("model hub: %s", reason)
+        if self.chooser is not None:
+            self.chooser.set_offline(reason)
 
     def _dismissed_now(self) -> None:
         if self._needed:
@@ -403,9 +438,14 @@ class ModelsController(QObject):
             return
         self._chosen(spec)
 
-    def _role_chosen(self, spec: str) -> None:
-        """A generator or VLM is on disk: say how it is used and hand it to the application."""
-        role, use = self.role_of(spec), self.use_spec(spec)
+    def _role_chosen(self, spec: str, role: str = "", folder: Path | None = None) -> None:
+        """A generator or VLM is on disk: say how it is used and hand it to the application.
+        `role` and `folder` come with an imported pack, whose key the catalogue may not list."""
+        role = role or self.role_of(spec)
+        if folder is None:
+            use = self.use_spec(spec)
+        else:
+            use = f"vlm:{folder}" if role == "vlm" else str(folder)
         chooser = self.chooser
         if chooser is not None:
             chooser.set_busy(False)
@@ -432,6 +472,10 @@ class ModelsController(QObject):
         reason = one_sentence(str(exc)) or type(exc).__name__
         log.info("%s: %s", what, exc)  # the worker logged it with its traceback
         sentence = f"{what}: {reason}."
+        from engine.models.hub import ModelUnavailableError
+
+        if isinstance(exc, ModelUnavailableError):  # no connection: the next default is local
+            self._hub_answered(reason)
         if self.chooser is not None:
             self.chooser.show_failure(sentence)
         self.message.emit(sentence)
@@ -472,6 +516,10 @@ class ModelsController(QObject):
         self._task = None
         spec = str(installed.spec)
         self.message.emit(f"Imported {spec}")
+        role = getattr(installed, "role", "encoder")
+        if role != "encoder":  # a generator's or VLM's pack: the search model stays as it is
+            self._role_chosen(spec, role, installed.path)
+            return
         if spec not in self._approved and not self._confirm(spec):
             if self.chooser is not None:
                 self.chooser.set_rows(self.rows(), spec)

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-# Shows a stored run in the grid: (cards, query text, query image).
-ShowResults = Callable[[list[ResultItem], str, Path | None], None]
+# Shows a stored run in the grid: (cards, query text, query image, the run or None).
+ShowResults = Callable[[list[ResultItem], str, Path | None, RunState | None], None]
 
 
 @dataclass
@@ -85,8 +85,9 @@ def _run_label(run: RunInfo, names: PhotoNames) -> str:
     image = saved.image
     label = run_label(run.method, run.params, run.kind)
     what = f"{label} · {names(image).reference}" if image else label
-    if saved.filters:
-        # A filtered run ranks fewer photos: its metrics must not pass for the unfiltered one's.
+    if saved.filters and not saved.filters_label():
+        # A filtered run ranks fewer photos: its metrics must not pass for the unfiltered one's
+        # (the label names the filters it can read; others are only said to be there).
         what += " · filtered"
     return f"{what} · {_local_time(run.created_at)}"
 
@@ -171,6 +172,7 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
                     run_label(r.method, r.params, r.kind),
                     _run_label(r, names),
                     list(r.ranking),
+                    r.method,
                 )
                 for r in runs
             ],
@@ -394,7 +396,8 @@ class SavedQueriesController(QObject):
         query = loaded.query
         if loaded.items is not None:
             image = Path(loaded.image_path) if loaded.image_path else None
-            self.show_results(loaded.items, loaded.text, image)
+            shown = next((r for r in query.runs if r.run_id == query.run_id), None)
+            self.show_results(loaded.items, loaded.text, image, shown)
             self.runFiltersShown.emit(loaded.filters)
         self._set_rows(loaded.queries)
         self.panel.set_current(query.query_id)

@@ -193,8 +193,11 @@ class RerankController(QObject):
         return defaults.get(name, fallback)
 
     def _update_visible(self) -> None:
+        """The editor shows while the picker says Reranked (whatever the grid holds: its
+        questions are for the next run), and while a Reranked search runs (its progress and
+        Cancel are there)."""
         picked = self.search.query_bar.method_key() == METHOD
-        self.editor.setVisible(picked or self._reranked_shown)
+        self.editor.setVisible(picked or self._live is not None)
         if picked:
             self.update_cost()
 
@@ -394,6 +397,7 @@ class RerankController(QObject):
         if outcome.search_id != self._live or outcome.request.method != METHOD:
             return
         self._live = None
+        self._update_visible()
         details = dict(outcome.params.details or {})
         rows = question_rows(details.get("questions"))
         self.editor.set_questions(rows)
@@ -407,6 +411,7 @@ class RerankController(QObject):
         if search_id != self._live:
             return
         self._live = None
+        self._update_visible()
         done, total = self._progress
         if how == "cancelled":
             self.editor.set_running(

@@ -5,6 +5,10 @@ Every method of `engine.methods` (plug-ins included) appears in the picker; one 
 here is greyed with its reason. The newest search wins: a new query cancels the one still
 running and drops its late result.
 
+The picker and the grid stay in step: picking a quick method (`QUICK_METHODS`) runs the query
+shown again; picking another only says, under the query, whose results the grid still shows
+(Enter runs the picked one); a reopened run sets the picker to its method.
+
 A photo attached to the query (dropped, chosen with File › Search by a photo…, or "More like
 this") is named from the catalog and shown with its thumbnail in the query bar, both read in
 the thumbnails pool; the status line says what was searched: words, photo, or both.
@@ -15,11 +19,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPixmap
 
 from app.controllers.results import (
@@ -43,6 +47,7 @@ from widgets.results import ResultItem, ResultsModel
 if TYPE_CHECKING:  # the engine loads in a worker, not with the window
     import PIL.Image
 
+    from app.controllers.judging import RunState
     from engine.methods import MethodSpec, ModelManager, Ranking
     from engine.methods.events import MethodEvent
     from engine.search.filters import SearchFilters
@@ -52,6 +57,14 @@ log = logging.getLogger(__name__)
 PREVIEW_SIZE = 1400
 CHIP_THUMBNAIL_SIZE = 96  # px: made for a photo when the library has no thumbnail cache yet
 PHOTO_FILTER = "Photos (*.jpg *.jpeg *.png *.webp *.tif *.tiff *.bmp *.gif *.heic);;All files (*)"
+
+# Methods answered from the vector index (and the records' words) in well under a second on
+# any indexed library, with nothing drawn and no scorer asked: picking one reruns the query
+# shown at once. Any other (VisRet draws, Reranked asks a scorer about every photo, a plug-in's
+# cost is unknown) only marks the grid stale until Enter, so a look at the picker never starts
+# minutes of work.
+QUICK_METHODS = frozenset({"text", "hybrid"})
+QUICK_RERUN_DELAY_MS = 300  # arrow keys stepping through the picker run only where they stop
 
 # Asks for a file to open: (caption, filter) -> path or None (the window's file dialog).
 AskOpenFile = Callable[[str, str], str | None]
@@ -121,6 +134,18 @@ class CompanionRun:
     method: str
     params: SavedRunParams  # the base's parameters and what it drew or chose
     ranking: list[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class ShownResults:
+    """What the grid shows (or the running search will show): the method's key, the run's
+    label, and the words and photo searched; `ids` tells whether the grid still shows it."""
+
+    key: str
+    label: str
+    text: str
+    image: Path | None
+    ids: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -235,6 +260,17 @@ class SearchController(QObject):
         # within them and saves them with its run.
         self.filters: SearchFilters | None = None
         self._last_request: SearchRequest | None = None  # what `rerun` runs again
+        # The picker is compared with what the grid shows (or the running search will show):
+        # a quick method picked reruns the query, any other marks the grid stale.
+        self._shown: ShownResults | None = None
+        self._running: tuple[int, ShownResults] | None = None  # (search id, what it runs)
+        self._quick_rerun = QTimer(self)
+        self._quick_rerun.setSingleShot(True)
+        self._quick_rerun.setInterval(QUICK_RERUN_DELAY_MS)
+        self._quick_rerun.timeout.connect(self._rerun_with_picked)
+        query_bar.method.currentIndexChanged.connect(lambda _row: self._update_stale())
+        query_bar.method.activated.connect(lambda _row: self._method_picked())
+        self.searchStopped.connect(self._on_stopped)
         query_bar.set_methods(method_choices())
         query_bar.optionsRequested.connect(self.edit_options)
         query_bar.set_history(history.items)
@@ -406,6 +442,12 @@ class SearchController(QObject):
                 "Type a few words describing what to find, or drop a photo on the query bar"
             )
             return None
+        if (blocked := self.session.not_coming()) is not None:
+            # Not kept for later: nothing will make it runnable until the user acts.
+            self.message.emit(blocked.text)
+            if blocked.choose_model:
+                self.modelNeeded.emit("encoder", blocked.text)
+            return None
         if not self.session.ready:
             self._pending = request
             self.message.emit("The search will run as soon as the model is ready…")
@@ -433,9 +475,18 @@ class SearchController(QObject):
 
     def _start(self, request: SearchRequest, spec: MethodSpec) -> TaskHandle:
         """Submit the search as the newest of the "search" group and announce it."""
+        from engine.methods import spec_label
+
         self._searches += 1
         search_id = self._searches
         run = self._search_task(request, spec, search_id)
+        self._quick_rerun.stop()
+        label = spec_label(spec.method, spec.params)
+        self._running = (
+            search_id,
+            ShownResults(request.method, label, request.text, request.image),
+        )
+        self._update_stale()
         self.message.emit("Searching…")
         # Announced before it is submitted: an inline runner delivers the outcome within
         # `submit`, and listeners must see a search start before it finishes.
@@ -529,6 +580,13 @@ class SearchController(QObject):
         self.last_outcome = outcome
         self.thumbnails.reset()
         self.model.set_results(outcome.items)
+        request = outcome.request
+        self._shown = ShownResults(
+            request.method, outcome.method_label, request.text, request.image, self._grid_ids()
+        )
+        if self._running is not None and self._running[0] == outcome.search_id:
+            self._running = None
+        self._update_stale()
         count = len(outcome.items)
         self.message.emit(
             f"{count:,} result{'s' * (count != 1)} for {outcome.searched}  ·  "
@@ -543,13 +601,96 @@ class SearchController(QObject):
         )
         self.searchFinished.emit(outcome)
 
-    def show_results(self, items: list[ResultItem], text: str, image: Path | None) -> None:
-        """Show a stored ranking (a reopened run) in the grid, its query in the query bar."""
+    def show_results(
+        self,
+        items: list[ResultItem],
+        text: str,
+        image: Path | None,
+        run: RunState | None = None,
+    ) -> None:
+        """Show a stored ranking (a reopened run) in the grid, its query in the query bar and
+        its method in the picker (so the panels and the next Enter are that method's)."""
         self._last_request = None  # the filters' rerun now searches what the bar shows
+        self._quick_rerun.stop()
         self.thumbnails.reset()
         self.model.set_results(items)
         self.query_bar.set_text(text)
         self.query_bar.set_image(image)
+        if run is None:
+            self._shown = None
+        else:
+            # A method the picker does not offer (a refined run's) leaves it as it is: the
+            # note under the query says what the grid shows.
+            self.query_bar.set_method_key(run.method_key)
+            self._shown = ShownResults(run.method_key, run.method, text, image, self._grid_ids())
+        self._update_stale()
+
+    # -- the picker and the results shown ------------------------------------------------------
+
+    def _grid_ids(self) -> frozenset[int]:
+        return frozenset(item.image_id for item in self.model.items())
+
+    def shown_method(self) -> str | None:
+        """The key of the method whose results the grid shows or the running search brings."""
+        shown = self._running[1] if self._running is not None else self._shown
+        return shown.key if shown is not None else None
+
+    def _update_stale(self) -> None:
+        """Say under the query when the grid holds another method's results than the picked
+        one's, and how to get the picked one's."""
+        shown = self._running[1] if self._running is not None else self._shown
+        picked = self.query_bar.method_key()
+        if shown is None or not picked or picked == shown.key or not self.model.rowCount():
+            self.query_bar.set_stale("")
+            return
+        self.query_bar.set_stale(
+            f"Results are from {shown.label} — press Enter to run "
+            f"{self.query_bar.method_label(picked)}"
+        )
+
+    def _method_picked(self) -> None:
+        """The user picked a method: a quick one runs the query shown again (once the picker
+        settles), any other marks the grid stale."""
+        if self._can_rerun_quickly():
+            self.query_bar.set_stale("")
+            self._quick_rerun.start()
+        else:
+            self._quick_rerun.stop()
+            self._update_stale()
+
+    def _can_rerun_quickly(self) -> bool:
+        """The picked method is quick, nothing is searching, and the grid still shows the
+        results of the words and photo in the bar (not a new query being typed, nor the
+        photos of Judge next), from another method."""
+        shown, bar = self._shown, self.query_bar
+        picked = bar.method_key()
+        return (
+            picked in QUICK_METHODS
+            and shown is not None
+            and shown.key != picked
+            and self._running is None
+            and not self.runner.active("search")
+            and self.session.ready
+            and self._grid_ids() == shown.ids
+            and bar.text().strip() == shown.text.strip()
+            and bar.image() == shown.image
+        )
+
+    def _rerun_with_picked(self) -> None:
+        if self._can_rerun_quickly():
+            self.query_bar.submit()
+        else:
+            self._update_stale()
+
+    def _on_stopped(self, search_id: int, how: str) -> None:
+        if self._running is None or self._running[0] != search_id:
+            return
+        _, running = self._running
+        self._running = None
+        if how == "cancelled" and self._grid_ids() != (self._shown.ids if self._shown else None):
+            # Cancelled after partial results were shown (Reranked): the grid holds them.
+            self._shown = replace(running, ids=self._grid_ids())
+        self._update_stale()
 
     def _failed(self, exc: BaseException, search_id: int = 0) -> None:
         self.searchStopped.emit(search_id, "failed")

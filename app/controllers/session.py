@@ -1,8 +1,11 @@
 """The open library and the encoder that searches it, loaded off the GUI thread.
 
-At start-up a read task imports torch, open_clip and FAISS, opens the library (migrations,
-consistency check) and loads the encoder the library was indexed with; the window is already
-on screen. `ensure_encoder` may be called from any worker: loading is serialised by a lock.
+At start-up a read task opens the library's catalog (migrations; no torch, about a second),
+and `opened` is emitted: the collections are listed and the model chooser can open while a
+second read task imports torch, open_clip and FAISS, loads the encoder the library was indexed
+with and checks its vector index (the engine: 10 s or more on a first start). The window is
+already on screen. `ensure_encoder` may be called from any worker: loading is serialised by a
+lock.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app import paths
 from app.settings import ROOT_MAP_ENV, Settings, index_memory_bytes, root_map_of
-from app.workers import READ, TaskContext, TaskRunner
+from app.workers import READ, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:  # the engine loads in a worker at start-up, not with the window
     from engine.catalog.library import Library
@@ -43,13 +46,32 @@ def default_encoder_loader(spec: str, device: str) -> Encoder:
 
 
 @dataclass(frozen=True)
+class NotComing:
+    """Why searching cannot start by itself (a search asked for now is not kept for later):
+    `text` for the status line; `choose_model`: the user has to pick a model first."""
+
+    text: str
+    choose_model: bool = False
+
+
+@dataclass(frozen=True)
 class _Opened:
     library: Library
-    encoder: Encoder | None
-    detected_device: str
     model_key: str | None
     model_spec: str | None
     seconds: float
+
+
+_ENGINE_IMPORT = threading.Lock()
+
+
+def import_engine() -> None:
+    """The heavy imports (seconds), in a worker rather than on the GUI thread: one thread at a
+    time (an indexing run may start while the engine loads), FAISS before torch as always."""
+    with _ENGINE_IMPORT:
+        import faiss  # noqa: F401
+        import open_clip  # noqa: F401
+        import torch  # noqa: F401
 
 
 class LibrarySession(QObject):
@@ -89,6 +111,9 @@ class LibrarySession(QObject):
         self.library_spec: str | None = None
         self.detected_device: str | None = None
         self.ready = False
+        # Until the engine (torch, the encoder, the vector index) is loaded behind the open
+        # catalog, searches wait for it.
+        self.engine_loaded = False
         self.indexing = False  # set by the library controller
         self.started_at = time.monotonic()
         self.ready_after: float | None = None
@@ -106,6 +131,28 @@ class LibrarySession(QObject):
             on_progress=self._on_open_progress,
         )
 
+    def reload(self) -> TaskHandle:
+        """Open the library again, its catalog replaced by a restore (schema, photos and
+        vectors may all differ): until it is open the controllers see no library; the old
+        one is closed in the worker without a session backup (the restore took one)."""
+        old, self.library, self._queries = self.library, None, None
+        self._set_ready(False, "Opening the restored catalog…")
+
+        def reopen(ctx: TaskContext) -> _Opened:
+            if old is not None:
+                old.judgments_saved()
+                old.close()
+            return self._open(ctx)
+
+        return self.runner.submit(
+            reopen,
+            title="Opening the restored catalog",
+            pool=READ,
+            on_success=self._on_opened,
+            on_failure=self._on_open_failed,
+            on_progress=self._on_open_progress,
+        )
+
     def _on_open_progress(self, progress: Progress) -> None:
         if progress.total:
             self.readyChanged.emit(
@@ -113,14 +160,10 @@ class LibrarySession(QObject):
             )
 
     def _open(self, ctx: TaskContext) -> _Opened:
+        """Open the catalog only: what lists the collections and says which model the library
+        needs, without torch."""
         started = time.monotonic()
-        # The heavy imports, here rather than on the GUI thread.
-        import faiss  # noqa: F401
-        import open_clip  # noqa: F401
-        import torch  # noqa: F401
-
         from engine.catalog.library import Library
-        from engine.models.encoders import choose_device
 
         # The demo library (fixed model) always keeps its own SQLite file.
         database_url = None if self.fixed_model else (self.settings.database_url or None)
@@ -128,31 +171,57 @@ class LibrarySession(QObject):
         root_map = root_map_of(os.environ.get(ROOT_MAP_ENV, ""), self.settings.root_map)
         library = Library.open(self.library_dir, database_url=database_url, root_map=root_map)
         library.index_memory_budget = index_memory_bytes(self.settings.index_memory_gb)
-        try:
-            detected = choose_device("auto")
-            model_key, model_spec = library.model_key, library.model_spec
-            spec = self._choose_model(model_spec)
-            encoder = None
-            if (model_key is not None or self.fixed_model) and self.model_available(spec):
-                encoder = self.ensure_encoder(spec)
-            if model_key is not None:
-                # Load and check it now, not on the first search; a rebuild reports progress.
-                library.vector_index(model_key, progress=ctx.progress)
-        except BaseException:
-            library.close()
-            raise
-        return _Opened(
-            library, encoder, detected, model_key, model_spec, time.monotonic() - started
-        )
+        return _Opened(library, library.model_key, library.model_spec, time.monotonic() - started)
 
     def _on_opened(self, opened: _Opened) -> None:
         self.library = opened.library
-        self.detected_device = opened.detected_device
         self.model_key, self.library_spec = opened.model_key, opened.model_spec
         log.info("library %s opened in %.2f s", self.library_dir, opened.seconds)
+        self.engine_loaded = False  # this library's vector index is checked next
         self.opened.emit()
         self.modelChanged.emit(self.search_model())
         self.update_ready()
+        self._load_engine(opened.library)
+
+    def _load_engine(self, library: Library) -> None:
+        """Behind the open catalog: torch and the rest of the engine, the encoder when its
+        model is on disk, the vector index checked (a rebuild reports progress)."""
+        model_key = self.model_key
+        spec = self.search_model()
+        load_encoder = (model_key is not None or bool(self.fixed_model)) and self.model_available(
+            spec
+        )
+
+        def load(ctx: TaskContext) -> str:
+            from engine.models.encoders import choose_device
+
+            import_engine()
+            detected = choose_device("auto")
+            if load_encoder:
+                self.ensure_encoder(spec)
+            if model_key is not None:
+                # Load and check it now, not on the first search.
+                library.vector_index(model_key, progress=ctx.progress)
+            return detected
+
+        def loaded(detected: str) -> None:
+            self.detected_device = detected
+            self.engine_loaded = True
+            self.update_ready()
+
+        def failed(exc: BaseException) -> None:
+            self.engine_loaded = True  # searches say what fails, not "loading" for ever
+            self.readyChanged.emit(False, "The search engine could not be loaded")
+            self.runner.report_error(exc, "Loading the search engine")
+
+        self.runner.submit(
+            load,
+            title="Loading the search engine",
+            pool=READ,
+            on_success=loaded,
+            on_failure=failed,
+            on_progress=self._on_open_progress,
+        )
 
     def _on_open_failed(self, exc: BaseException) -> None:
         self.readyChanged.emit(False, "The library could not be opened")
@@ -182,6 +251,7 @@ class LibrarySession(QObject):
         """The encoder for `spec` (default: the search model), loading it if needed.
         Blocks: call from a worker."""
         spec = spec or self.search_model()
+        import_engine()
         with self._lock:
             if self._encoder is None or self._encoder_spec != spec:
                 log.info("loading model %s on %s", spec, self.settings.device)
@@ -199,7 +269,9 @@ class LibrarySession(QObject):
             return
         has_vectors = self.model_key is not None
         encoder_ok = self._encoder is not None and self._encoder_spec == self.search_model()
-        if not has_vectors and self.indexing:
+        if has_vectors and not self.engine_loaded:
+            self._set_ready(False, "Loading the search engine…")
+        elif not has_vectors and self.indexing:
             self._set_ready(False, "Indexing… searching starts when the first photos are in")
         elif not has_vectors:
             self._set_ready(False, "Add a photo folder to the library to start searching")
@@ -218,6 +290,28 @@ class LibrarySession(QObject):
             )
         else:
             self._set_ready(True, "")
+
+    def not_coming(self) -> NotComing | None:
+        """While searches cannot run: None when readiness is on its way (the library or the
+        engine loading, a model loading, the first photos indexing), else what the user must
+        do first. Reads files only (no torch), so it answers before the engine is loaded."""
+        if self.ready:
+            return None
+        spec = self.search_model()
+        if not self.fixed_model and not self.model_available(spec):
+            if self.model_key is not None:  # the library's own model is gone from disk
+                return NotComing(
+                    f"The model {spec} is not on this computer: choose one to search with",
+                    choose_model=True,
+                )
+            return NotComing(
+                f"No model is chosen yet ({spec} is not on this computer): choose one to "
+                "index and search with",
+                choose_model=True,
+            )
+        if self.library is not None and self.model_key is None and not self.indexing:
+            return NotComing("Nothing to search yet: add a photo folder to the library first")
+        return None
 
     def _set_ready(self, ready: bool, message: str) -> None:
         if ready and self.ready_after is None:

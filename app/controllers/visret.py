@@ -145,7 +145,14 @@ class VisRetController(QObject):
         strip.drawAgainRequested.connect(self.draw_again)
         strip.promptEdited.connect(self.edit_prompt)
         strip.cancelRequested.connect(self.cancel)
+        search.query_bar.method.currentIndexChanged.connect(lambda _row: self._update_visible())
         strip.hide()
+
+    def _update_visible(self) -> None:
+        """The strip shows while a VisRet search draws (its progress and Cancel are there), and
+        while the picker says VisRet and the strip holds the drawings of the run shown."""
+        picked = self.search.query_bar.method_key() == METHOD
+        self.strip.setVisible(self._live is not None or (picked and self._request is not None))
 
     # -- the worker's side ------------------------------------------------------------------------
 
@@ -181,7 +188,7 @@ class VisRetController(QObject):
         if request.method != METHOD:
             self._live = None
             self._request, self._shown = None, None
-            self.strip.hide()
+            self._update_visible()
             return
         from engine.methods import get_method, param_defaults
 
@@ -199,7 +206,7 @@ class VisRetController(QObject):
         self._live = search_id
         self.cards = {}
         self.strip.start(count, self.strip.prompt.text() if keep else "", keep=keep)
-        self.strip.show()
+        self._update_visible()
 
     def _on_finished(self, outcome: SearchOutcome) -> None:
         if outcome.search_id != self._live or outcome.request.method != METHOD:
@@ -218,6 +225,7 @@ class VisRetController(QObject):
         if details.get("prompt"):
             self.strip.set_prompt(str(details["prompt"]))
         self.strip.finish(_summary(details, self.cards))
+        self._update_visible()  # the picker may have moved on while it drew
 
     def _on_stopped(self, search_id: int, how: str) -> None:
         if search_id != self._live:
@@ -285,6 +293,14 @@ class VisRetController(QObject):
         store, run_id = self.judging.store, self.judging.run_id
         if store is None or run_id is None:
             return None
+        shown = self.judging.current_run()
+        if shown is not None and shown.method_key and shown.method_key != METHOD:
+            # Not a VisRet run: no drawings to read; the strip goes at once (unless drawing).
+            if self._live is None:
+                self._generation += 1
+                self._request, self._shown = None, None
+                self._update_visible()
+            return None
         text = self.search.query_bar.edit.text()
         top_k = self.search.session.settings.top_k
         self._generation += 1
@@ -302,7 +318,7 @@ class VisRetController(QObject):
                 return  # a search is filling the strip, or a newer one replaced this
             if result is None:
                 self._request, self._shown = None, None
-                self.strip.hide()
+                self._update_visible()
                 return
             params, cards = result
             details = dict(params.details or {})
@@ -316,7 +332,7 @@ class VisRetController(QObject):
                 self.strip.show_drawings(
                     str(details.get("prompt", "")), cards, _summary(details, {})
                 )
-            self.strip.show()
+            self._update_visible()
 
         return self.runner.submit(
             load,

@@ -30,7 +30,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -46,7 +45,7 @@ from engine.evaluation.evaluate import (
     write_judgments_csv,
     write_queries_csv,
 )
-from engine.files import atomic_write_text, csv_field, csv_row
+from engine.files import atomic_output, atomic_write_text, csv_field, csv_row
 from engine.indexing.decode import IMAGE_EXTENSIONS, decode_image
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
@@ -370,16 +369,12 @@ def _write_photo(target: Path, data: bytes) -> tuple[bool, int, int]:
     if target.is_file() and target.stat().st_size == len(data) and target.read_bytes() == data:
         decoded = decode_image(target, min_side=_CHECK_SIDE)
         return False, decoded.width, decoded.height
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        decoded = decode_image(Path(temp_name), min_side=_CHECK_SIDE)
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    # A normal file's mode (not mkstemp's private 0600: colleagues read the collection too),
+    # decoded before the rename, so a photo that fails is never put in place.
+    with atomic_output(target) as (handle, temp):
+        handle.write(data)
+        handle.flush()
+        decoded = decode_image(temp, min_side=_CHECK_SIDE)
     return True, decoded.width, decoded.height
 
 

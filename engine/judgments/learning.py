@@ -12,8 +12,10 @@ methods and workflows that do are in `engine/methods/feedback.py`).
   Woodbury identity when there are fewer judgments than dimensions). Targets are Platt's (1999)
   smoothed labels, (N+ + 1)/(N+ + 2) and 1/(N- + 2): the fit cannot become certain from a
   handful of judgments, stays finite when the judgments are separable (they nearly always are
-  in hundreds of dimensions), and its logistic output is the calibrated probability of
-  relevance itself (no second Platt fit on the same few photos).
+  in hundreds of dimensions). Shrunk toward the query, its own logistic output is a ranking
+  more than a probability (photos judged relevant get p near 0.5 at a few dozen judgments), so
+  the probabilities are Platt-scaled on held-out logits (`engine.judgments.calibration`: each
+  judged photo scored by a probe fitted on the other folds, never on itself).
 - `judge_next`: uncertainty sampling (the photos whose probability is nearest 0.5, where a
   judgment moves the probe most) mixed with a few of the top-ranked unjudged photos.
 - `estimate_recall` / `sample_to_judge`: how many relevant photos the collection holds, from the
@@ -29,6 +31,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from engine.judgments.calibration import (
+    CALIBRATION_FOLDS,
+    MIN_PER_KIND,
+    PlattCalibration,
+    fit_platt,
+    stratified_folds,
+)
 
 # -- Rocchio ----------------------------------------------------------------------------------
 
@@ -94,7 +104,9 @@ class Probe:
     change the order), so any vector index ranks by it; `probability(score)` maps such a
     similarity back to the calibrated probability. `fitted` is False when the judgments could
     not teach it anything (none, or all of one kind): the weights are then the prior (the
-    query's own direction) and there are no probabilities (`note` says why)."""
+    query's own direction) and there are no probabilities (`note` says why). `calibration`
+    maps the fitted logit to the calibrated one; `withheld`: fitted, but too few judgments of
+    a kind to calibrate, so it ranks and claims no probability (`note` says why)."""
 
     weights: np.ndarray
     bias: float
@@ -104,11 +116,31 @@ class Probe:
     note: str = ""
     iterations: int = 0
     c: float | None = None  # the prior variance of the embedding weights the fit used
+    calibration: PlattCalibration | None = None
+    withheld: bool = False
+
+    @property
+    def has_probabilities(self) -> bool:
+        """Whether `probability` gives numbers (else NaN): fitted, and not withheld."""
+        return self.fitted and not self.withheld
 
     @property
     def scale(self) -> float:
-        """|w|: logits per unit of similarity to `direction`."""
+        """|w|: the fitted logits per unit of similarity to `direction`."""
         return float(np.linalg.norm(self.weights))
+
+    @property
+    def p_scale(self) -> float:
+        """Calibrated logits per unit of similarity to `direction`."""
+        slope = 1.0 if self.calibration is None else self.calibration.slope
+        return slope * self.scale
+
+    @property
+    def p_bias(self) -> float:
+        """The calibrated logit at similarity 0."""
+        if self.calibration is None:
+            return self.bias
+        return self.calibration.slope * self.bias + self.calibration.intercept
 
     @property
     def direction(self) -> np.ndarray:
@@ -116,28 +148,34 @@ class Probe:
         return _unit(np.asarray(self.weights, dtype=np.float64)).astype(np.float32)
 
     def logits(self, vectors: np.ndarray) -> np.ndarray:
+        """The fitted (uncalibrated) logit of each row."""
         out: np.ndarray = np.asarray(vectors, dtype=np.float64) @ self.weights + self.bias
         return out
 
     def probabilities(self, vectors: np.ndarray) -> np.ndarray:
-        """Calibrated p(relevant) of each row (unit embeddings); NaN when not fitted."""
-        if not self.fitted:
+        """Calibrated p(relevant) of each row (unit embeddings); NaN without probabilities."""
+        if not self.has_probabilities:
             return np.full(len(vectors), np.nan)
-        return _sigmoid(self.logits(vectors))
+        logits = self.logits(vectors)
+        return _sigmoid(logits if self.calibration is None else self.calibration.apply(logits))
 
     def probability(self, scores: np.ndarray | Sequence[float] | float) -> np.ndarray:
-        """p(relevant) from similarities to `direction` (an index search's scores)."""
+        """Calibrated p(relevant) from similarities to `direction` (an index search's scores)."""
         values = np.asarray(scores, dtype=np.float64)
-        if not self.fitted:
+        if not self.has_probabilities:
             return np.full(values.shape, np.nan)
-        return _sigmoid(self.scale * values + self.bias)
+        return _sigmoid(self.p_scale * values + self.p_bias)
 
     def score_at(self, p: float) -> float:
-        """The similarity to `direction` at which the probability is `p` (a cut-off)."""
-        if not self.fitted or self.scale == 0:
+        """The similarity to `direction` at which the probability is `p` (a cut-off): inf when
+        no photo reaches it (or there are no probabilities), -inf when every photo does."""
+        if not self.has_probabilities:
             return math.inf
         p = min(max(p, 1e-12), 1 - 1e-12)
-        return (math.log(p / (1 - p)) - self.bias) / self.scale
+        logit = math.log(p / (1 - p))
+        if self.p_scale <= 0:
+            return -math.inf if self.p_bias >= logit else math.inf
+        return (logit - self.p_bias) / self.p_scale
 
     def to_json(self) -> dict[str, object]:
         """What a saved run keeps: enough to map its scores to probabilities again."""
@@ -145,11 +183,13 @@ class Probe:
             "fitted": self.fitted,
             "relevant": self.relevant,
             "not_relevant": self.not_relevant,
-            "p_scale": round(self.scale, 6),
-            "p_bias": round(self.bias, 6),
+            # None: no probability claimed (too few judgments of a kind to calibrate)
+            "p_scale": round(self.p_scale, 6) if self.has_probabilities else None,
+            "p_bias": round(self.p_bias, 6) if self.has_probabilities else None,
             "iterations": self.iterations,
             "c": self.c,
             "note": self.note,
+            "calibration": None if self.calibration is None else self.calibration.to_json(),
         }
 
 
@@ -177,6 +217,7 @@ def fit_probe(
     c: float | None = PROBE_C,
     max_iter: int = 100,
     tol: float = 1e-9,
+    calibrate: bool = True,
 ) -> Probe:
     """Fit logit p(x) = (prior_scale * q + v) . x + b to judged embeddings (labels > 0 relevant).
 
@@ -184,6 +225,9 @@ def fit_probe(
     weights on the query's direction at `prior_scale` (see `prior_scale()`), and the judgments
     move them as far as they earn. `c` None lets the judgments choose it among `C_GRID` by the
     evidence (MacKay's type-II maximum likelihood, with Laplace's approximation).
+    With `calibrate`, the probabilities are Platt-scaled on cross-fitted held-out logits
+    (`engine.judgments.calibration`), and withheld until each kind has `MIN_PER_KIND` judged
+    photos (the probe still ranks); without it they are the fit's own logistic output.
     With no judgments, or judgments of one kind only, returns the prior, unfitted, with a note
     the user can read."""
     q = _unit(np.asarray(query_vec, dtype=np.float64).ravel())
@@ -209,37 +253,82 @@ def fit_probe(
                 "relevant photo; the query's own ranking meanwhile"
             )
         return Probe(w0, 0.0, False, n_pos, n_neg, note)
-    # Platt's targets: what a Bayesian with a uniform prior expects of the next photo like these.
-    targets = np.where(y > 0, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
-    offset = x @ w0
-    features = np.hstack([x, np.ones((len(x), 1))])  # v, then the intercept
-    theta = np.zeros(q.size + 1)
-    # Start the intercept where the prior's logits meet the targets' mean, so Newton starts close.
-    mean_target = float(targets.mean())
-    theta[-1] = math.log(mean_target / (1 - mean_target)) - float(offset.mean())
-    best: tuple[float, np.ndarray, float, int] | None = None
-    iterations = 0
-    for candidate_c in (c,) if c is not None else C_GRID:
-        precision = np.full(q.size + 1, 1.0 / candidate_c)
-        precision[-1] = _INTERCEPT_PRECISION
-        # Each fit starts from the previous one's optimum (the grid rises smoothly).
-        theta, value, steps = _fit_map(offset, features, targets, precision, theta, max_iter, tol)
-        iterations += steps
-        evidence = -value - 0.5 * _logdet_ratio(offset, features, precision, theta)
-        if best is None or evidence > best[0]:
-            best = (evidence, theta.copy(), candidate_c, steps)
-    assert best is not None
-    _, theta, chosen, _ = best
+    theta, chosen, iterations = _fit_theta(x, y, w0, c, max_iter, tol)
+    note = f"learned from {n_pos} relevant and {n_neg} non-relevant photos"
+    calibration = None
+    if calibrate:
+        calibration = _cross_fitted_calibration(x, y, w0, c, max_iter, tol)
+        if calibration is None:
+            note += (
+                f"; no probabilities until {MIN_PER_KIND} relevant and {MIN_PER_KIND} "
+                "non-relevant photos are judged"
+            )
     return Probe(
         w0 + theta[:-1],
         float(theta[-1]),
         True,
         n_pos,
         n_neg,
-        f"learned from {n_pos} relevant and {n_neg} non-relevant photos",
+        note,
         iterations,
         chosen,
+        calibration,
+        withheld=calibrate and calibration is None,
     )
+
+
+def _fit_theta(
+    x: np.ndarray, y: np.ndarray, w0: np.ndarray, c: float | None, max_iter: int, tol: float
+) -> tuple[np.ndarray, float, int]:
+    """The penalised fit of (v, b) around the prior weights `w0` (judgments of both kinds):
+    theta = (v, b), the C used, and the Newton iterations taken."""
+    n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())
+    # Platt's targets: what a Bayesian with a uniform prior expects of the next photo like these.
+    targets = np.where(y > 0, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    offset = x @ w0
+    features = np.hstack([x, np.ones((len(x), 1))])  # v, then the intercept
+    theta = np.zeros(w0.size + 1)
+    # Start the intercept where the prior's logits meet the targets' mean, so Newton starts close.
+    mean_target = float(targets.mean())
+    theta[-1] = math.log(mean_target / (1 - mean_target)) - float(offset.mean())
+    best: tuple[float, np.ndarray, float, int] | None = None
+    iterations = 0
+    for candidate_c in (c,) if c is not None else C_GRID:
+        precision = np.full(w0.size + 1, 1.0 / candidate_c)
+        precision[-1] = _INTERCEPT_PRECISION
+        # Each fit starts from the previous one's optimum (the grid rises smoothly).
+        theta, value, steps = _fit_map(offset, features, targets, precision, theta, max_iter, tol)
+        iterations += steps
+        # The evidence only chooses among several C: a fixed C needs no determinant.
+        evidence = -value
+        if c is None:
+            evidence -= 0.5 * _logdet_ratio(offset, features, precision, theta)
+        if best is None or evidence > best[0]:
+            best = (evidence, theta.copy(), candidate_c, steps)
+    assert best is not None
+    _, theta, chosen, _ = best
+    return theta, chosen, iterations
+
+
+def _cross_fitted_calibration(
+    x: np.ndarray, y: np.ndarray, w0: np.ndarray, c: float | None, max_iter: int, tol: float
+) -> PlattCalibration | None:
+    """Platt's map fitted on held-out logits: each judged photo scored by the probe fitted to
+    the folds it is not in (stratified; C chosen again inside each fold when `c` is None), so
+    the map never learns from the judgment it scores. None with fewer than `MIN_PER_KIND`
+    photos of a kind."""
+    n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())
+    if min(n_pos, n_neg) < MIN_PER_KIND:
+        return None
+    folds = min(CALIBRATION_FOLDS, len(y))
+    assignment = stratified_folds(y, folds)
+    held_out = np.empty(len(y))
+    for fold in range(folds):
+        test = assignment == fold
+        theta, _, _ = _fit_theta(x[~test], y[~test], w0, c, max_iter, tol)
+        held_out[test] = x[test] @ (w0 + theta[:-1]) + theta[-1]
+    slope, intercept = fit_platt(held_out, y)
+    return PlattCalibration(slope, intercept, folds, len(y))
 
 
 def _fit_map(

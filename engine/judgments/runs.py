@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import QuadratError
+
 # The keys a run keeps beside its method's parameters; every other key is a method parameter.
 FILTERS, DETAILS, EVIDENCE, TOP_K, IMAGE, FROM_RUN = (
     "filters",
@@ -115,6 +117,20 @@ class SavedRunParams:
         if self.from_run is not None:
             out[FROM_RUN] = self.from_run
         return out
+
+    def filters_label(self) -> str:
+        """The filters the run ran within, as the run's label names them ("taxon=Aves",
+        "May–Jun, any year", joined by " · "); "" with none. Runs that differ only by their
+        filters are told apart by it. Filters this version cannot read are named by key."""
+        from engine.search.filters import SearchFilters
+
+        if not self.filters:
+            return ""
+        try:
+            chips = SearchFilters.from_params(self.filters).describe()
+        except QuadratError:  # a run saved by another version, with a value not read here
+            return " · ".join(sorted(self.filters))
+        return " · ".join(f"{key}={label}" if key == "taxon" else label for key, label in chips)
 
     def search_params(self) -> dict[str, Any]:
         """What makes the run the search it is, to compare or repeat it: the stored object but

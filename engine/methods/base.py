@@ -161,6 +161,11 @@ class Method:
         """Why the method cannot run here (a missing optional package, no model), or None."""
         return None
 
+    def param_label(self, name: str, value: Any) -> str | None:
+        """How a non-default parameter reads in a run's label, when `name=value` would not
+        say it plainly (VisRet's 0-based `leave_out`); None for `name=value`."""
+        return None
+
     def run(
         self,
         query: SearchQuery,
@@ -313,7 +318,7 @@ def spec_label(method: Method, params: Any) -> str:
     """A short name for a method with parameters: its label plus what differs from defaults."""
     defaults = param_defaults(method.Params)
     changed = [
-        f"{name}={_short(str(value))}"
+        method.param_label(name, value) or f"{name}={_short(str(value))}"
         for name, value in params_to_dict(params).items()
         if defaults.get(name) != value
     ]

@@ -11,7 +11,8 @@ alike (run them off the GUI thread: they encode the query and search):
 
 - `refine_query`: run a learning method on a saved query, save the ranking as a new run whose
   params name the run it came from ("from_run"), and return both runs' live metrics;
-- `photos_above`: every photo whose calibrated probability (from the probe) is at least p;
+- `photos_above`: the photos judged relevant and every unjudged photo whose calibrated
+  probability (from the probe) is at least p;
 - `judge_next_for_query`: the photos whose judgment teaches the probe most;
 - `estimate_for_query` / `sample_for_query`: how many relevant photos the collection holds, and
   the photos to judge that tighten that estimate.
@@ -273,7 +274,7 @@ class ProbeMethod(_LearningMethod):
         probe, used = fit_query_probe(query, params, context, judgments)
         context.cancel.check()
         ranking = _ranked(context, probe.direction, top_k, candidates)
-        if probe.fitted:
+        if probe.has_probabilities:
             for image_id, p in zip(ranking.ids, probe.probability(ranking.scores), strict=True):
                 ranking.evidence[image_id] = {"p": round(float(p), 6)}
         ranking.details.update(_usage(used, probe.note))
@@ -286,8 +287,8 @@ def probabilities_of(scores: Sequence[float], details: Mapping[str, Any]) -> lis
     """The calibrated probabilities of a probe run's scores, from its details (None when the
     run is not a fitted probe's)."""
     probe = details.get("probe") if isinstance(details, Mapping) else None
-    if not isinstance(probe, Mapping) or not probe.get("fitted"):
-        return None
+    if not isinstance(probe, Mapping) or not probe.get("fitted") or probe.get("p_scale") is None:
+        return None  # not a probe's run, or one too few judgments of a kind gave no probability
     scale, bias = float(probe["p_scale"]), float(probe["p_bias"])
     logits = scale * np.asarray(scores, dtype=np.float64) + bias
     return [float(p) for p in 0.5 * (1.0 + np.tanh(0.5 * logits))]
@@ -539,6 +540,66 @@ def refine_query(
     )
 
 
+@dataclass(frozen=True)
+class LikelyRelevant:
+    """What "export likely relevant photos" writes, best first: the photos judged relevant
+    (known to be relevant: p = 1, in the probe's order), then the unjudged photos whose
+    calibrated probability reaches `min_p`. Photos judged not relevant are never in it.
+    `best_unjudged` is the highest p of an unjudged photo (None without probabilities);
+    `note` the probe's own, saying why there are no probabilities when there are none."""
+
+    min_p: float
+    judged: list[tuple[int, float]]  # (image id, similarity to the probe's direction)
+    likely: list[tuple[int, float, float]]  # (image id, similarity, calibrated p)
+    has_probabilities: bool
+    best_unjudged: float | None
+    note: str
+
+    @property
+    def ranking(self) -> list[tuple[int, float]]:
+        """(image id, the probe's score) of every photo to write, in order."""
+        return self.judged + [(image_id, score) for image_id, score, _ in self.likely]
+
+    @property
+    def probabilities(self) -> dict[int, float]:
+        """Each photo's probability of relevance: 1 for a judged one, else the calibrated p."""
+        known = {image_id: 1.0 for image_id, _ in self.judged}
+        return known | {image_id: p for image_id, _, p in self.likely}
+
+    def __len__(self) -> int:
+        return len(self.judged) + len(self.likely)
+
+    def summary(self) -> str:
+        """One line: what would be written, or why nothing would."""
+        if not len(self):
+            if not self.has_probabilities:
+                return (
+                    "No photo is judged relevant yet, and no unjudged photo has a probability: "
+                    + self.why_no_probability
+                )
+            best = (
+                "" if self.best_unjudged is None else f" (the highest is {self.best_unjudged:.2f})"
+            )
+            return (
+                f"No photo is judged relevant yet, and no unjudged photo has p ≥ {self.min_p:g}"
+                f"{best}: judge more photos, or choose a lower probability"
+            )
+        parts = [f"{len(self.judged):,} judged relevant"]
+        if self.has_probabilities:
+            parts.append(f"{len(self.likely):,} unjudged with p ≥ {self.min_p:g}")
+        else:
+            parts.append(f"no probability for the unjudged photos yet ({self.why_no_probability})")
+        return ", ".join(parts)
+
+    @property
+    def why_no_probability(self) -> str:
+        """The probe's note, cut to what matters for an export."""
+        withheld = self.note.find("no probabilities until")
+        if withheld >= 0:
+            return self.note[withheld:]
+        return self.note.split("; the query's own ranking")[0]
+
+
 def photos_above(
     library: Library,
     encoder_loader: Callable[[], Encoder],
@@ -548,32 +609,42 @@ def photos_above(
     params: ProbeParams | None = None,
     filters: SearchFilters | None = None,
     judgments: Mapping[int, int] | None = None,
-) -> list[tuple[int, float]]:
-    """Every photo whose calibrated probability of relevance (the probe fitted to the query's
-    judgments) is at least `min_p`, best first, as (image id, p): a list to export. A one-line
-    BadInputError when the probe has no probabilities (judgments of one kind only)."""
+) -> LikelyRelevant:
+    """The photos judged relevant, then every unjudged photo whose calibrated probability of
+    relevance (the probe fitted to the query's judgments) is at least `min_p`: a list to
+    export. Photos judged not relevant are left out, whatever their p."""
     if not 0.0 < min_p < 1.0:
         raise BadInputError("--min-p must be between 0 and 1 (e.g. 0.9)")
     query = saved_query(library, query_id).search_query()
     context = _context(library, encoder_loader, query_id, filters, judgments)
-    probe, _ = fit_query_probe(
-        query, params or ProbeParams(), context, context.query_judgments(ProbeMethod.key)
+    judged = context.query_judgments(ProbeMethod.key)
+    probe, _ = fit_query_probe(query, params or ProbeParams(), context, judged)
+    relevant_ids = sorted(i for i, r in judged.items() if r > 0)
+    known = (
+        _ranked(context, probe.direction, len(relevant_ids), relevant_ids) if relevant_ids else None
     )
-    if not probe.fitted:
-        raise BadInputError(f"no probabilities yet: {probe.note}")
-    cut = probe.score_at(min_p)
-    total = len(context.searcher.index)
-    depth = 256
-    while True:
-        ranking = _ranked(context, probe.direction, min(depth, total), None)
-        if not ranking.ids or ranking.scores[-1] < cut or len(ranking.ids) >= total:
-            break
-        depth *= 4  # the cut-off lies deeper: search again, further
-    return [
-        (image_id, float(p))
-        for image_id, p in zip(ranking.ids, probe.probability(ranking.scores), strict=True)
-        if p >= min_p
-    ]
+    judged_rows = [] if known is None else known.pairs()
+    likely: list[tuple[int, float, float]] = []
+    best: float | None = None
+    if probe.has_probabilities:
+        cut = probe.score_at(min_p)
+        total = len(context.searcher.index)
+        depth = 256
+        while True:
+            ranking = _ranked(context, probe.direction, min(depth, total), None)
+            unjudged = sum(1 for i in ranking.ids if i not in judged)
+            deep_enough = bool(ranking.scores) and ranking.scores[-1] < cut and unjudged > 0
+            if not ranking.ids or deep_enough or len(ranking.ids) >= total:
+                break
+            depth *= 4  # the cut-off (or the first unjudged photo) lies deeper: search further
+        chances = probe.probability(ranking.scores)
+        for image_id, score, p in zip(ranking.ids, ranking.scores, chances, strict=True):
+            if image_id in judged:
+                continue
+            best = float(p) if best is None else best
+            if p >= min_p:
+                likely.append((image_id, float(score), float(p)))
+    return LikelyRelevant(min_p, judged_rows, likely, probe.has_probabilities, best, probe.note)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from importlib import metadata
 from typing import Any
 
 from engine.errors import BadInputError
+from engine.judgments.runs import SavedRunParams
 from engine.methods.base import (
     Method,
     MethodSpec,
@@ -191,12 +192,16 @@ def spec_from_params(key: str, params: dict[str, Any]) -> MethodSpec:
 
 def run_label(method: str, params: Mapping[str, Any] | None, kind: str = "text") -> str:
     """A saved run's label: the method's label, its non-default parameters, and the query kind
-    if not text ("Text", "VisRet (leave_out=0)", "Text · image"). Keys the method does not take
-    (the run's filters, details, photo) are ignored; a method no longer installed, or a
-    parameter renamed since, is named by its key."""
+    if not text ("Text", "VisRet (without drawing 1)", "Hybrid · taxon=Aves · image"): the
+    filters it ran within follow the method. Other keys the method does not take (details,
+    photo) are ignored; a method no longer installed, or a parameter renamed since, is named by
+    its key."""
     try:
         spec = spec_from_params(method, dict(params or {}))
         text = spec_label(spec.method, spec.params)
     except Exception:  # a plug-in uninstalled or broken since the run was saved
         text = method
-    return text if kind == "text" else f"{text} · {kind}"
+    # Runs that differ only by their filters ("Hybrid · taxon=Aves") are told apart.
+    filters = SavedRunParams.from_json(params).filters_label()
+    parts = [text, filters, "" if kind == "text" else kind]
+    return " · ".join(part for part in parts if part)

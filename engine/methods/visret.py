@@ -187,6 +187,19 @@ class VisRetMethod(Method):
     Params = VisRetParams
     kinds = ("text",)
 
+    def param_label(self, name: str, value: Any) -> str | None:
+        """`leave_out=1` as the strip numbers drawings, from 1: "without drawing 2"."""
+        if name != "leave_out":
+            return None
+        try:
+            numbers = sorted(VisRetParams(leave_out=str(value)).left_out())
+        except BadInputError:
+            return None  # a value no version accepted: shown as stored
+        if not numbers:
+            return None
+        word = "drawing" if len(numbers) == 1 else "drawings"
+        return f"without {word} {', '.join(str(n + 1) for n in numbers)}"
+
     def unavailable_reason(self) -> str | None:
         try:
             import engine.visret.generator  # noqa: F401

@@ -31,6 +31,7 @@ from engine.models.folders import (
     MANIFEST_NAME,
     PARTIAL_DIR,
     InstalledModel,
+    StoreFolders,
     check_config,
     folder_slug,
     installed_from,
@@ -169,6 +170,15 @@ def preflight(spec: str | ModelSpec, store_dir: Path | None, cache_dir: Path | N
     if cache_dir is not None and in_download_cache(parsed, cache_dir):
         return
     ensure_reachable(parsed)
+
+
+def encoder_on_disk(store: StoreFolders, spec: str | ModelSpec, cache_dir: Path | None) -> bool:
+    """Whether the search model `spec` loads without a download: bundled, a file or folder
+    that exists, in the store (its manifest), or possibly in open_clip's download cache. File
+    checks only: it imports neither torch nor open_clip, so the window can ask at once."""
+    if store.is_installed(spec):
+        return True
+    return cache_dir is not None and in_download_cache(spec, cache_dir)
 
 
 def in_download_cache(spec: str | ModelSpec, cache_dir: Path) -> bool:

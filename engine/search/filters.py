@@ -331,11 +331,17 @@ class SearchFilters:
         if self.bbox:
             min_lat, min_lon, max_lat, max_lon = self.bbox
             across = " (across 180°)" if min_lon > max_lon else ""
-            label = f"in {min_lat:.2f}, {min_lon:.2f} – {max_lat:.2f}, {max_lon:.2f}{across}"
-            chips.append(("bbox", label))
+            # A tenth of a degree (about 11 km) reads well for a box a degree or more across.
+            extent = min(max_lat - min_lat, (max_lon - min_lon) % 360 or 360)
+            digits = 1 if extent >= 1 else 2
+            lats = f"{latitude_text(min_lat, digits)}–{latitude_text(max_lat, digits)}"
+            lons = f"{longitude_text(min_lon, digits)}–{longitude_text(max_lon, digits)}"
+            chips.append(("bbox", f"{lats}, {lons}{across}"))
         if self.near:
             lat, lon, radius = self.near
-            chips.append(("near", f"≤ {radius:g} km of {lat:.2f}, {lon:.2f}"))
+            digits = 1 if radius >= 10 else 2 if radius >= 1 else 3
+            place = f"{latitude_text(lat, digits)} {longitude_text(lon, digits)}"
+            chips.append(("near", f"{place} ± {radius:g} km"))
         if self.license:
             chips.append(("license", f"licence contains “{self.license}”"))
         if self.licenses:
@@ -358,6 +364,16 @@ class SearchFilters:
             raise ValueError(f"no filter {key!r}; the filters are {', '.join(names)}")
         empty: Any = () if key in ("licenses", "collection_ids") else None
         return replace(self, **{key: empty})
+
+
+def latitude_text(lat: float, digits: int = 1) -> str:
+    """A latitude as people read it on a map: "52.1°N", "33.9°S"."""
+    return f"{abs(lat):.{digits}f}°{'S' if lat < 0 else 'N'}"
+
+
+def longitude_text(lon: float, digits: int = 1) -> str:
+    """A longitude as people read it on a map: "4.3°E", "79.3°W"."""
+    return f"{abs(lon):.{digits}f}°{'W' if lon < 0 else 'E'}"
 
 
 def _sequence(key: str, value: object) -> tuple[object, ...]:

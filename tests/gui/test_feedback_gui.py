@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.controllers.application import Application
 from tests.gui.test_judging import open_search
@@ -157,11 +158,16 @@ def test_the_recall_estimate_appears_after_judgments_and_a_sample_can_be_judged(
     print(f"estimate before the sample: {before!r}; after: {label.text()!r}")
 
 
-def test_export_likely_relevant_writes_every_photo_above_the_chosen_probability(
-    qtbot, feedback_app, tmp_path
-) -> None:
+def read_rows(path) -> list[dict[str, str]]:  # type: ignore[no-untyped-def]
     import csv
 
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_export_likely_relevant_writes_the_judged_photos_then_every_one_above_the_cut(
+    qtbot, feedback_app, tmp_path
+) -> None:
     from engine.methods.feedback import photos_above
 
     app = feedback_app
@@ -172,16 +178,22 @@ def test_export_likely_relevant_writes_every_photo_above_the_chosen_probability(
 
     out = tmp_path / "likely.csv"
     app.window.ask_probability = lambda *args: 0.5
-    app.window.ask_save_file = lambda *args: str(out)
+    captions: list[str] = []
+    app.window.ask_save_file = lambda caption, *args: captions.append(caption) or str(out)
     with qtbot.waitSignal(
         app.feedback.message, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
     ):
         action.trigger()
 
-    with out.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    probabilities = [float(row["probability"]) for row in rows]
-    assert rows and min(probabilities) >= 0.5
+    rows = read_rows(out)
+    relevant = {i for i, r in judged.items() if r}
+    # The photos judged relevant first, marked as judged (p 1: they are known) ...
+    assert {int(row["image_id"]) for row in rows[:4]} == relevant
+    assert all(row["judgment"] == "1" and row["probability"] == "1.0000" for row in rows[:4])
+    # ... then unjudged photos only, each at p >= 0.5, best first; none judged not relevant.
+    rest = rows[4:]
+    assert all(row["judgment"] == "" and float(row["probability"]) >= 0.5 for row in rest)
+    probabilities = [float(row["probability"]) for row in rest]
     assert probabilities == sorted(probabilities, reverse=True)
     # The very list the engine gives for the same judgments, in its order, however deep.
     expected = photos_above(
@@ -191,30 +203,114 @@ def test_export_likely_relevant_writes_every_photo_above_the_chosen_probability(
         0.5,
         judgments=judged,
     )
-    assert [int(row["image_id"]) for row in rows] == [image_id for image_id, _ in expected]
-    for row in rows:  # each photo's judgment, where it has one
-        image_id = int(row["image_id"])
-        assert row["judgment"] == ("" if image_id not in judged else str(judged[image_id]))
+    assert [int(row["image_id"]) for row in rows] == [i for i, _ in expected.ranking]
+    # The save dialog said what it would write.
+    assert captions == [
+        f"Export {len(rows)} photos: 4 judged relevant, {len(rest)} unjudged with p ≥ 0.5"
+    ]
 
-    # A cut-off no photo reaches yet writes nothing and says why.
-    empty = tmp_path / "none.csv"
-    app.window.ask_probability = lambda *args: 0.99
-    app.window.ask_save_file = lambda *args: str(empty)
+
+def test_export_likely_relevant_of_issue_24_writes_the_ten_judged_relevant_photos(
+    qtbot, feedback_app, tmp_path, small_demo_collection
+) -> None:
+    """The ten relevant photos of "red circle" judged, and 26 that are not: the probe ranked
+    them first with p 0.42-0.68, so a p >= 0.9 export wrote nothing. Now it writes them."""
+    from sqlalchemy import select
+
+    from engine.catalog import Image
+
+    app = feedback_app
+    query = next(q for q in small_demo_collection.queries if q.text == "red circle")
+    paths = set(small_demo_collection.relevant[query.query_id])
+    with app.session.library.catalog.session() as s:
+        rows = s.execute(select(Image.id, Image.rel_path)).all()
+    relevant = {image_id for image_id, rel in rows if rel in paths}
+    assert len(relevant) == 10
+    shown = [item.image_id for item in app.window.results_model.items()]
+    not_relevant = [i for i in shown if i not in relevant][:26]
+    assert len(not_relevant) == 26
+    for image_id in [*relevant, *not_relevant]:
+        app.judging.judge(image_id, int(image_id in relevant))
+
+    out = tmp_path / "likely.csv"
+    app.window.ask_probability = lambda *args: 0.9
+    app.window.ask_save_file = lambda *args: str(out)
     with qtbot.waitSignal(
-        app.feedback.message, check_params_cb=lambda m: m.startswith("No photo"), timeout=30_000
+        app.feedback.message,
+        check_params_cb=lambda m: m.startswith(("Wrote", "No photo")),
+        timeout=30_000,
     ):
-        action.trigger()
-    assert not empty.exists()
+        app.window.export_likely_action.trigger()
+    assert out.exists(), app.window.status_line.text()
+    written = read_rows(out)
+    assert {int(row["image_id"]) for row in written[:10]} == relevant
+    assert all(row["judgment"] == "1" for row in written[:10])
+    for row in written[10:]:  # anything else: unjudged, at the cut-off or above
+        assert row["judgment"] == "" and float(row["probability"]) >= 0.9
+    print(f"issue 24's case: {len(written)} photos written, {len(written) - 10} unjudged")
 
 
-def test_export_likely_relevant_with_judgments_of_one_kind_says_why_and_writes_nothing(
+def test_export_likely_says_before_the_save_dialog_when_nothing_would_be_written(
     qtbot, feedback_app, tmp_path
 ) -> None:
     app = feedback_app
-    judge_top(app, [1, 1, 1])
+    judge_top(app, [0, 0, 0])  # none relevant: no probe, and nothing known relevant
+    app.window.ask_probability = lambda *args: 0.9
+    asked: list[str] = []
+    app.window.ask_save_file = lambda caption, *args: (
+        asked.append(caption) or str(tmp_path / "none.csv")
+    )
+    notices: list[tuple[str, str]] = []
+    app.window.show_notice = lambda title, text: notices.append((title, text))
+    app.window.export_likely_action.trigger()
+    qtbot.waitUntil(lambda: bool(notices) or bool(asked), timeout=30_000)
+    assert not asked, "the save dialog came before saying nothing would be written"
+    title, text = notices[0]
+    assert title == "Export likely relevant photos"
+    assert text.startswith("Nothing would be written. No photo is judged relevant yet")
+    assert "none of the 3 judged photos is relevant" in text  # why, in full: not cut
+    assert not (tmp_path / "none.csv").exists()
+
+
+def test_export_likely_relevant_with_judgments_of_one_kind_writes_the_judged_and_says_why(
+    qtbot, feedback_app, tmp_path
+) -> None:
+    import csv
+
+    app = feedback_app
+    judged = judge_top(app, [1, 1, 1])
     out = tmp_path / "likely.csv"
     with qtbot.waitSignal(
-        app.feedback.message, check_params_cb=lambda m: "no probabilities" in m, timeout=30_000
-    ):
+        app.feedback.message, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
+    ) as wrote:
         app.feedback.export_likely(out, 0.9)
-    assert not out.exists()
+    assert "no probability for the unjudged photos yet" in wrote.args[0]
+    with out.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {int(row["image_id"]) for row in rows} == set(judged)
+
+
+def test_cards_show_no_score_where_there_is_none(qtbot, feedback_app) -> None:
+    """Judge next before the probe has probabilities, and Sample to judge (a random sample):
+    no "nan", no "0.000" on the cards, in their tooltips or in the detail pane."""
+    app = feedback_app
+    model = app.window.results_model
+    judge_top(app, [1, 1])  # of one kind only: the probe has no probability yet
+
+    def shown_numbers() -> list[str]:
+        out = []
+        for row in range(model.rowCount()):
+            index = model.index(row, 0)
+            out.append(str(model.data(index, Qt.ItemDataRole.ToolTipRole)).splitlines()[0])
+        out.append(app.window.detail_pane.fields["score"].text())
+        return out
+
+    for action in (app.window.judge_next_action, app.window.sample_action):
+        with qtbot.waitSignal(app.feedback.judgingListShown, timeout=30_000):
+            action.trigger()
+        assert model.rowCount() > 0
+        texts = shown_numbers()
+        assert not any("nan" in text or "0.000" in text for text in texts), texts
+        tooltip = str(model.data(model.index(0, 0), Qt.ItemDataRole.ToolTipRole))
+        assert tooltip.splitlines()[0] == "#1"  # the rank, and no score beside it
+        app.feedback.leave_mode()

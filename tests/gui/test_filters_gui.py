@@ -290,8 +290,8 @@ def test_a_reopened_run_shows_its_chips(qtbot, make_app, photos) -> None:
     assert searches == []  # the saved ranking is shown, not searched again
     # The metrics panel tells a filtered run from an unfiltered one of the same method.
     labels = {run.run_id: run.label for run in app.judging.runs}
-    assert " · filtered · " in labels[filtered.run_id]
-    assert "filtered" not in labels[unfiltered.run_id]
+    assert labels[filtered.run_id].startswith("Text · Jun–Aug, any year · ")
+    assert "Jun–Aug" not in labels[unfiltered.run_id]
 
 
 def _colour_at(image: QImage, point: QPointF) -> QColor:

@@ -147,3 +147,88 @@ def test_clicking_a_toggle_judges_without_scrolling_the_grid(qtbot, make_app, ph
     assert view.toggle_center(row) == toggle  # a second click lands on the same photo
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=toggle)
     assert model.data(model.index(row, 0), ResultRole.Judgment) == 0
+
+
+def open_from_the_query_list(qtbot, app: Application, text: str) -> None:
+    """Select the saved query `text` in the Queries tab and press Enter there, as a user would;
+    the keyboard stays in the list."""
+    window = app.window
+    window.queries_dock.show()
+    window.queries_dock.raise_()
+    tree = window.query_list.tree
+    item = next(
+        tree.topLevelItem(row)
+        for row in range(tree.topLevelItemCount())
+        if text in tree.topLevelItem(row).text(0)
+    )
+    window.activateWindow()
+    tree.setFocus()
+    qtbot.waitUntil(tree.hasFocus)
+    tree.setCurrentItem(item)
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        press(qtbot, Qt.Key.Key_Return)
+    assert tree.hasFocus()
+
+
+def test_judge_next_from_a_reopened_query_puts_the_keys_on_the_grid(
+    qtbot, make_app, photos
+) -> None:
+    app: Application = indexed_app(qtbot, make_app, photos)
+    window, view, model = app.window, app.window.results, app.window.results_model
+    window.resize(1300, 900)
+    bar = window.query_bar
+    for text in ("red circle", "blue square"):
+        bar.set_text(text)
+        with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+            bar.submit()
+    open_from_the_query_list(qtbot, app, "red circle")
+    query_id, store = app.judging.query_id, app.judging.store
+    assert app.judging.query_title == "red circle"
+
+    # Ctrl+J, then R: the first photo of the batch is judged relevant, whatever had the keys.
+    with qtbot.waitSignal(app.feedback.judgingListShown, timeout=30_000):
+        press(qtbot, Qt.Key.Key_J, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(view.hasFocus)
+    batch = [item.image_id for item in model.items()]
+    assert batch and view.currentIndex().row() == 0
+    assert window.detail_pane.item().image_id == batch[0]
+    press(qtbot, Qt.Key.Key_R)
+    qtbot.waitUntil(lambda: store.judgments(query_id).get(batch[0]) == 1, timeout=5_000)
+
+    # The rest of the batch not relevant, by keys: the window offers the next batch.
+    for _ in batch[1:]:
+        press(qtbot, Qt.Key.Key_N)
+    assert all(app.judging.judgments.get(i) is not None for i in batch)
+    assert "Ctrl+J" in window.status_line.text() and "next" in window.status_line.text()
+    assert window.judge_next_action.isChecked()
+
+    # Ctrl+J continues: a new batch of photos none of which is judged, the first one current.
+    with qtbot.waitSignal(app.feedback.judgingListShown, timeout=30_000):
+        press(qtbot, Qt.Key.Key_J, Qt.KeyboardModifier.ControlModifier)
+    second = [item.image_id for item in model.items()]
+    assert second and not set(second) & set(app.judging.judgments)
+    assert view.hasFocus() and view.currentIndex().row() == 0
+    press(qtbot, Qt.Key.Key_N)
+    qtbot.waitUntil(lambda: store.judgments(query_id).get(second[0]) == 0, timeout=5_000)
+
+
+def test_judge_next_says_so_when_nothing_is_left_to_judge(qtbot, make_app, photos) -> None:
+    app: Application = indexed_app(qtbot, make_app, photos)
+    window, model = app.window, app.window.results_model
+    bar = window.query_bar
+    bar.set_text("red circle")
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        bar.submit()
+    run = [item.image_id for item in model.items()]
+    assert len(run) < app.session.settings.top_k  # the whole small demo collection
+    for image_id in run:
+        app.judging.judge(image_id, 0)
+    window.activateWindow()
+    window.results.setFocus()
+    qtbot.waitUntil(window.results.hasFocus)
+    with qtbot.waitSignal(app.feedback.judgingListShown, timeout=30_000):
+        press(qtbot, Qt.Key.Key_J, Qt.KeyboardModifier.ControlModifier)
+    assert "Nothing left to judge" in window.status_line.text()
+    # The run stays on screen, with the keys on it; the mode is not entered.
+    assert [item.image_id for item in model.items()] == run
+    assert not window.judge_next_action.isChecked() and app.feedback.mode is None

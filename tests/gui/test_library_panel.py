@@ -58,7 +58,7 @@ def test_a_stopped_run_stays_listed_and_resumes(
     stats = app.library.stats[0]
     assert 16 <= stats.indexed < 108
     assert panel.row_texts() == [
-        f"photos — stopped at {stats.indexed + stats.skipped} of 108 — Re-scan to resume"
+        f"photos — stopped at {stats.indexed + stats.skipped} of 108 — Resume indexing to go on"
     ]
     # Re-scan resumes: only the photos not yet indexed are encoded.
     panel.select(stats.id)
@@ -176,3 +176,54 @@ def test_a_full_thumbnail_disk_is_said_once_in_the_window(qtbot, tmp_path: Path)
     assert len(said) == 1  # once for the spell, not once per photo
     assert said[0].startswith(f"Thumbnails cannot be saved in {disk / 'thumbnails'}: the disk")
     assert "nothing was lost" in said[0]
+
+
+def test_the_results_area_says_which_folder_is_indexing_and_how_far(
+    qtbot, make_app, photos: Path, demo_encoder
+) -> None:
+    app = make_app(encoder=SlowEncoder(demo_encoder, 0.2))
+    wait_ready(qtbot, app)
+    empty = app.window.empty_label
+    qtbot.waitUntil(lambda: empty.text().startswith("The library is empty"), timeout=10_000)
+    app.library.add_folder(photos)  # File › Add folder… on an empty library
+    going = re.compile(
+        r"Indexing “photos”… (\d+) of 108 photos \(\d+ %\)\nYou can search once it is indexed\."
+    )
+    qtbot.waitUntil(
+        lambda: going.fullmatch(empty.text()) is not None and app.library.indexing,
+        timeout=30_000,
+    )
+    assert empty.isVisibleTo(app.window)
+    qtbot.waitUntil(
+        lambda: empty.text() == "Type what you are looking for and press Enter.", timeout=60_000
+    )
+
+
+def test_after_quitting_mid_index_the_reopened_window_offers_to_resume(
+    qtbot, make_app, photos: Path, demo_encoder, monkeypatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("QUADRAT_CHECKPOINT_EVERY", "16")
+    settings = Settings(model="demo", library_dir=str(tmp_path / "lib"), batch_size=8)
+    first = make_app(settings=settings, encoder=SlowEncoder(demo_encoder, 0.25))
+    wait_ready(qtbot, first)
+    first.library.add_folder(photos)
+    qtbot.waitUntil(lambda: first.window.library_panel.progress.bar.value() >= 24, timeout=30_000)
+    first.window.ask_yes_no = lambda title, text: True  # "Stop indexing and quit?" Yes
+    assert first.window.close()
+
+    app = make_app(settings=settings)
+    panel = app.window.library_panel
+    qtbot.waitUntil(lambda: bool(app.library.stats), timeout=20_000)
+    stats = app.library.stats[0]
+    assert 16 <= stats.indexed < 108 and stats.pending == 108 - stats.indexed - stats.skipped
+    done = stats.indexed + stats.skipped
+    assert panel.row_texts() == [f"photos — unfinished: {done} of 108 indexed"]
+    assert panel.summary.text().endswith(f"; “photos” unfinished ({108 - done} to index)")
+    panel.tree.clearSelection()  # no row needs to be found and selected first
+    assert panel.resume_button.isVisibleTo(panel) and panel.resume_button.isEnabled()
+    with qtbot.waitSignal(app.library.indexingFinished, timeout=60_000) as finished:
+        panel.resume_button.click()
+    assert finished.args[0].report.indexed == 108 - stats.indexed  # only the rest is encoded
+    qtbot.waitUntil(lambda: panel.row_texts() == ["photos"], timeout=10_000)
+    assert panel.tree.topLevelItem(0).text(1) == "108"
+    assert not panel.resume_button.isVisibleTo(panel)

@@ -126,3 +126,120 @@ def test_help_lists_the_shortcuts_and_about_names_the_folders(qtbot, make_app) -
     box = app.window.show_about(app.about_lines())
     assert "Library" in box.text()
     box.done(0)
+
+
+def pick_with_keys(qtbot, app, key: str) -> None:
+    """Choose the method `key` in the picker with the arrow keys, as a keyboard user does
+    (each step is a choice the window hears)."""
+    combo = app.window.query_bar.method
+    app.window.activateWindow()
+    combo.setFocus()
+    qtbot.waitUntil(combo.hasFocus)
+    target = combo.findData(key)
+    assert target >= 0
+    for _ in range(combo.count()):
+        if combo.currentIndex() == target:
+            break
+        step = Qt.Key.Key_Down if target > combo.currentIndex() else Qt.Key.Key_Up
+        qtbot.keyClick(combo, step)
+    assert app.window.query_bar.method_key() == key
+
+
+def stale_note(app) -> str:
+    """The note under the query saying the grid is another method's ("" when not shown)."""
+    note = app.window.query_bar.stale_note
+    return "" if note.isHidden() else note.text()
+
+
+def panels(app) -> tuple[bool, bool]:
+    """(drawings strip shown, subquery editor shown), as the window lays them out."""
+    window = app.window
+    return (not window.drawings_strip.isHidden(), not window.subquery_editor.isHidden())
+
+
+def test_a_quick_method_picked_reruns_and_a_slow_one_marks_the_grid_stale(
+    qtbot, make_app, photos
+) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    bar = app.window.query_bar
+    app.window.resize(1300, 900)
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        search(qtbot, app, "red circle")
+    query_id = app.judging.query_id
+
+    # Hybrid answers at once: picking it runs the query shown again, saved beside Text.
+    with qtbot.waitSignal(app.search.searchFinished, timeout=20_000) as finished:
+        pick_with_keys(qtbot, app, "hybrid")
+    assert finished.args[0].request.method == "hybrid"
+    assert finished.args[0].request.text == "red circle"
+    qtbot.waitUntil(lambda: len(app.judging.runs) == 2, timeout=20_000)
+    assert app.judging.query_id == query_id
+    assert [run.method for run in app.judging.runs] == ["Text", "Hybrid"]
+    assert stale_note(app) == ""
+
+    # Reranked asks a scorer about every photo: picking it runs nothing, and says so.
+    shown = [item.image_id for item in app.window.results_model.items()]
+    started: list[object] = []
+    app.search.searchStarted.connect(lambda *args: started.append(args))
+    pick_with_keys(qtbot, app, "rerank")
+    qtbot.wait(800)  # past the quick rerun's delay
+    assert not started
+    assert [item.image_id for item in app.window.results_model.items()] == shown
+    assert stale_note(app) == "Results are from Hybrid — press Enter to run Reranked"
+    assert panels(app) == (False, True)
+
+    # Back to Hybrid: the grid is Hybrid's again, nothing to run.
+    pick_with_keys(qtbot, app, "hybrid")
+    assert stale_note(app) == "" and panels(app) == (False, False)
+
+    # A new query being typed is not run by a change of method: the note says what to do.
+    bar.edit.setText("blue square")
+    pick_with_keys(qtbot, app, "text")
+    qtbot.wait(800)
+    assert not started
+    assert stale_note(app) == "Results are from Hybrid — press Enter to run Text"
+    with qtbot.waitSignal(app.search.searchFinished, timeout=20_000):
+        qtbot.keyClick(bar.edit, Qt.Key.Key_Return)
+    assert stale_note(app) == ""
+
+
+def test_the_picker_and_the_panels_follow_the_results_shown(qtbot, make_app, photos) -> None:
+    from tests.gui.test_rerank_window import QUERY, rerank_search, write_questions
+    from tests.gui.test_visret_window import shown_seeds, visret_search
+
+    app = indexed_app(qtbot, make_app, photos)
+    app.window.resize(1300, 900)
+    bar = app.window.query_bar
+
+    pick_with_keys(qtbot, app, "rerank")
+    write_questions(app, ["Is there a red circle in this image?"])
+    rerank_search(qtbot, app, QUERY)
+    reranked = app.judging.query_id
+    assert panels(app) == (False, True)
+    pick_with_keys(qtbot, app, "hybrid")  # stale: another query is typed next
+    bar.edit.setText("yellow star")
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        bar.submit()
+    hybrid = app.judging.query_id
+    assert panels(app) == (False, False)
+
+    # Reopening the Reranked query: the picker says Reranked and its editor is shown.
+    with qtbot.waitSignal(app.rerank.questionsLoaded, timeout=20_000):
+        app.window.query_list.openRequested.emit(reranked)
+    assert bar.method_key() == "rerank"
+    assert panels(app) == (False, True) and stale_note(app) == ""
+    # And the Hybrid one: the picker says Hybrid, no Reranked editor.
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        app.window.query_list.openRequested.emit(hybrid)
+    assert bar.method_key() == "hybrid"
+    assert panels(app) == (False, False) and stale_note(app) == ""
+
+    # A VisRet run: its drawings go when Reranked is picked (stale), and come back with VisRet.
+    visret_search(qtbot, app, "two green triangles")
+    assert panels(app) == (True, False) and len(shown_seeds(app)) == 3
+    pick_with_keys(qtbot, app, "rerank")
+    assert panels(app) == (False, True)
+    assert stale_note(app) == "Results are from VisRet — press Enter to run Reranked"
+    pick_with_keys(qtbot, app, "visret")
+    assert panels(app) == (True, False) and stale_note(app) == ""
+    assert len(shown_seeds(app)) == 3

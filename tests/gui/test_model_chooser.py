@@ -3,6 +3,10 @@ that is cancelled and resumed, the demo model, an imported pack, and changing th
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ class Installed:
     size_bytes: int
     path: Path | None
     origin: str
+    role: str = "encoder"
 
 
 class FakeStore:
@@ -41,6 +46,7 @@ class FakeStore:
 
     def __init__(self, root: Path, *, stall_at: int | None = None) -> None:
         self.root = root
+        self.endpoint = "http://127.0.0.1:9"  # the hub, as the chooser asks it: never there
         self.stall_at = stall_at
         self.release = threading.Event()
         self.installed_specs = {"demo"}
@@ -221,6 +227,36 @@ def test_importing_a_model_pack_uses_it(qtbot, make_app, tmp_path, photos) -> No
 
 
 @offscreen
+def test_importing_a_generator_pack_makes_it_visrets_generator_not_the_search_model(
+    qtbot, make_app, tmp_path, photos
+) -> None:
+    store = FakeStore(tmp_path / "models")
+    folder = store.root / "sd-turbo-pack"
+
+    def import_generator(pack: Path, progress: ProgressCallback = no_progress) -> Installed:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "model_index.json").write_text("{}")
+        spec = "hf-hub:stabilityai/sd-turbo [pack sha256-0123456789abcdef]"  # not in the catalogue
+        store.installed_specs.add(spec)
+        return Installed(spec, 1, folder, "pack", role="generator")
+
+    store.import_pack = import_generator  # type: ignore[method-assign]
+    app = start(qtbot, make_app, tmp_path, store)
+    app.library.add_folder(photos)
+    qtbot.waitUntil(lambda: chooser_shown(app))
+    model_before = app.settings.model
+    chooser = app.models.chooser
+    pack = tmp_path / "sd-turbo.qmodel"
+    pack.write_bytes(b"pack")
+    chooser.ask_import_file = lambda: str(pack)
+    with qtbot.waitSignal(app.models.roleModelChosen, timeout=30_000) as chosen:
+        chooser._import_file()
+    assert chosen.args == ["generator", str(folder)]
+    assert app.settings.model == model_before  # the search model is not the generator
+    assert app.settings.generator == str(folder)
+
+
+@offscreen
 def test_changing_the_model_asks_first_and_estimates_the_time(
     qtbot, make_app, tmp_path, photos
 ) -> None:
@@ -285,3 +321,156 @@ def test_file_models_opens_the_chooser_when_a_model_is_already_there(
     assert app.models.chooser is not None
     assert app.models.chooser.selected_spec() == "demo"
     assert "import" in app.models.chooser.reason.text()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A first start in a fresh process whose engine imports (torch, open_clip, FAISS) never finish:
+# prints when the window and the chooser are shown, and whether the engine was being imported.
+BLOCKED_ENGINE_START = """
+import importlib.util, os, sys, threading, time
+from PySide6.QtCore import QTimer
+pending = []
+
+class NeverLoadingEngine:
+    # Blocks in exec_module, which holds only that module's import lock (find_spec runs
+    # under the interpreter's global one).
+    def find_spec(self, name, path=None, target=None):
+        if name in ("torch", "open_clip", "faiss"):
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        pending.append(module.__name__)
+        threading.Event().wait()  # as a 20-second import on a slow disk, only longer
+
+sys.meta_path.insert(0, NeverLoadingEngine())
+from widgets.model_chooser import ModelChooser
+started = time.monotonic()
+
+def shown(self, event):
+    seconds = time.monotonic() - started
+
+    def report():  # a moment later: the engine has begun loading, and is not done
+        print(f"chooser {seconds:.2f} {bool(pending)}", flush=True)
+        os._exit(0)
+
+    QTimer.singleShot(1000, report)
+
+ModelChooser.showEvent = shown
+from app.cli import main
+main(["gui"])
+"""
+
+
+def test_first_start_shows_the_chooser_while_the_engine_is_still_loading(tmp_path) -> None:
+    """Whether a model is on disk is known from files: the chooser does not wait for torch."""
+    env = dict(
+        os.environ,
+        QUADRAT_HOME=str(tmp_path / "home"),
+        QT_QPA_PLATFORM="offscreen",
+        PYTHONPATH=str(REPO),
+        HF_ENDPOINT="http://127.0.0.1:9",
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", BLOCKED_ENGINE_START],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError("no chooser while torch, open_clip and FAISS were loading") from exc
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("chooser "))
+    _, seconds, engine_pending = line.split()
+    assert engine_pending == "True"  # the engine was loading behind it all along
+    assert float(seconds) < 20  # about 1.5 s on an idle machine
+
+
+def test_whether_a_model_is_on_disk_is_known_without_torch(tmp_path) -> None:
+    code = """
+import json, sys
+from pathlib import Path
+from engine.models.folders import MANIFEST_NAME, WEIGHTS_NAME, folder_slug
+from engine.models.spec import as_model_spec, store_key
+from engine.models.store import ModelStore, encoder_on_disk
+
+store = ModelStore(Path(sys.argv[1]))
+cache = Path(sys.argv[2])
+installed = "ViT-B-32:laion2b_s34b_b79k"
+folder = store.root / folder_slug(store_key(as_model_spec(installed)))
+folder.mkdir(parents=True)
+(folder / WEIGHTS_NAME).write_bytes(b"weights")
+(folder / MANIFEST_NAME).write_text(json.dumps({"spec": installed}))
+specs = ["demo", installed, "ViT-L-14:laion2b_s32b_b82k", "hf-hub:imageomics/bioclip"]
+print(json.dumps({
+    "on_disk": [encoder_on_disk(store, spec, cache) for spec in specs],
+    "loaded": sorted(m for m in ("torch", "open_clip", "faiss") if m in sys.modules),
+}))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "models"), str(tmp_path / "cache")],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    answer = json.loads(done.stdout)
+    assert answer["on_disk"] == [True, True, False, False]
+    assert answer["loaded"] == []
+
+
+@offscreen
+def test_offline_the_default_button_uses_the_demo_model(qtbot, make_app, tmp_path) -> None:
+    app = start(qtbot, make_app, tmp_path, offline_store(tmp_path / "models"))
+    qtbot.waitUntil(lambda: chooser_shown(app), timeout=5_000)
+    chooser = app.models.chooser
+    assert chooser is not None
+    # The hub is asked in a worker (two seconds at most); then Enter means the demo model.
+    qtbot.waitUntil(chooser.demo_button.isDefault, timeout=10_000)
+    assert not chooser.use_button.isDefault()
+    assert chooser.selected_spec() == DEFAULT_MODEL  # still listed and selectable
+    assert chooser.offline_note.isVisible()
+    assert "No connection to the model hub (127.0.0.1:9 cannot be reached" in (
+        chooser.offline_note.text()
+    )
+
+
+@offscreen
+def test_offline_the_default_button_uses_a_model_already_on_disk(qtbot, make_app, tmp_path) -> None:
+    store = FakeStore(tmp_path / "models")
+    store.installed_specs.add(DEFAULT_MODEL)
+    app = start(qtbot, make_app, tmp_path, store, model="ViT-L-14:laion2b_s32b_b82k")
+    qtbot.waitUntil(lambda: chooser_shown(app), timeout=5_000)
+    chooser = app.models.chooser
+    assert chooser is not None
+    # It opened on the model the settings name (not on disk); once the hub is known to be
+    # out of reach, the model on disk is selected instead.
+    qtbot.waitUntil(lambda: chooser.selected_spec() == DEFAULT_MODEL, timeout=10_000)
+    assert chooser.use_button.isDefault() and not chooser.demo_button.isDefault()
+    assert chooser.use_button.text() == "Use the selected model"
+
+
+@offscreen
+def test_a_search_after_not_now_says_no_model_is_chosen_and_offers_the_chooser(
+    qtbot, make_app, tmp_path
+) -> None:
+    app = start(qtbot, make_app, tmp_path, offline_store(tmp_path / "models"))
+    qtbot.waitUntil(lambda: chooser_shown(app), timeout=5_000)
+    chooser = app.models.chooser
+    assert chooser is not None
+    chooser.close_button.click()  # "Not now"
+    assert not chooser.isVisible()
+    app.search.on_search_requested("a red circle", None, "text")
+    status = app.window.status_line.text()
+    assert status.startswith("No model is chosen yet")
+    assert "as soon as" not in status
+    assert chooser_shown(app)  # offered again, on the search models
+    assert chooser.role() == "encoder" and chooser.selected_spec() == DEFAULT_MODEL
+    assert app.search._pending is None  # nothing waits for a model nobody fetches

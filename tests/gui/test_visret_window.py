@@ -94,7 +94,7 @@ def test_leaving_a_drawing_out_refuses_from_the_cache(qtbot, make_app, photos) -
     assert "0 drawn now, 3 from the cache" in strip.status.text()
     assert not strip.views[0].use.isChecked() and strip.views[1].use.isChecked()
     assert [d["left_out"] for d in outcome.params.details["drawings"]] == [True, False, False]
-    assert app.judging.runs[-1].label.startswith("VisRet (leave_out=0)")
+    assert app.judging.runs[-1].label.startswith("VisRet (without drawing 1)")
 
 
 def test_the_run_is_saved_with_its_drawings_and_comes_back(qtbot, make_app, photos) -> None:
