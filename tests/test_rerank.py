@@ -352,7 +352,13 @@ def test_evaluate_rerank_under_the_rerank_protocol(
 # -- the CLIP scorer on demo scenes ------------------------------------------------------------
 
 
-def test_clip_rerank_puts_the_right_binding_first(tmp_path, demo_encoder):
+def test_clip_rerank_on_a_binding_pool_demotes_no_right_binding(tmp_path, demo_encoder):
+    # The pool: 8 photos of the query's binding, 8 of the swapped binding, 8 of one shape
+    # alone. CLIP grades "red circle" higher on the right binding than the swapped one, but
+    # its margins fall in three groups (the red circles alone highest), not two, so read as a
+    # condition the question is left out; "blue square" splits off the red circles alone,
+    # already last. The rule trades this grading, which earlier rules used, for not
+    # reordering a top the base had right (docs/BENCHMARKS.md, "Structured reranking").
     from engine.demo.scenes import DemoScene, draw_demo_scene
 
     folder = tmp_path / "scenes"
@@ -381,7 +387,11 @@ def test_clip_rerank_puts_the_right_binding_first(tmp_path, demo_encoder):
 
     assert [q["target"] for q in reranked.details["questions"]] == ["red circle", "blue square"]
     assert sorted(reranked.ids) == sorted(base.ids)  # the same top-100, reordered
-    assert ap(reranked.ids) > ap(base.ids), (ap(base.ids), ap(reranked.ids))
+    assert ap(reranked.ids) >= ap(base.ids), (ap(base.ids), ap(reranked.ids))
+    wanted_at = {i: r for r, i in enumerate(reranked.ids) if paths[i].startswith("wanted")}
+    assert all(wanted_at[i] <= r for r, i in enumerate(base.ids) if i in wanted_at)
+    alone = [i for i in reranked.ids if paths[i].startswith(("red-circle", "blue-square"))]
+    assert reranked.ids[-len(alone) :] == alone  # the single shapes stay below both bindings
 
 
 def _photos(library: Library, ids: Sequence[int]) -> list[Photo]:
