@@ -19,11 +19,17 @@ def test_migrations_build_exactly_the_schema_the_models_describe(catalog_url):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
+    from engine.catalog.filter_columns import is_places_object
     from engine.search.fulltext import is_record_text_table
 
     catalog = open_catalog(catalog_url)  # SQLite and PostgreSQL
-    # The FTS5 table of the records' words (and its shadow tables) is SQLite's, not a model's.
-    options = {"include_name": lambda name, _type, _parent: not is_record_text_table(name or "")}
+    # The FTS5 table of the records' words (and its shadow tables) is SQLite's, not a model's;
+    # so are the places' R*Tree and, on PostgreSQL, their GiST index.
+    options = {
+        "include_name": lambda name, _type, _parent: not (
+            is_record_text_table(name or "") or is_places_object(name or "")
+        )
+    }
     with catalog.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts=options), Base.metadata)
     catalog.dispose()

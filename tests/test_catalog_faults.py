@@ -360,9 +360,11 @@ def test_a_full_disk_at_commit_is_one_catalog_error_and_loses_nothing(tmp_path: 
             assert "committed" in message, message
             filler.unlink()
             with catalog.session() as s:
-                keys = s.execute(text("SELECT key FROM library_meta")).scalars().all()
+                before = set(s.execute(text("SELECT key FROM library_meta")).scalars())
                 s.execute(text("INSERT INTO library_meta(key, value) VALUES ('after', 'ok')"))
-            assert keys == ["kept"]
+            # The committed row stayed and none of the failed commit's did (the catalog keeps
+            # keys of its own there too, such as whether its filter columns are filled).
+            assert "kept" in before and not any(key.startswith("big-") for key in before)
             assert catalog.integrity_check() == "ok"
         finally:
             catalog.dispose()
@@ -420,7 +422,13 @@ def test_a_session_turns_database_faults_into_one_line(
             assert words in message, message
         assert caught.value.__cause__ is error  # the original stays chained for the log
         with catalog.session() as s:  # rolled back, and the catalog still works
-            assert s.execute(text("SELECT count(*) FROM library_meta")).scalar() == 0
+            # (the catalog's own filter_columns keys are there from its creation)
+            assert (
+                s.execute(
+                    text("SELECT count(*) FROM library_meta WHERE key NOT LIKE 'filter_columns%'")
+                ).scalar()
+                == 0
+            )
     finally:
         catalog.dispose()
 
@@ -436,7 +444,9 @@ def test_a_session_still_commits_and_leaves_constraint_errors_alone(tmp_path: Pa
             s.execute(text("INSERT INTO library_meta(key, value) VALUES ('x', 'y')"))
             raise KeyError("not a database fault")
         with catalog.session() as s:
-            rows = s.execute(text("SELECT key, value FROM library_meta")).all()
+            rows = s.execute(
+                text("SELECT key, value FROM library_meta WHERE key NOT LIKE 'filter_columns%'")
+            ).all()
         assert [tuple(r) for r in rows] == [("k", "v")]
     finally:
         catalog.dispose()

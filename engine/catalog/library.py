@@ -438,11 +438,16 @@ class Library:
     ) -> VectorIndex:
         """The model's vector index, loaded and checked against the catalog on first use.
 
-        `progress` hears about a rebuild from the catalog (minutes at a million photos).
+        `progress` hears about a rebuild from the catalog (minutes at a million photos), and
+        first about the filter columns of photos catalogued before they existed (filled once,
+        minutes at millions of photos; `engine.catalog.filter_columns`).
         """
         with self._lock:
             index = self._indexes.get(model_key)
             if index is None:
+                from engine.catalog.filter_columns import fill_filter_columns
+
+                fill_filter_columns(self.catalog, progress)
                 index, report = self._load_and_repair(model_key, dim, progress)
                 if report.changed:
                     log.info("repaired vector index for %s: %s", model_key, report)

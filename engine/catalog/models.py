@@ -7,12 +7,13 @@ the `embeddings` table and can always be rebuilt from it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -105,6 +106,11 @@ class Image(Base):
         Index("ix_images_external_id", "external_id"),
         # The library panel's counts at millions of photos (migration 0008).
         Index("ix_images_collection_status", "collection_id", "status"),
+        # The date and month filters, read with the status (migration 0012). Places have
+        # the R*Tree `image_places` on SQLite and a GiST index over point(longitude,
+        # latitude) on PostgreSQL, made by the migration (neither is a model's).
+        Index("ix_images_observed_date_status", "observed_date", "observed_month", "status"),
+        Index("ix_images_observed_month_status", "observed_month", "status"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
@@ -121,6 +127,11 @@ class Image(Base):
     # east when the metadata gave one (migration 0011).
     observed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     observed_utc_offset: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The local date of `observed_at` and its parts, written by the database's own triggers
+    # whenever `observed_at` is (migration 0012): never set them from Python.
+    observed_date: Mapped[date | None] = mapped_column(Date, nullable=True)
+    observed_year: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    observed_month: Mapped[int | None] = mapped_column(Integer, nullable=True)
     latitude: Mapped[float | None] = mapped_column(Float, nullable=True)
     longitude: Mapped[float | None] = mapped_column(Float, nullable=True)
     location_uncertainty: Mapped[float | None] = mapped_column(Float, nullable=True)
