@@ -27,6 +27,7 @@ from app.cli_common import (
     load_encoder_for,
     method_from_args,
     open_library,
+    quick_text_encoder,
     reset_settings,
     resolve_model_spec,
     set_database_url,
@@ -86,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
             "--device", choices=["auto", "cpu", "cuda", "mps"], help="default: the settings' device"
         )
 
+    def runtime_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--runtime",
+            choices=["torch", "onnx", "auto"],
+            help="how the model encodes on the CPU: onnx (exported once into the model store "
+            "and checked against torch; same vectors), torch, or auto: onnx when the model "
+            "exports (default: the settings' runtime, auto)",
+        )
+
     gui = sub.add_parser("gui", help="open the window")
     gui.add_argument("folder", nargs="?", type=Path)
     gui.add_argument("--demo", action="store_true", help="open the bundled demo collection")
@@ -95,8 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("folder", type=Path)
     library_option(index)
     model_option(index)
+    runtime_option(index)
     index.add_argument("--batch-size", type=positive_int, help="default: the settings' batch size")
-    index.add_argument("--workers", type=positive_int, default=None, help="decode threads")
+    index.add_argument(
+        "--workers", type=positive_int, default=None, help="decode threads (or processes)"
+    )
+    index.add_argument(
+        "--decode",
+        choices=["auto", "threads", "processes", "gpu"],
+        help="decode photos in threads or in worker processes; auto: processes on 4 or more "
+        "cores; gpu: JPEGs on the CUDA device that encodes, else as auto (default: the "
+        "settings' decoding, auto)",
+    )
     index.add_argument("--metadata", type=Path, help="COCO-style metadata JSON")
     index.add_argument("--reindex", action="store_true", help="re-encode with a new model")
     index.add_argument(
@@ -130,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("text", nargs="?", default="")
     library_option(search)
     model_option(search)
+    runtime_option(search)
     search.add_argument("--top", type=positive_int, default=20)
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
     search.add_argument("--method", default="text", help=method_option_help())
@@ -251,9 +272,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from engine.indexing.ray_indexer import import_ray
 
-        if args.workers is not None:
+        if args.workers is not None or args.decode is not None:
             raise BadInputError(
-                "--workers sets local decode threads; with --ray the cluster decodes"
+                "--workers and --decode set local decoding; with --ray the cluster decodes"
             )
         import_ray()  # without Ray: one line now, before the model loads
     with open_library(args.library) as library:
@@ -269,7 +290,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             from engine.indexing.ray_indexer import RayIndexer
 
             # This copy only names the model (key, size); the cluster's actors load their own.
-            encoder = load_encoder_for(spec, "cpu")
+            encoder = load_encoder_for(spec, "cpu", "torch")  # no export for a name
             indexer = RayIndexer(
                 library,
                 encoder,
@@ -280,8 +301,11 @@ def cmd_index(args: argparse.Namespace) -> int:
                 batch_size=batch_size,
             )
         else:
-            encoder = load_encoder_for(spec, args.device)
-            indexer = Indexer(library, encoder, batch_size=batch_size, workers=args.workers)
+            encoder = load_encoder_for(spec, args.device, args.runtime)
+            decode = args.decode or user_settings().decode
+            indexer = Indexer(
+                library, encoder, batch_size=batch_size, workers=args.workers, decode=decode
+            )
         bar = TqdmProgress("indexing")
         cancel = CancelToken()
         try:
@@ -329,7 +353,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         if library.model_key is None:
             raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
         filters = filters_from_args(args, library)
-        encoder = load_encoder_for(resolve_model_spec(args.model, library), args.device)
+        # A text query on the CPU needs no torch when the model's ONNX text tower is stored.
+        quick = (
+            None
+            if args.image
+            else quick_text_encoder(args.model, library, args.device, args.runtime)
+        )
+        runtime = args.runtime or user_settings().runtime
+        # One search waits for no export (indexing makes it), unless ONNX was asked for.
+        encoder = quick or load_encoder_for(
+            resolve_model_spec(args.model, library), args.device, runtime, export=runtime == "onnx"
+        )
         context = MethodContext(
             library,
             lambda: encoder,

@@ -74,7 +74,11 @@ def resolve_model_spec(requested: str | None, library: Library) -> str:
     return requested or library.model_spec or user_settings().model
 
 
-def load_encoder_for(spec: str, device: str | None) -> Encoder:
+def load_encoder_for(
+    spec: str, device: str | None, runtime: str | None = None, *, export: bool = True
+) -> Encoder:
+    """The encoder of `spec` on `device` and `runtime` (None: the settings'); an ONNX export
+    made on first use (unless `export` is False) shows its progress on stderr."""
     from engine.models.encoders import load_encoder
     from engine.models.spec import parse_model_spec
     from engine.models.store import preflight
@@ -83,8 +87,47 @@ def load_encoder_for(spec: str, device: str | None) -> Encoder:
     # Offline with a model not on disk: one line now, before seconds of importing torch.
     preflight(model, paths.models_dir(), paths.model_cache_dir())
     device = device or user_settings().device
-    return load_encoder(
-        model, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
+    bars: list[TqdmProgress] = []  # a bar only once an export starts, not on every load
+
+    def bar(progress: Progress) -> None:
+        if not bars:
+            bars.append(TqdmProgress("exporting to ONNX (once)", unit="tower"))
+        bars[0](progress)
+
+    try:
+        return load_encoder(
+            model,
+            device=device,
+            cache_dir=paths.model_cache_dir(),
+            store_dir=paths.models_dir(),
+            runtime=runtime or user_settings().runtime,
+            progress=bar,
+            export=export,
+        )
+    finally:
+        for made in bars:
+            made.close()
+
+
+def quick_text_encoder(
+    requested: str | None, library: Library, device: str | None, runtime: str | None
+) -> Encoder | None:
+    """An encoder for a text search that loads no torch: the library's model's ONNX text
+    tower, when it is in the store and neither another model nor the torch runtime is asked
+    for; anything else it is asked to encode loads the model as `load_encoder_for` does."""
+    from engine.models.onnx_runtime import text_encoder_from_store
+
+    runtime = runtime or user_settings().runtime
+    spec = library.model_spec
+    if runtime == "torch" or library.model_key is None or spec is None:
+        return None
+    if requested is not None and requested != spec:
+        return None
+    return text_encoder_from_store(
+        paths.models_dir(),
+        library.model_key,
+        spec,
+        lambda: load_encoder_for(spec, device, runtime),
     )
 
 

@@ -106,10 +106,18 @@ def use_spec(role: str, spec: str, path: Path | None) -> str:
 def model_rows(role: str | None = None) -> list[dict[str, Any]]:
     """The catalogue, then installed models it does not list: what `models list` shows."""
     from engine.models.offers import model_offers
+    from engine.models.onnx_runtime import exports_by_spec, runtimes_of
     from engine.models.snapshots import recorded_sizes
 
     store = _store()
     installed = {model.spec: model for model in store.installed()}
+    exports = exports_by_spec(store.root)  # which installed encoders have an ONNX export
+
+    def runtimes(spec: str, role: str, is_installed: bool) -> list[str]:
+        if not is_installed:
+            return []
+        return runtimes_of(spec, exports) if role == "encoder" else ["torch"]
+
     reported = recorded_sizes(store.root)  # what the hub said when a download listed it
     rows: list[dict[str, Any]] = []
     for offer in model_offers():
@@ -145,6 +153,7 @@ def model_rows(role: str | None = None) -> list[dict[str, Any]]:
                 "model_key": (model.model_key or model.spec) if model else None,
                 "path": str(model.path) if model and model.path else None,
                 "partial_bytes": 0 if model else _partial(store, offer.spec),
+                "runtimes": runtimes(offer.spec, offer.role, model is not None),
             }
         )
     for model in installed.values():
@@ -169,6 +178,7 @@ def model_rows(role: str | None = None) -> list[dict[str, Any]]:
                 "model_key": model.model_key or None,
                 "path": str(model.path) if model.path else None,
                 "partial_bytes": 0,
+                "runtimes": runtimes(model.spec, model.role, True),
             }
         )
     from engine.models.offers import ROLES

@@ -32,6 +32,8 @@ HISTORY_FILE = "query-history.json"
 RECENT_FOLDERS_FILE = "recent-folders.json"
 MAX_RECENT_FOLDERS = 64  # dialog kinds are few; a cap keeps a damaged file from growing
 DEVICES = ("auto", "cpu", "cuda", "mps")
+RUNTIMES = ("auto", "torch", "onnx")  # engine.models.onnx_runtime.RUNTIMES, without its import
+DECODE_MODES = ("auto", "threads", "processes", "gpu")  # engine.indexing.decode_pool's, unimported
 MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
 MIN_INDEX_MEMORY_GB = 0.25
@@ -51,6 +53,8 @@ class Settings:
 
     model: str = DEFAULT_MODEL  # docs/SPEC.md §5.2 model spec
     device: str = "auto"
+    # How a model encodes on the CPU: auto (ONNX when the model exports, else torch), torch, onnx.
+    runtime: str = "auto"
     batch_size: int = 32
     library_dir: str = ""  # empty: the default library folder
     top_k: int = 1000  # results per search
@@ -73,6 +77,10 @@ class Settings:
     # "CATALOG_ROOT=FOLDER_HERE" pairs, one per line (Z:\\photos=/mnt/photos). Kept here, not in
     # the catalog, so each workstation has its own; QUADRAT_MAP_ROOT adds to it.
     root_map: str = ""
+    # How indexing decodes photos: in threads, in worker processes, auto (processes on 4 or more
+    # cores; threads below, which start at once), or gpu (JPEGs decoded on a CUDA encoder's GPU,
+    # else as auto).
+    decode: str = "auto"
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -96,6 +104,10 @@ class Settings:
             out.append(f"Model: {exc}")
         if self.device not in DEVICES:
             out.append(f"Device: '{self.device}' is not one of {', '.join(DEVICES)}")
+        if self.runtime not in RUNTIMES:
+            out.append(f"Runtime: '{self.runtime}' is not one of {', '.join(RUNTIMES)}")
+        if self.decode not in DECODE_MODES:
+            out.append(f"Decoding: '{self.decode}' is not one of {', '.join(DECODE_MODES)}")
         if not isinstance(self.batch_size, int) or not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             out.append(f"Batch size: must be a whole number from 1 to {MAX_BATCH_SIZE}")
         if not isinstance(self.top_k, int) or not 1 <= self.top_k <= 100_000:

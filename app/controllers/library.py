@@ -173,7 +173,7 @@ class LibraryController(QObject):
         for a model on disk) and starts by itself."""
         session = self.session
         self.show_waiting(folder)
-        batch_size = session.settings.batch_size
+        batch_size, decode = session.settings.batch_size, session.settings.decode
 
         def run(ctx: TaskContext) -> IndexOutcome:
             from engine.indexing.indexer import Indexer
@@ -182,7 +182,7 @@ class LibraryController(QObject):
             encoder = session.ensure_encoder()
             library = session.library
             assert library is not None
-            indexer = Indexer(library, encoder, batch_size=batch_size)
+            indexer = Indexer(library, encoder, batch_size=batch_size, decode=decode)
             report = indexer.run(
                 folder,
                 metadata=metadata,

@@ -3,11 +3,15 @@
 (`CatalogWriter.commit`), with the photo's metadata, its taxon, and rows taken back by content.
 
 A new photo's row and its vector are committed together, so a run killed between two
-checkpoints loses only the photos in flight: the next run finds them without a row."""
+checkpoints loses only the photos in flight: the next run finds them without a row. The
+indexer commits in a thread of its own (`CommitQueue`), one checkpoint at a time, while the next
+photos are decoded and encoded."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +26,48 @@ from engine.indexing.metadata import ImageMeta, local_time_and_offset, metadata_
 from engine.indexing.names import TaxonInfo, taxon_for_path
 from engine.indexing.pipeline import Failed, Prepared
 from engine.indexing.plan import FilePlan, Job
+
+log = logging.getLogger(__name__)
+
+
+class CommitQueue:
+    """Checkpoints written by `write` in a thread of their own, one at a time and in order, so
+    the encoder never waits for SQLite: on a GPU a checkpoint's commit took as long as
+    encoding it. At most one checkpoint is being written while the next one fills; `submit`
+    and `wait` raise a failed write's error (once), and `failed` then stays True so the run
+    does not try to write again."""
+
+    def __init__(self, write: Callable[[list[tuple[Prepared, np.ndarray]], list[Failed]], None]):
+        self._write = write
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="quadrat-commit")
+        self._in_flight: Future[None] | None = None
+        self.failed = False
+
+    def submit(self, ready: list[tuple[Prepared, np.ndarray]], failed: list[Failed]) -> None:
+        """Write a checkpoint once the one before it is written (its error raised here)."""
+        self.wait()
+        self._in_flight = self._pool.submit(self._write, ready, failed)
+
+    def wait(self) -> None:
+        """Wait until the checkpoint in flight is written; raise its error."""
+        future, self._in_flight = self._in_flight, None
+        if future is None:
+            return
+        try:
+            future.result()
+        except BaseException:
+            self.failed = True
+            raise
+
+    def close(self) -> None:
+        """Wait for the checkpoint in flight (its error logged: the run is already failing
+        for another reason) and end the thread."""
+        try:
+            self.wait()
+        except Exception:
+            log.info("a checkpoint of a failed run was not written", exc_info=True)
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 class CatalogWriter:

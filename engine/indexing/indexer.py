@@ -31,9 +31,16 @@ from engine.catalog.db import catalog_faults
 from engine.catalog.library import Library
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, utcnow
 from engine.errors import BadInputError, Cancelled, QuadratError
-from engine.indexing.catalog_writer import CatalogWriter
+from engine.indexing.catalog_writer import CatalogWriter, CommitQueue
 from engine.indexing.collections import FolderRows
 from engine.indexing.decode import DecodeBudget
+from engine.indexing.decode_pool import (
+    DECODE_MODES,
+    PixelSteps,
+    pixel_steps_of,
+    processes_available,
+    processes_by_default,
+)
 from engine.indexing.hashes import content_hash
 from engine.indexing.metadata import (
     ImageMeta,
@@ -45,8 +52,11 @@ from engine.indexing.pipeline import (
     Failed,
     Prepared,
     encoded_stream,
+    gpu_jpeg_decoder,
+    gpu_prepared_stream,
     prepare,
     prepared_stream,
+    process_prepared_stream,
 )
 from engine.indexing.plan import Job, classify_files
 from engine.indexing.report import IndexReport, SkippedFile
@@ -117,14 +127,22 @@ class Indexer:
         checkpoint_every: int | None = None,
         index_save_seconds: float = 30.0,
         decode_memory: int | None = None,
+        decode: str = "auto",
     ) -> None:
         """`decode_memory`: bytes that the photos being decoded may take together, whatever
-        the number of `workers` (default: the process's shared `decode.DEFAULT_DECODE_MEMORY`)."""
+        the number of `workers` (default: the process's shared `decode.DEFAULT_DECODE_MEMORY`).
+        `decode`: "threads", "processes" (`decode_pool`), "auto" (processes on 4 or more
+        cores) or "gpu" (JPEGs on the encoder's CUDA device, else as auto); an encoder whose
+        resize workers cannot replay is decoded in threads."""
         if batch_size < 1:
             raise BadInputError("batch size must be at least 1")
+        if decode not in DECODE_MODES:
+            raise BadInputError(f"decode must be one of {', '.join(DECODE_MODES)}, not {decode!r}")
         self.library = library
         self.encoder = encoder
         self.batch_size = batch_size
+        self.decode = decode
+        self._workers_given = bool(workers and workers > 0)
         self.workers = workers if workers and workers > 0 else min(4, os.cpu_count() or 1)
         if checkpoint_every is None:
             # Tunable from the environment so crash tests can make checkpoints frequent.
@@ -458,47 +476,59 @@ class Indexer:
         last_save = time.monotonic()
         progress(meter.update(0, "indexing"))
 
-        committing = False  # a failed commit is not retried: its error is the one to report
-
-        def checkpoint() -> None:
-            nonlocal last_save, committing
-            committing = True
-            ids, vectors = self._commit(collection_id, ready, failed, coco)
-            committing = False
+        def write(written: list[tuple[Prepared, np.ndarray]], skipped: list[Failed]) -> None:
+            """One checkpoint, in the commit thread: rows and vectors, then the index."""
+            nonlocal last_save
+            ids, vectors = self._commit(collection_id, written, skipped, coco)
             if len(ids):
                 index.add(ids, vectors)
-            report.indexed += len(ready)
-            report.skipped.extend(SkippedFile(f.job.entry.rel_path, f.reason) for f in failed)
-            ready.clear()
-            failed.clear()
+            report.indexed += len(written)
+            report.skipped.extend(SkippedFile(f.job.entry.rel_path, f.reason) for f in skipped)
             if time.monotonic() - last_save > self.index_save_seconds:
                 self.library.save_index(self.model_key)
                 last_save = time.monotonic()
 
+        commits = CommitQueue(write)
+
+        def checkpoint() -> None:
+            commits.submit(ready[:], failed[:])
+            ready.clear()
+            failed.clear()
+
+        def keep_the_rest() -> None:
+            commits.wait()
+            checkpoint()
+            commits.wait()
+
         stream = self._encoded_stream(jobs, cancel)
         try:
-            for advanced, encoded, failed_now in stream:
-                ready.extend(encoded)
-                failed.extend(failed_now)
-                if len(ready) + len(failed) >= self.checkpoint_every:
-                    checkpoint()
-                if advanced:
-                    before, done = done, done + advanced
-                    if before // 8 != done // 8 or done == len(jobs):
-                        progress(meter.update(done, "indexing"))
-        except Cancelled:
-            checkpoint()  # keep every photo that was already encoded
-            raise
-        except BaseException:
-            if not committing:  # an encoder or decode failure: keep what was encoded before it
-                try:
-                    checkpoint()
-                except Exception:
-                    log.info("could not keep the last photos of a failed run", exc_info=True)
-            raise
+            try:
+                for advanced, encoded, failed_now in stream:
+                    ready.extend(encoded)
+                    failed.extend(failed_now)
+                    if len(ready) + len(failed) >= self.checkpoint_every:
+                        checkpoint()
+                    if advanced:
+                        before, done = done, done + advanced
+                        if before // 8 != done // 8 or done == len(jobs):
+                            progress(meter.update(done, "indexing"))
+            except Cancelled:
+                keep_the_rest()  # every photo that was already encoded
+                raise
+            except BaseException:
+                # An encoder or decode failure: keep what was encoded before it. A failed
+                # commit is not tried again: its error is the one to report.
+                if not commits.failed:
+                    try:
+                        keep_the_rest()
+                    except Exception:
+                        log.info("could not keep the last photos of a failed run", exc_info=True)
+                raise
+            finally:
+                stream.close()  # stops the decode workers (or a cluster's pipeline) at once
+            keep_the_rest()
         finally:
-            stream.close()  # stops the decode threads (or a cluster's pipeline) at once
-        checkpoint()
+            commits.close()  # no write of this run goes on after it
         progress(meter.update(done, "done"))
 
     # -- the steps a subclass may replace --------------------------------------------------
@@ -513,11 +543,74 @@ class Indexer:
         """Decode in threads and encode in batches, in job order (`pipeline.encoded_stream`);
         the Ray indexer yields the same from a cluster."""
         # A bounded number of decodes in flight: each holds a decoded photo in memory.
-        prepared = prepared_stream(jobs, self._prepare, self.workers, self.batch_size * 3, cancel)
+        ahead = self.batch_size * 3
+        gpu = self._gpu_decoder() if jobs else None
+        steps = self._process_steps() if jobs and gpu is None else None
+        prepared = (
+            gpu_prepared_stream(
+                jobs,
+                gpu[0],
+                self.encoder.device,
+                gpu[1],
+                self._prepare,
+                self._process_workers(),
+                self.batch_size,
+                cancel,
+            )
+            if gpu is not None
+            else prepared_stream(jobs, self._prepare, self.workers, ahead, cancel)
+            if steps is None
+            else process_prepared_stream(
+                jobs,
+                steps,
+                self._min_side,
+                self._process_workers(),
+                ahead,
+                cancel,
+                slot_bytes=steps.output_bytes(),
+                decode_memory=self._decode_budget.max_bytes if self._decode_budget else None,
+            )
+        )
         try:
             yield from encoded_stream(prepared, self.encoder, self.batch_size, cancel)
         finally:
             prepared.close()  # stops the decode threads at once
+
+    def _gpu_decoder(self) -> tuple[Any, PixelSteps] | None:
+        """With decode="gpu": the GPU's JPEG decoder and the encoder's resize and crop to
+        run there, or None (said in the log) when either is missing."""
+        if self.decode != "gpu":
+            return None
+        decoder = gpu_jpeg_decoder(self.encoder.device)
+        steps = pixel_steps_of(self.encoder) if decoder is not None else None
+        if decoder is None or steps is None:
+            log.info("JPEGs cannot be decoded on %s: decoding on the CPU", self.encoder.device)
+            return None
+        return decoder, steps
+
+    def _process_steps(self) -> PixelSteps | None:
+        """The encoder's resize and crop for decode processes, or None to decode in threads:
+        as `decode` says, and always for a subclass that prepares photos its own way."""
+        if self.decode == "threads" or type(self)._prepare is not Indexer._prepare:
+            return None
+        if self.decode in ("auto", "gpu") and not processes_by_default():
+            return None
+        if not processes_available():
+            log.info("decoding in threads: worker processes cannot start here")
+            return None
+        steps = pixel_steps_of(self.encoder)
+        if steps is None:
+            log.info("decoding in threads: the model's resize cannot run in a worker process")
+        return steps
+
+    def _process_workers(self) -> int:
+        """Decode processes: as many as asked; else, feeding a GPU, all cores but the one that
+        feeds it, and on a CPU the thread default (the encoder wants the cores itself)."""
+        if self._workers_given:
+            return self.workers
+        cores = os.cpu_count() or 1
+        on_gpu = not self.encoder.device.startswith("cpu")
+        return max(1, cores - 1) if on_gpu else self.workers
 
     def _commit(
         self,

@@ -26,8 +26,9 @@ import numpy as np
 
 from engine.catalog.library import Library
 from engine.errors import BadInputError, ModelMismatchError, QuadratError
+from engine.indexing.decode_pool import PhotoFailure, read_photo
 from engine.indexing.indexer import Indexer
-from engine.indexing.pipeline import Encoded, Failed, PhotoFailure, Prepared, read_photo
+from engine.indexing.pipeline import Encoded, Failed, Prepared
 from engine.indexing.plan import Job
 from engine.indexing.report import IndexReport
 from engine.models.encoders import Encoder

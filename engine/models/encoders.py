@@ -31,6 +31,7 @@ from engine.errors import BadInputError, ModelLoadError, one_line
 from engine.files import file_sha256
 from engine.models.folders import StoreFolders
 from engine.models.hub import ensure_reachable, unavailable
+from engine.models.onnx_runtime import check_runtime, cpu_threads, onnx_encoder_for
 from engine.models.spec import DEMO_ARCH as DEMO_ARCH
 from engine.models.spec import DEMO_SPEC as DEMO_SPEC
 from engine.models.spec import ModelSpec as ModelSpec  # re-exported: callers import it from here
@@ -43,6 +44,7 @@ from engine.models.spec import (
 from engine.models.spec import demo_model_spec as demo_model_spec
 from engine.models.spec import parse_model_spec as parse_model_spec
 from engine.models.trained_as import TrainedAs, for_checkpoint, for_tag
+from engine.progress import ProgressCallback
 
 if TYPE_CHECKING:
     import torch
@@ -308,6 +310,8 @@ def apply_state_dict(
 class OpenClipEncoder:
     """An open_clip model as an `Encoder`. Build it with `load_encoder`."""
 
+    runtime = "torch"
+
     def __init__(
         self,
         model: Any,
@@ -344,6 +348,13 @@ class OpenClipEncoder:
 
     def __repr__(self) -> str:
         return f"OpenClipEncoder({self.model_key!r}, dim={self.dim}, device={self.device!r})"
+
+    @property
+    def pil_steps(self) -> list[Any] | None:
+        """The transform's PIL steps (resize, crop) when `preprocess` returns uint8 arrays,
+        else None: what decode worker processes replay without torch
+        (`engine.indexing.decode_pool.pixel_steps_of`)."""
+        return None if self._pil_steps is None else list(self._pil_steps)
 
     def preprocess(self, image: Image.Image) -> torch.Tensor | np.ndarray:
         """Resize and crop one image for the model (CPU; safe in worker threads).
@@ -461,12 +472,26 @@ def known_arch(arch: str) -> None:
     )
 
 
+def cpu_encoder_threads() -> int:
+    """Torch threads for an encoder on the CPU: one on two cores or fewer, else all but a
+    quarter of the cores (left to the photos' decoding).
+
+    Measured on a shared 2-core machine (tests/bench/bench_indexing.py --torch-threads,
+    docs/BENCHMARKS.md): two threads encoded at 0.75x the rate of one with ViT-B-32 and 0.38x
+    with the tiny demo model at load average 2 (the quietest it got), 0.71x and 0.10x at 9 to
+    13. An OpenMP team waits for its slowest thread, so a thread that loses its core stalls
+    the whole forward; on two cores the other core also decodes photos and runs the window.
+    OMP_NUM_THREADS, when set, wins. ONNX Runtime measured alike (docs/BENCHMARKS.md, "The
+    ONNX runtime on the CPU": 1.41x torch at two threads, 1.17x at one, both below one
+    thread's rate), so both read the one rule, `onnx_runtime.cpu_threads`."""
+    return cpu_threads()
+
+
 def _set_cpu_threads() -> None:
-    """Leave a share of the cores to the threads that decode images while the model encodes."""
+    """Use `cpu_encoder_threads` torch threads (fewer only: a caller's lower choice stays)."""
     import torch
 
-    cores = os.cpu_count() or 1
-    wanted = max(1, cores - cores // 4)
+    wanted = cpu_encoder_threads()
     if torch.get_num_threads() > wanted:
         torch.set_num_threads(wanted)
 
@@ -477,8 +502,18 @@ def load_encoder(
     cache_dir: Path | None = None,
     *,
     store_dir: Path | None = None,
-) -> OpenClipEncoder:
+    runtime: str = "torch",
+    progress: ProgressCallback | None = None,
+    export: bool = True,
+) -> Encoder:
     """Load the model named by `spec` on `device` ("auto": cuda, mps, cpu).
+
+    `runtime` (`engine.models.onnx_runtime.RUNTIMES`): on the CPU, "auto" and "onnx" encode
+    with onnxruntime, the towers exported into the store at `store_dir` on first use (with
+    `progress`) and verified against torch; a refused tower stays torch's. "onnx" puts an
+    "auto" device on the CPU; "torch" (the default) never uses ONNX. `export` False: a model
+    with no export yet encodes with torch rather than being exported now (a single search
+    should not wait for it).
 
     A named model (``ARCH:PRETRAINED``, ``hf-hub:ORG/NAME``) installed in the model store at
     `store_dir` (see `engine.models.store`) loads from there, offline, under the same model key as a
@@ -491,6 +526,14 @@ def load_encoder(
     import open_clip
 
     model_spec = as_model_spec(spec)  # parsed once; the value is what travels on
+    runtime = check_runtime(runtime)
+    if runtime == "onnx":
+        if device.strip().lower() not in ("auto", "cpu"):
+            raise BadInputError(
+                f"the ONNX runtime encodes on the CPU, not on '{device}': use the cpu (or auto) "
+                "device, or the torch runtime"
+            )
+        device = "cpu"
     device = choose_device(device)
     if device == "cpu":
         _set_cpu_threads()
@@ -541,6 +584,9 @@ def load_encoder(
             model, preprocess, tokenizer = _load_from_hub(model_spec, cache)
     encoder = OpenClipEncoder(model, preprocess, tokenizer, key, device, model_spec)
     log.info("loaded %s on %s (%d dimensions)", key, device, encoder.dim)
+    if device == "cpu" and runtime != "torch" and store_dir is not None:
+        # Same model key and vectors (verified), so libraries need no re-indexing.
+        return onnx_encoder_for(encoder, store_dir, runtime, progress, export=export)
     return encoder
 
 

@@ -75,6 +75,11 @@ class ModelStore(ModelPacks):
         if folder is None:
             raise BadInputError(f"{spec} is not installed")
         _delete(folder)
+        # Its ONNX exports go with it (a model imported again is exported and checked again).
+        from engine.models.onnx_runtime import exports_by_spec, remove_export
+
+        for export in exports_by_spec(self.root).get(parsed.spec, []):
+            remove_export(self.root, export.model_key)
 
     def import_file(self, spec_or_path: str) -> InstalledModel:
         """Copy a model the user picks into the store: an offline pack, an open_clip model

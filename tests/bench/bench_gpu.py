@@ -4,6 +4,7 @@
     python tests/bench/bench_gpu.py throughput  # Indexer vs bare forward, batch sizes x workers
     python tests/bench/bench_gpu.py text        # one-query text encoding latency
     python tests/bench/bench_gpu.py breakdown   # where the Indexer's time goes (parts removed)
+    python tests/bench/bench_gpu.py pipeline    # decode threads / processes / GPU (nvJPEG)
 
 `check` loads the demo model and a random-weight ViT-B-32 saved as safetensors and loaded as
 `ViT-B-32:/path/file.safetensors` (how a user's local checkpoint is loaded) through
@@ -22,6 +23,11 @@ decode threads produce (adds stacking, normalising and the host-to-device copy),
 `breakdown` times decode pools (threads against processes), each step of
 `encode_preprocessed`, a variant that normalises on the GPU, and the Indexer with decoding and/or
 encoding taken away. Results: docs/BENCHMARKS.md, "Indexing and search on a GPU".
+
+`pipeline` times, for each decode mode of `Indexer(decode=...)` (threads, worker processes,
+JPEGs on the GPU through nvJPEG), the decode stage alone and the whole `Indexer.run`, with the
+bare `encode_preprocessed` beside them (ViT-B-32, the largest `--batches`, the most
+`--workers`); the GPU mode reads "nan" where nvJPEG is not available.
 
 Each command prints Markdown tables; `--json FILE` also writes the raw numbers.
 """
@@ -757,9 +763,93 @@ def cmd_breakdown(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return {"breakdown": raw}
 
 
+def _decode_only(mode: str, encoder: Any, jobs: list, workers: int, batch: int) -> float:
+    """Photos/s of the Indexer's decode stage alone in `mode` (threads, processes, gpu)."""
+    from engine.indexing.decode_pool import pixel_steps_of
+    from engine.indexing.pipeline import (
+        gpu_jpeg_decoder,
+        gpu_prepared_stream,
+        prepare,
+        prepared_stream,
+        process_prepared_stream,
+    )
+    from engine.progress import CancelToken
+
+    steps = pixel_steps_of(encoder)
+    assert steps is not None, "the model's resize does not translate"
+    side = encoder.image_size
+
+    def on_cpu(job: Any) -> Any:
+        return prepare(job, side, encoder.preprocess)
+
+    started = time.perf_counter()
+    if mode == "threads":
+        stream = prepared_stream(jobs, on_cpu, workers, batch * 3, CancelToken())
+    elif mode == "processes":
+        stream = process_prepared_stream(
+            jobs, steps, side, workers, batch * 3, CancelToken(), slot_bytes=steps.output_bytes()
+        )
+    else:
+        decoder = gpu_jpeg_decoder(encoder.device)
+        if decoder is None:
+            return float("nan")
+        stream = gpu_prepared_stream(
+            jobs, decoder, encoder.device, steps, on_cpu, workers, batch, CancelToken()
+        )
+    done = sum(1 for _ in stream)
+    _sync(encoder.device)
+    return done / (time.perf_counter() - started)
+
+
+def cmd_pipeline(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Decode only, encode only and the whole Indexer for each decode mode (threads,
+    processes, gpu), ViT-B-32 on 500x375 JPEGs, alternating, median of `--reps`."""
+    from engine.indexing.plan import Job
+    from engine.indexing.walk import FileEntry
+
+    device = args.device
+    encoder = load_encoder(random_checkpoint(args.arch, tmp / "pl.safetensors"), device=device)
+    folder = tmp / "pipeline"
+    paths = write_photos(folder, args.photos, (500, 375), seed=5)
+    jobs = [Job(FileEntry(p.name, p, p.stat().st_size, 0), None) for p in paths]
+    batch = args.batches[-1]
+    workers = max(args.workers)
+    side = encoder.image_size
+    pixels = [encoder.preprocess(decode_image(p, min_side=side).image) for p in paths[: batch * 4]]
+    modes = ("threads", "processes", "gpu")
+    raw: dict[str, list[float]] = {}
+    for rep in range(args.reps):
+        encoder.encode_preprocessed(pixels[:batch])
+        _sync(device)
+        started = time.perf_counter()
+        for i in range(0, len(pixels), batch):
+            encoder.encode_preprocessed(pixels[i : i + batch])
+        _sync(device)
+        raw.setdefault("encode only", []).append(len(pixels) / (time.perf_counter() - started))
+        for mode in modes if rep % 2 == 0 else tuple(reversed(modes)):
+            rate = _decode_only(mode, encoder, jobs, workers, batch)
+            raw.setdefault(f"decode only, {mode}", []).append(rate)
+            with Library.open(tmp / f"lib-{mode}-{rep}") as lib:
+                indexer = Indexer(lib, encoder, batch_size=batch, workers=workers, decode=mode)
+                started = time.perf_counter()
+                report = indexer.run(folder)
+                rate = report.indexed / (time.perf_counter() - started)
+            raw.setdefault(f"pipeline, {mode}", []).append(rate)
+    print(
+        f"{args.arch}, device {device}, batch {batch}, {workers} decode workers, "
+        f"{args.photos} photos 500x375, {os.cpu_count()} cores, median of {args.reps}"
+    )
+    print("| stage | img/s | runs |")
+    print("| --- | --- | --- |")
+    for what, values in raw.items():
+        runs = ", ".join(f"{v:.0f}" for v in values)
+        print(f"| {what} | {statistics.median(values):.0f} | {runs} |")
+    return {"device": device, "batch": batch, "workers": workers, "raw": raw}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["check", "throughput", "text", "breakdown"])
+    parser.add_argument("command", choices=["check", "throughput", "text", "breakdown", "pipeline"])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--arch", default="ViT-B-32", help="'' to skip the CLIP-size model")
     parser.add_argument("--photos", type=int, default=2000)
@@ -773,6 +863,7 @@ def main() -> None:
         "throughput": cmd_throughput,
         "text": cmd_text,
         "breakdown": cmd_breakdown,
+        "pipeline": cmd_pipeline,
     }
     with tempfile.TemporaryDirectory() as tmpdir:
         result = commands[args.command](args, Path(tmpdir))

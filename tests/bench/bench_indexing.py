@@ -3,6 +3,12 @@
 1. Full pipeline (scan, hash, decode in threads, preprocess, encode, commit) against the bare
    model forward pass on the same, already preprocessed images — same model, same run.
 2. Unchanged re-index of a 10,000-photo folder.
+3. `--modes`: threads against processes (`Indexer(decode=...)`, engine/indexing/decode_pool.py)
+   on the same 500x375 JPEGs, alternating, median of `--rounds`: decode only (hash, decode,
+   resize and crop, in job order, as the Indexer's decode stage), encode only (the model's
+   forward on the same pixels, whatever decodes them) and the whole pipeline.
+4. `--torch-threads`: the encoder's forward at 1 and 2 torch threads, alternating, with the
+   load average before and after (the default in engine/models/encoders.py came from it).
 
 Prints a Markdown table. Models use random weights: speed does not depend on the weights.
 `--device cuda` runs the encoders on the GPU (`--batch` sets the batch size of both the bare
@@ -12,6 +18,7 @@ forward pass and the Indexer); tests/bench/bench_gpu.py has the fuller GPU measu
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -118,6 +125,97 @@ def bench_decode_pools(photos: int, tmp: Path) -> list[tuple[str, float]]:
     return rows
 
 
+def _jobs(paths: list[Path]) -> list:
+    from engine.indexing.plan import Job
+    from engine.indexing.walk import FileEntry
+
+    return [Job(FileEntry(p.name, p, p.stat().st_size, 0), None) for p in paths]
+
+
+def _decode_rate(mode: str, encoder, jobs: list, workers: int, ahead: int) -> float:
+    """Photos/s of the Indexer's decode stage alone, in `mode`."""
+    from engine.indexing.decode_pool import pixel_steps_of
+    from engine.indexing.pipeline import prepare, prepared_stream, process_prepared_stream
+    from engine.progress import CancelToken
+
+    steps = pixel_steps_of(encoder)
+    assert steps is not None, "the model's resize does not translate for worker processes"
+    side = encoder.image_size
+    started = time.perf_counter()
+    if mode == "threads":
+        stream = prepared_stream(
+            jobs, lambda job: prepare(job, side, encoder.preprocess), workers, ahead, CancelToken()
+        )
+    else:
+        stream = process_prepared_stream(
+            jobs, steps, side, workers, ahead, CancelToken(), slot_bytes=steps.output_bytes()
+        )
+    done = sum(1 for _ in stream)
+    return done / (time.perf_counter() - started)
+
+
+def bench_modes(
+    spec: str, label: str, photos: int, tmp: Path, rounds: int, batch: int, workers: int
+) -> list[dict]:
+    """Decode only, encode only and the pipeline, threads against processes (alternating)."""
+    import statistics
+
+    encoder = load_encoder(spec, device="cpu")
+    folder = tmp / f"modes-{label}"
+    paths = write_photos(folder, photos, (500, 375), seed=3)
+    jobs = _jobs(paths)
+    pixels = [encoder.preprocess(decode_image(p, min_side=encoder.image_size).image) for p in paths]
+    encoder.encode_preprocessed(pixels[:batch])  # warm-up
+    rates: dict[str, list[float]] = {}
+    for round_ in range(rounds):
+        started = time.perf_counter()
+        for i in range(0, len(pixels), batch):
+            encoder.encode_preprocessed(pixels[i : i + batch])
+        rates.setdefault("encode", []).append(len(pixels) / (time.perf_counter() - started))
+        for mode in ("threads", "processes") if round_ % 2 == 0 else ("processes", "threads"):
+            rate = _decode_rate(mode, encoder, jobs, workers, batch * 3)
+            rates.setdefault(f"decode {mode}", []).append(rate)
+            with Library.open(tmp / f"lib-{label}-{mode}-{round_}") as lib:
+                indexer = Indexer(lib, encoder, batch_size=batch, workers=workers, decode=mode)
+                started = time.perf_counter()
+                report = indexer.run(folder)
+                rate = report.indexed / (time.perf_counter() - started)
+            rates.setdefault(f"pipeline {mode}", []).append(rate)
+    return [
+        {"model": label, "what": what, "rate": statistics.median(values), "all": values}
+        for what, values in rates.items()
+    ]
+
+
+def bench_torch_threads(spec: str, label: str, photos: int, rounds: int, batch: int) -> dict:
+    """The encoder's forward, photos/s at 1 and 2 torch threads (alternating, median)."""
+    import statistics
+
+    import torch
+
+    encoder = load_encoder(spec, device="cpu")
+    rng = np.random.default_rng(4)
+    side = encoder.image_size
+    pixels = [rng.integers(0, 256, (side, side, 3), dtype=np.uint8) for _ in range(photos)]
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    load_before = os.getloadavg()[0]
+    for round_ in range(rounds):
+        for threads in (1, 2) if round_ % 2 == 0 else (2, 1):
+            torch.set_num_threads(threads)
+            encoder.encode_preprocessed(pixels[:batch])  # warm-up at this thread count
+            started = time.perf_counter()
+            for i in range(0, photos, batch):
+                encoder.encode_preprocessed(pixels[i : i + batch])
+            rates[threads].append(photos / (time.perf_counter() - started))
+    return {
+        "model": label,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "rates": {t: statistics.median(v) for t, v in rates.items()},
+        "all": rates,
+    }
+
+
 def bench_unchanged(count: int, tmp: Path, device: str = "cpu") -> dict:
     encoder = load_encoder("demo", device=device)
     folder = tmp / "ten-thousand"
@@ -141,9 +239,50 @@ def main() -> None:
     parser.add_argument("--decode-only", action="store_true", help="only the decode pool table")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
     parser.add_argument("--batch", type=int, default=32, help="encoder batch size")
+    parser.add_argument("--modes", action="store_true", help="threads against processes")
+    parser.add_argument("--torch-threads", action="store_true", help="1 against 2 threads")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (--modes)")
+    parser.add_argument("--workers", type=int, default=2, help="decode threads or processes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
+        if args.modes or args.torch_threads:
+            print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start")
+            vit = random_checkpoint("ViT-B-32", tmp / "vitb32.safetensors")
+        if args.torch_threads:
+            print("| model | load before / after | 1 thread img/s | 2 threads img/s | 2 / 1 |")
+            print("| --- | --- | --- | --- | --- |")
+            for spec, label, count in ((vit, "ViT-B-32", 64), ("demo", "demo (tiny)", 512)):
+                r = bench_torch_threads(spec, label, count, args.rounds, args.batch)
+                one, two = r["rates"][1], r["rates"][2]
+                print(
+                    f"| {label} | {r['load_before']:.1f} / {r['load_after']:.1f} | {one:.1f} | "
+                    f"{two:.1f} | {two / one:.2f} |"
+                )
+        if args.modes:
+            print(f"batch {args.batch}, {args.workers} workers, median of {args.rounds} rounds")
+            print(
+                "| model | photos | stage | threads img/s | processes img/s | processes / threads |"
+            )
+            print("| --- | --- | --- | --- | --- | --- |")
+            for spec, label, count in (
+                (vit, "ViT-B-32", args.photos // 2),
+                ("demo", "demo (tiny)", args.photos * 4),
+            ):
+                rows = {
+                    r["what"]: r["rate"]
+                    for r in bench_modes(
+                        spec, label, count, tmp, args.rounds, args.batch, args.workers
+                    )
+                }
+                print(f"| {label} | {count} | encode only | {rows['encode']:.1f} | | |")
+                for stage in ("decode", "pipeline"):
+                    t, p = rows[f"{stage} threads"], rows[f"{stage} processes"]
+                    name = "decode only" if stage == "decode" else "pipeline"
+                    print(f"| {label} | {count} | {name} | {t:.1f} | {p:.1f} | {p / t:.2f} |")
+        if args.modes or args.torch_threads:
+            print(f"load average {os.getloadavg()[0]:.2f} at the end")
+            return
         if args.decode_only:
             for label, rate in bench_decode_pools(args.photos * 2, tmp):
                 print(f"| {label} | {rate:.0f} |")

@@ -1,0 +1,701 @@
+"""The ONNX runtime for both towers on the CPU: export, verification, sessions, an `Encoder`.
+
+A model's towers are exported once per model key from its torch model (on first use on a CPU,
+with progress) into the model store, beside the models::
+
+    STORE/.onnx/<slug of the model key>/image.onnx   uint8 (n, H, W, 3) pixels -> unit vectors
+    STORE/.onnx/<slug of the model key>/text.onnx    int64 (n, context) tokens -> unit vectors
+    STORE/.onnx/<slug of the model key>/onnx.json    what was exported, verified or refused
+
+Each tower is verified against torch on a fixed probe batch (every row's cosine at least
+`PROBE_COSINE`); a tower that fails is refused, recorded as such (not tried again for that
+model key and exporter) and torch encodes instead, said in one line. Exports are made in a
+temporary folder and renamed into place, so a killed export leaves nothing half-written.
+
+The vectors are the torch model's (same model key), so libraries need no re-indexing. Torch
+stays for GPUs, training and whatever cannot be exported. A text search needs no torch at all
+when the text tower is exported and the model tokenizes with CLIP's byte-pair encoding:
+`ClipTokenizer` is a torch-free copy of open_clip's `SimpleTokenizer` (both from OpenAI's CLIP,
+MIT licence) reading open_clip's vocabulary file without importing open_clip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import html
+import importlib.util
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.errors import BadInputError, one_line
+from engine.files import atomic_write_text
+from engine.models.folders import folder_slug
+from engine.progress import Progress, ProgressCallback
+
+if TYPE_CHECKING:
+    import onnxruntime  # type: ignore[import-untyped]
+    import torch
+    from PIL import Image
+
+    from engine.models.encoders import Encoder, OpenClipEncoder
+    from engine.models.spec import ModelSpec
+
+log = logging.getLogger(__name__)
+
+RUNTIMES = ("auto", "torch", "onnx")
+"""`--runtime` and the `runtime` setting: auto is ONNX on the CPU when the model exports, else
+torch; torch never uses ONNX; onnx encodes on the CPU with ONNX (torch only where a tower is
+refused)."""
+
+ONNX_DIR = ".onnx"  # hidden: the store's listing skips it, it holds no model of its own
+IMAGE_FILE, TEXT_FILE, MANIFEST_FILE = "image.onnx", "text.onnx", "onnx.json"
+EXPORT_FORMAT = 1  # raised when the exported graphs change: older exports are made again
+PROBE_COSINE = 0.9999  # each probe row's cosine to torch's vector, or the tower is refused
+OPSET = 17
+_PROBE_TEXTS = (
+    "a photo of a heron standing in shallow water",
+    "Fungi on a fallen log, close-up",
+    "red-tailed hawk",
+    "",
+)
+_TEXT_BATCH = 256
+_IMAGE_BATCH = 64
+
+
+def onnx_runtime_installed() -> bool:
+    """Whether onnxruntime can be imported (without importing it)."""
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def check_runtime(runtime: str) -> str:
+    """`runtime` lower-cased, or `BadInputError` naming the valid ones."""
+    wanted = runtime.strip().lower()
+    if wanted not in RUNTIMES:
+        raise BadInputError(f"runtime '{runtime}' is not one of {', '.join(RUNTIMES)}")
+    return wanted
+
+
+def cpu_threads() -> int:
+    """Threads for a CPU encoder, torch's or ONNX Runtime's: one on two cores or fewer, else
+    all but a quarter of the cores (left to the photos' decoding); OMP_NUM_THREADS, when set,
+    wins. Why one on two cores: `engine.models.encoders.cpu_encoder_threads`."""
+    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    cores = os.cpu_count() or 1
+    return 1 if cores <= 2 else cores - cores // 4
+
+
+# ---------------------------------------------------------------------------------------------
+# The export's record
+
+
+@dataclass(frozen=True)
+class TowerRecord:
+    """One tower of an export: its file when verified, else why it was refused."""
+
+    file: str | None
+    min_cosine: float | None
+    refused: str | None
+
+    @property
+    def usable(self) -> bool:
+        return self.file is not None and self.refused is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "min_cosine": self.min_cosine, "refused": self.refused}
+
+    @staticmethod
+    def from_json(data: Any) -> TowerRecord:
+        if not isinstance(data, dict):
+            return TowerRecord(None, None, "not recorded")
+        file, cosine, refused = data.get("file"), data.get("min_cosine"), data.get("refused")
+        return TowerRecord(
+            file if isinstance(file, str) else None,
+            float(cosine) if isinstance(cosine, (int, float)) else None,
+            refused if isinstance(refused, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class OnnxExport:
+    """What `onnx.json` says of a model key's export, and where it lies."""
+
+    folder: Path
+    model_key: str
+    spec: str
+    dim: int
+    image: TowerRecord
+    text: TowerRecord
+    context_length: int | None  # the text tower's token count
+    tokenizer: str | None  # "clip-bpe": `ClipTokenizer` reproduces the model's; else None
+    exporter: str = ""  # the torch that exported it ("torch 2.14.1")
+
+    @property
+    def refusals(self) -> bool:
+        return self.image.refused is not None or self.text.refused is not None
+
+    @property
+    def runtimes(self) -> list[str]:
+        """The runtimes that encode this model: torch always, onnx when a tower is usable."""
+        return ["torch", "onnx"] if self.image.usable or self.text.usable else ["torch"]
+
+    def path(self, tower: TowerRecord) -> Path:
+        assert tower.file is not None
+        return self.folder / tower.file
+
+
+def export_folder(store_dir: Path, model_key: str) -> Path:
+    """Where the ONNX export of `model_key` lies in the store at `store_dir`."""
+    return Path(store_dir) / ONNX_DIR / folder_slug(model_key)
+
+
+def read_export(store_dir: Path, model_key: str) -> OnnxExport | None:
+    """The export of `model_key` in the store, or None when there is none of this format (or
+    its record is unreadable: it is then made again). Cheap: no torch, no onnxruntime."""
+    folder = export_folder(store_dir, model_key)
+    try:
+        data = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != EXPORT_FORMAT
+        or data.get("model_key") != model_key
+    ):
+        return None
+    context = data.get("context_length")
+    tokenizer = data.get("tokenizer")
+    return OnnxExport(
+        folder=folder,
+        model_key=model_key,
+        spec=str(data.get("spec", "")),
+        dim=int(data.get("dim", 0)),
+        image=TowerRecord.from_json(data.get("image")),
+        text=TowerRecord.from_json(data.get("text")),
+        context_length=context if isinstance(context, int) else None,
+        tokenizer=tokenizer if isinstance(tokenizer, str) else None,
+        exporter=str(data.get("exporter", "")),
+    )
+
+
+def exports_by_spec(store_dir: Path) -> dict[str, list[OnnxExport]]:
+    """Every export in the store, by the spec its model was loaded as (cheap: records only)."""
+    found: dict[str, list[OnnxExport]] = {}
+    root = Path(store_dir) / ONNX_DIR
+    with contextlib.suppress(OSError):
+        for record in sorted(root.glob(f"*/{MANIFEST_FILE}")):
+            with contextlib.suppress(OSError, ValueError):
+                key = json.loads(record.read_text(encoding="utf-8")).get("model_key")
+                export = read_export(store_dir, key) if isinstance(key, str) else None
+                if export is not None and export.folder == record.parent:
+                    found.setdefault(export.spec, []).append(export)
+    return found
+
+
+def runtimes_of(spec: str, exports: dict[str, list[OnnxExport]]) -> list[str]:
+    """The runtimes an installed encoder has: torch, and onnx once a tower is exported."""
+    return (
+        ["torch", "onnx"]
+        if any("onnx" in export.runtimes for export in exports.get(spec, []))
+        else ["torch"]
+    )
+
+
+def remove_export(store_dir: Path, model_key: str) -> None:
+    """Remove the export of `model_key` (its model left the store)."""
+    shutil.rmtree(export_folder(store_dir, model_key), ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Export and verification (torch)
+
+
+def ensure_export(
+    encoder: OpenClipEncoder, store_dir: Path, progress: ProgressCallback | None = None
+) -> OnnxExport:
+    """The export of `encoder`'s model, made now when the store has none (both towers exported
+    and verified against `encoder` on the probe batch; a tower that cannot be exported or
+    fails verification is recorded as refused). Failing to write the store -> OSError."""
+    found = read_export(store_dir, encoder.model_key)
+    if found is not None and not (found.refusals and found.exporter != _exporter()):
+        return found  # a refusal is tried again with another torch, whose exporter may do
+    report = progress or (lambda _p: None)
+    final = export_folder(store_dir, encoder.model_key)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(final.parent)
+    temp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=final.parent))
+    try:
+        log.info("exporting %s to ONNX (once per model)", encoder.model_key)
+        report(Progress(0, 2, message="exporting the image tower to ONNX"))
+        image = _export_tower(encoder, temp, "image")
+        report(Progress(1, 2, message="exporting the text tower to ONNX"))
+        text = _export_tower(encoder, temp, "text")
+        report(Progress(2, 2, message="exported to ONNX"))
+        tokenizer = "clip-bpe" if _is_clip_bpe(encoder) else None
+        record = {
+            "format": EXPORT_FORMAT,
+            "model_key": encoder.model_key,
+            "spec": str(getattr(encoder.spec, "spec", encoder.spec)),
+            "dim": encoder.dim,
+            "image": image.to_json(),
+            "text": text.to_json(),
+            "context_length": _context_length(encoder),
+            "tokenizer": tokenizer,
+            "opset": OPSET,
+            "probe_cosine": PROBE_COSINE,
+            "exporter": _exporter(),
+        }
+        atomic_write_text(temp / MANIFEST_FILE, json.dumps(record, indent=2))
+        if read_export(store_dir, encoder.model_key) in (None, found):
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(final)  # an export of an older format, or a refusal
+            os.replace(temp, final)
+        # else another process finished the same export meanwhile: it is kept
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    found = read_export(store_dir, encoder.model_key)
+    assert found is not None
+    return found
+
+
+def _exporter() -> str:
+    """The torch version that exports (read from its metadata: no import)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"torch {version('torch')}"
+    except PackageNotFoundError:
+        return "torch"
+
+
+def _remove_abandoned(parent: Path) -> None:
+    """Remove the temporary folders of exports killed over an hour ago."""
+    import time
+
+    with contextlib.suppress(OSError):
+        for entry in parent.glob(".incoming-*"):
+            if time.time() - entry.stat().st_mtime > 3600:
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def _image_module(encoder: OpenClipEncoder) -> torch.nn.Module:
+    """uint8 (n, H, W, 3) pixels -> unit vectors, as `OpenClipEncoder.encode_preprocessed`."""
+    import torch
+
+    mean, std = encoder._mean.detach().cpu().clone(), encoder._std.detach().cpu().clone()
+
+    class ImageTower(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = encoder.model
+
+        def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+            x = pixels.permute(0, 3, 1, 2).float() / 255.0
+            x = (x - mean) / std
+            features = self.model.encode_image(x)
+            return torch.nn.functional.normalize(features.float(), dim=-1)
+
+    return ImageTower().eval()
+
+
+def _text_module(encoder: OpenClipEncoder) -> torch.nn.Module:
+    """int64 (n, context) tokens -> unit vectors, as `OpenClipEncoder.encode_texts`."""
+    import torch
+
+    class TextTower(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = encoder.model
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            features = self.model.encode_text(tokens)
+            return torch.nn.functional.normalize(features.float(), dim=-1)
+
+    return TextTower().eval()
+
+
+def _probe_pixels(encoder: OpenClipEncoder) -> np.ndarray:
+    """A fixed batch of four images: noise, a gradient, flat grey, noise again (seeded)."""
+    side = encoder.image_size
+    rng = np.random.default_rng(20250)
+    noise = rng.integers(0, 256, size=(2, side, side, 3), dtype=np.uint8)
+    ramp = np.linspace(0, 255, side, dtype=np.float32)
+    gradient = np.stack([np.add.outer(ramp, ramp) / 2] * 3, axis=-1).astype(np.uint8)
+    grey = np.full((side, side, 3), 128, dtype=np.uint8)
+    return np.stack([noise[0], gradient, grey, noise[1]])
+
+
+def _export_tower(encoder: OpenClipEncoder, folder: Path, which: str) -> TowerRecord:
+    """Export one tower into `folder` and verify it; refusals are records, not errors."""
+    import torch
+
+    file = IMAGE_FILE if which == "image" else TEXT_FILE
+    if which == "image" and encoder._mean is None:
+        return TowerRecord(None, None, "its preprocessing is not resize, crop and normalise")
+    try:
+        if which == "image":
+            module = _image_module(encoder)
+            probe = torch.from_numpy(_probe_pixels(encoder))
+            expected = encoder.encode_preprocessed(list(_probe_pixels(encoder)))
+            names = ("pixels", "vectors")
+        else:
+            module = _text_module(encoder)
+            probe = encoder._tokenizer(list(_PROBE_TEXTS)).cpu()
+            expected = encoder.encode_texts(list(_PROBE_TEXTS))
+            names = ("tokens", "vectors")
+        on_device = next(module.parameters()).device
+        module = module.to("cpu")
+        try:
+            # Gradients on: with them off, attention takes torch's fused fast path, an operator
+            # the exporter cannot write. The exporter prints the whole graph when it fails:
+            # the failure is reported in one line instead.
+            with (
+                warnings.catch_warnings(),
+                torch.enable_grad(),
+                contextlib.redirect_stdout(io.StringIO()),
+            ):
+                warnings.simplefilter("ignore")  # the exporter's tracer and deprecation notes
+                torch.onnx.export(
+                    module,
+                    (probe,),
+                    str(folder / file),
+                    input_names=[names[0]],
+                    output_names=[names[1]],
+                    dynamic_axes={names[0]: {0: "n"}, names[1]: {0: "n"}},
+                    opset_version=OPSET,
+                    dynamo=False,
+                )
+        finally:
+            module.to(on_device)
+        session = open_session(folder / file, threads=1)
+        got = session.run(None, {names[0]: probe.numpy()})[0]
+    except Exception as error:  # any exporter or runtime failure: torch stays
+        (folder / file).unlink(missing_ok=True)
+        return TowerRecord(None, None, f"cannot be exported: {one_line(error, 200)}")
+    cosine = float(np.min(np.sum(np.asarray(got, dtype=np.float64) * expected, axis=1)))
+    if not cosine >= PROBE_COSINE:  # not >=: a NaN is refused too
+        (folder / file).unlink(missing_ok=True)
+        return TowerRecord(
+            None, cosine, f"cosine {cosine:.6f} to torch on the probe batch, below {PROBE_COSINE}"
+        )
+    return TowerRecord(file, cosine, None)
+
+
+def _context_length(encoder: OpenClipEncoder) -> int | None:
+    length = getattr(encoder._tokenizer, "context_length", None)
+    return int(length) if isinstance(length, int) else None
+
+
+def _is_clip_bpe(encoder: OpenClipEncoder) -> bool:
+    """Whether `ClipTokenizer` gives `encoder`'s tokens: open_clip's `SimpleTokenizer` with its
+    own vocabulary, lower-casing clean-up and plain truncation (checked on the probe texts)."""
+    tokenizer = encoder._tokenizer
+    if type(tokenizer).__name__ != "SimpleTokenizer" or tokenizer.reduction_fn is not None:
+        return False
+    length = _context_length(encoder)
+    if length is None or getattr(tokenizer.clean_fn, "__name__", "") != "_clean_lower":
+        return False
+    if len(tokenizer.encoder) != len(clip_tokenizer().encoder):
+        return False  # additional special tokens
+    texts = [*_PROBE_TEXTS, "Ünïcödé — &amp; naïve café's 12 birds!!"]
+    return bool(np.array_equal(tokenizer(texts).numpy(), clip_tokenizer().tokens(texts, length)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sessions and the encoder (no torch)
+
+
+def open_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
+    """An onnxruntime CPU session on `threads` threads, with every graph optimisation."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # its warnings about unused initialisers mean nothing here
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+class OnnxEncoder:
+    """An `Encoder` whose towers run in onnxruntime on the CPU, with the torch model's key and
+    vectors. A tower that was refused, and preprocessing when no PIL steps were given (a
+    torch-free text search), come from `fallback`, the torch encoder, loaded when first
+    needed."""
+
+    runtime = "onnx"
+    device = "cpu"
+
+    def __init__(
+        self,
+        export: OnnxExport,
+        spec: ModelSpec | str,
+        fallback: Callable[[], Encoder],
+        *,
+        image_steps: list[Any] | None = None,
+        image_size: int | None = None,
+        tokenize: Callable[[list[str]], np.ndarray] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.model_key = export.model_key
+        self.dim = export.dim
+        self.spec = spec
+        self.export = export
+        self._fallback_loader = fallback
+        self._fallback: Encoder | None = None
+        self._steps = image_steps
+        self._tokenize = tokenize
+        self._threads = threads or cpu_threads()
+        self._sessions: dict[str, onnxruntime.InferenceSession] = {}
+        if image_size is not None:
+            # The side the model sees: decoders may decode large JPEGs at a reduced scale.
+            self.image_size = image_size
+
+    def __repr__(self) -> str:
+        return f"OnnxEncoder({self.model_key!r}, dim={self.dim})"
+
+    def _session(self, tower: TowerRecord) -> onnxruntime.InferenceSession:
+        assert tower.file is not None
+        if tower.file not in self._sessions:
+            self._sessions[tower.file] = open_session(self.export.path(tower), self._threads)
+        return self._sessions[tower.file]
+
+    def fallback(self) -> Encoder:
+        """The torch encoder, loaded on first use."""
+        if self._fallback is None:
+            self._fallback = self._fallback_loader()
+        return self._fallback
+
+    def preprocess(self, image: Image.Image) -> torch.Tensor | np.ndarray:
+        """Resize and crop one image for the model: a uint8 (H, W, 3) array (worker threads)."""
+        if self._steps is None:
+            return self.fallback().preprocess(image)
+        image = image.convert("RGB")
+        for step in self._steps:
+            image = step(image)
+        return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+    def encode_preprocessed(self, batch: Sequence[torch.Tensor | np.ndarray]) -> np.ndarray:
+        """Encode preprocessed images: an (n, dim) float32 array of unit vectors."""
+        if len(batch) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if not self.export.image.usable or not isinstance(batch[0], np.ndarray):
+            return self.fallback().encode_preprocessed(batch)
+        pixels = np.ascontiguousarray(np.stack(batch), dtype=np.uint8)
+        vectors = self._session(self.export.image).run(None, {"pixels": pixels})[0]
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        """Encode PIL images: an (n, dim) float32 array of unit vectors."""
+        parts = [
+            self.encode_preprocessed(
+                [self.preprocess(image) for image in images[i : i + _IMAGE_BATCH]]
+            )
+            for i in range(0, len(images), _IMAGE_BATCH)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode texts (truncated at the model's context length): (n, dim) unit vectors."""
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if not self.export.text.usable or self._tokenize is None:
+            return self.fallback().encode_texts(texts)
+        session = self._session(self.export.text)
+        parts = [
+            session.run(None, {"tokens": self._tokenize(list(texts[i : i + _TEXT_BATCH]))})[0]
+            for i in range(0, len(texts), _TEXT_BATCH)
+        ]
+        return np.asarray(np.concatenate(parts), dtype=np.float32)
+
+
+def onnx_encoder_for(
+    encoder: OpenClipEncoder,
+    store_dir: Path,
+    runtime: str,
+    progress: ProgressCallback | None = None,
+    *,
+    export: bool = True,
+) -> Encoder:
+    """`encoder` on the ONNX runtime (exported first when needed and `export` allows), or
+    `encoder` itself when neither tower can run there (said in one line)."""
+    if not onnx_runtime_installed():
+        if runtime == "onnx":
+            raise BadInputError("the ONNX runtime is not installed (pip install onnxruntime)")
+        return encoder
+    if not export and read_export(store_dir, encoder.model_key) is None:
+        return encoder
+    try:
+        made = ensure_export(encoder, store_dir, progress)
+    except OSError as error:
+        log.warning("ONNX export of %s not written, using torch: %s", encoder.model_key, error)
+        return encoder
+    for name, tower in (("image", made.image), ("text", made.text)):
+        if tower.refused:
+            log.warning(
+                "ONNX %s tower of %s refused (%s); torch encodes it",
+                name,
+                encoder.model_key,
+                tower.refused,
+            )
+    if not (made.image.usable or made.text.usable):
+        return encoder
+    tokenizer = encoder._tokenizer
+
+    def tokenize(texts: list[str]) -> np.ndarray:
+        return np.asarray(tokenizer(texts).numpy(), dtype=np.int64)
+
+    return OnnxEncoder(
+        made,
+        encoder.spec,
+        lambda: encoder,
+        image_steps=encoder._pil_steps,
+        image_size=encoder.image_size,
+        tokenize=tokenize,
+    )
+
+
+def text_encoder_from_store(
+    store_dir: Path, model_key: str, spec: ModelSpec | str, fallback: Callable[[], Encoder]
+) -> OnnxEncoder | None:
+    """An encoder for text queries that needs no torch: the export's text tower and
+    `ClipTokenizer`, or None when the store holds no such export of `model_key` (or
+    onnxruntime is missing). Anything else it is asked for comes from `fallback`."""
+    export = read_export(store_dir, model_key)
+    if (
+        export is None
+        or not export.text.usable
+        or export.tokenizer != "clip-bpe"
+        or export.context_length is None
+        or not onnx_runtime_installed()
+    ):
+        return None
+    length = export.context_length
+    return OnnxEncoder(
+        export, spec, fallback, tokenize=lambda texts: clip_tokenizer().tokens(texts, length)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# CLIP's byte-pair tokenizer without torch
+
+
+def _open_clip_vocabulary() -> Path:
+    """open_clip's BPE vocabulary file, found without importing open_clip (which imports
+    torch)."""
+    found = importlib.util.find_spec("open_clip")
+    locations = list(found.submodule_search_locations or []) if found else []
+    for location in locations:
+        path = Path(location) / "bpe_simple_vocab_16e6.txt.gz"
+        if path.is_file():
+            return path
+    raise BadInputError(
+        "open_clip's tokenizer vocabulary (bpe_simple_vocab_16e6.txt.gz) is missing"
+    )
+
+
+@lru_cache(maxsize=1)
+def _bytes_to_unicode() -> dict[int, str]:
+    """CLIP's reversible map of bytes to printable characters."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    codes = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, (chr(code) for code in codes), strict=True))
+
+
+class ClipTokenizer:
+    """open_clip's `SimpleTokenizer` (lower-casing clean-up, plain truncation) without torch;
+    `tokens` gives the same int64 array its call gives as a tensor."""
+
+    def __init__(self, vocabulary: Path | None = None) -> None:
+        import regex  # type: ignore[import-untyped]
+
+        with gzip.open(vocabulary or _open_clip_vocabulary()) as packed:
+            lines = packed.read().decode("utf-8")
+        merges = [tuple(line.split()) for line in lines.split("\n")[1 : 49152 - 256 - 2 + 1]]
+        symbols = list(_bytes_to_unicode().values())
+        vocab = symbols + [symbol + "</w>" for symbol in symbols]
+        vocab += ["".join(merge) for merge in merges] + ["<start_of_text>", "<end_of_text>"]
+        self.encoder = {token: index for index, token in enumerate(vocab)}
+        self._ranks = {merge: rank for rank, merge in enumerate(merges)}
+        self._cache = {"<start_of_text>": "<start_of_text>", "<end_of_text>": "<end_of_text>"}
+        self._pattern = regex.compile(
+            r"<start_of_text>|<end_of_text>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|"
+            r"[^\s\p{L}\p{N}]+",
+            regex.IGNORECASE,
+        )
+        self.sot, self.eot = self.encoder["<start_of_text>"], self.encoder["<end_of_text>"]
+
+    def _bpe(self, token: str) -> str:
+        if token in self._cache:
+            return self._cache[token]
+        word: tuple[str, ...] = (*token[:-1], token[-1] + "</w>")
+        while len(word) > 1:
+            pairs = set(zip(word, word[1:], strict=False))
+            best = min(pairs, key=lambda pair: self._ranks.get(pair, float("inf")))
+            if best not in self._ranks:
+                break
+            merged: list[str] = []
+            i = 0
+            while i < len(word):
+                if i < len(word) - 1 and word[i] == best[0] and word[i + 1] == best[1]:
+                    merged.append(best[0] + best[1])
+                    i += 2
+                else:
+                    merged.append(word[i])
+                    i += 1
+            word = tuple(merged)
+        joined = " ".join(word)
+        self._cache[token] = joined
+        return joined
+
+    def encode(self, text: str) -> list[int]:
+        import ftfy
+
+        cleaned = html.unescape(html.unescape(ftfy.fix_text(text))).strip()
+        cleaned = " ".join(cleaned.split()).lower()
+        byte_map = _bytes_to_unicode()
+        ids: list[int] = []
+        for piece in self._pattern.findall(cleaned):
+            mapped = "".join(byte_map[b] for b in piece.encode("utf-8"))
+            ids.extend(self.encoder[part] for part in self._bpe(mapped).split(" "))
+        return ids
+
+    def tokens(self, texts: Sequence[str], context_length: int) -> np.ndarray:
+        """(n, context_length) int64 token ids, cut at the context length (ending in EOT)."""
+        out = np.zeros((len(texts), context_length), dtype=np.int64)
+        for row, text in enumerate(texts):
+            ids = [self.sot, *self.encode(text), self.eot]
+            if len(ids) > context_length:
+                ids = ids[:context_length]
+                ids[-1] = self.eot
+            out[row, : len(ids)] = ids
+        return out
+
+
+@lru_cache(maxsize=1)
+def clip_tokenizer() -> ClipTokenizer:
+    """The one `ClipTokenizer` of the process (reading the vocabulary takes a moment)."""
+    return ClipTokenizer()
