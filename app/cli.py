@@ -6,6 +6,7 @@ Exit codes: 0 success; 2 bad usage or bad input (one line on stderr); 1 any othe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -502,6 +503,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# 128 + SIGPIPE, what a shell reports for a Unix tool whose reader went away.
+EXIT_BROKEN_PIPE = 141
+
+
 # -- entry point ----------------------------------------------------------------------------
 
 
@@ -521,7 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             return cmd_gui(argparse.Namespace(folder=None, demo=False))
         set_database_url(getattr(args, "database_url", None))
-        return int(args.func(args) or EXIT_OK)
+        code = int(args.func(args) or EXIT_OK)
+        sys.stdout.flush()  # a reader that went away is met here, not in Python's exit
+        return code
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -537,6 +544,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: work committed so far is kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`, `| grep -q`): stop quietly, as Unix tools
+        # do on SIGPIPE, and keep Python from reporting the unflushed rest at exit.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # the details go to the log file, the user gets one line
         log.debug("unexpected failure", exc_info=True)
         if type(exc).__module__.startswith("sqlalchemy"):  # never SQL and its parameters

@@ -34,7 +34,10 @@ frozen --self-test
 $PYTHON tools/make_model_pack.py "$work/tiny.qmodel" 2>/dev/null
 spec="hf-hub:quadrat/tiny-clip"
 frozen models import "$work/tiny.qmodel"
-frozen models list | grep -q "$spec" || { echo "FAIL: $spec not listed after import" >&2; exit 1; }
+# The list is read whole first: `| grep -q` stops reading at its match, and with pipefail the
+# list's broken pipe would fail the check by chance.
+listed=$(frozen models list)
+grep -q "$spec" <<<"$listed" || { echo "FAIL: $spec not listed after import" >&2; exit 1; }
 frozen demo "$work/photos" --images-per-class 2 >/dev/null
 frozen index "$work/photos" --library "$work/library" --model "$spec"
 frozen search "red circle" --library "$work/library" --top 5 --json > "$work/hits.jsonl"
