@@ -162,13 +162,12 @@ def _print_list(backups: list[BackupInfo], as_json: bool, root: Path) -> None:
         reason = f", {info.reason}" if info.reason else ""
         special = "special: " if info.special else ""
         print(
-            f"{number:3d}  {when}  {counts}  {size_text(info.size)}  ({special}{kind}{reason})  "
+            f"{number:3d}  {when}  {counts}  {_size(info.size)}  ({special}{kind}{reason})  "
             f"{info.path}"
         )
 
 
-def size_text(size: int) -> str:
-    """A file size as people read it (B, KB, MB, GB), in the command line and the window."""
+def _size(size: int) -> str:
     value = float(size)
     for unit in ("B", "KB", "MB"):
         if value < 1024:

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from app.cli_backup import size_text
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.backups_dialog import BackupRow, BackupsDialog
@@ -45,6 +44,16 @@ _REASONS = {
     "before-forget": "before forgetting missing photos",
     "before-upgrade": "before an upgrade",
 }
+
+
+def size_text(size: int) -> str:
+    """A file size as people read it (B, KB, MB, GB)."""
+    value = float(size)
+    for unit in ("B", "KB", "MB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
 
 
 def taken_text(info: BackupInfo) -> str:

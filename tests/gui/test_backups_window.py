@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.cli_backup import size_text
 from app.controllers.application import Application
+from app.controllers.backups import size_text
 from engine.catalog.backup import backup_catalog, list_backups
 from tests.gui.test_window import indexed_app
 
