@@ -232,3 +232,18 @@ def test_a_vision_transformer_exports_too(tmp_path: Path) -> None:
     )
     assert isinstance(encoder, OnnxEncoder)
     assert encoder.export.image.usable and encoder.export.text.usable
+
+
+def test_the_window_encodes_with_an_existing_export_and_makes_none(
+    onnx_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.controllers import session
+
+    monkeypatch.setattr(session.paths, "models_dir", lambda: onnx_store)
+    assert isinstance(session.default_encoder_loader("demo", "cpu", "auto"), OnnxEncoder)
+    assert not isinstance(session.default_encoder_loader("demo", "cpu", "torch"), OnnxEncoder)
+    empty = tmp_path / "no-exports"
+    monkeypatch.setattr(session.paths, "models_dir", lambda: empty)
+    encoder = session.default_encoder_loader("demo", "cpu", "auto")
+    assert not isinstance(encoder, OnnxEncoder)  # torch now; the window never waits on an export
+    assert not (empty / ".onnx").exists()

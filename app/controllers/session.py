@@ -37,11 +37,19 @@ log = logging.getLogger(__name__)
 EncoderLoader = Callable[[str, str], "Encoder"]
 
 
-def default_encoder_loader(spec: str, device: str) -> Encoder:
+def default_encoder_loader(spec: str, device: str, runtime: str = "torch") -> Encoder:
+    """The window's encoder: on the CPU, with runtime auto or onnx, the model's ONNX export
+    when one is in the store (made by `quadrat index`), else torch. The window makes no
+    export itself (`export=False`): that would hold the first search for the export's time."""
     from engine.models.encoders import load_encoder
 
     return load_encoder(
-        spec, device=device, cache_dir=paths.model_cache_dir(), store_dir=paths.models_dir()
+        spec,
+        device=device,
+        cache_dir=paths.model_cache_dir(),
+        store_dir=paths.models_dir(),
+        runtime=runtime,
+        export=False,
     )
 
 
@@ -96,7 +104,9 @@ class LibrarySession(QObject):
         self.library_dir = Path(library_dir)
         self.settings = settings
         self.fixed_model = fixed_model  # the demo library always uses the demo model
-        self._load_encoder = encoder_loader or default_encoder_loader
+        self._load_encoder = encoder_loader or (
+            lambda spec, device: default_encoder_loader(spec, device, self.settings.runtime)
+        )
         # Whether a model is on disk (set by the models controller): a model that is not is
         # never loaded here, since loading would try to download it (the chooser does that).
         self.model_available: Callable[[str], bool] = lambda spec: True
