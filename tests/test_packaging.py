@@ -82,6 +82,8 @@ def test_spec_collects_what_the_hooks_miss(tmp_path: Path, monkeypatch: pytest.M
     assert (stable, "torchvision") in analysis["binaries"]
     assert (str(tmp_path / "torchvision" / "_C.so"), "torchvision") not in analysis["binaries"]
     assert ("faiss libs", "faiss") in analysis["binaries"]
+    assert ("onnxruntime libs", "onnxruntime") in analysis["binaries"]  # the CPU runtime
+    assert "onnxruntime" in analysis["hiddenimports"]
     assert calls["COLLECT"]["name"] == "Quadrat"
 
 
