@@ -13,7 +13,6 @@ from engine.catalog import Image
 from engine.catalog.library import Library
 from engine.errors import BadInputError
 from engine.judgments.learning import (
-    _newton_step,
     band_edges,
     estimate_recall,
     fit_probe,
@@ -21,6 +20,7 @@ from engine.judgments.learning import (
     rocchio,
     sample_to_judge,
 )
+from engine.judgments.logistic import newton_step
 from engine.methods import MethodContext, SearchQuery, get_method, resolve_spec
 
 E1, E2, E3 = np.eye(3)
@@ -159,7 +159,7 @@ def test_the_woodbury_step_equals_the_direct_solve():
     gradient = rng.normal(size=9)
     hessian = (features * curvature[:, None]).T @ features + np.diag(precision)
     assert np.allclose(
-        _newton_step(features, curvature, precision, gradient),
+        newton_step(features, curvature, precision, gradient),
         np.linalg.solve(hessian, gradient),
         rtol=1e-6,
         atol=1e-8,

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.judgments.logistic import fit_map
+
 CALIBRATION_FOLDS = 10
 """Folds of the cross-fitting (fewer when fewer photos are judged: one photo per fold then)."""
 MIN_PER_KIND = 3
@@ -104,35 +106,18 @@ def fit_platt(
 def _newton_platt(
     z: np.ndarray, targets: np.ndarray, precision: float, *, free_slope: bool
 ) -> tuple[float, float]:
-    """Newton's method with step halving on the convex penalised objective; with the slope
-    held at 1 only the intercept moves."""
+    """The penalised fit by the probe's own Newton solver (`logistic.fit_map`), around the
+    prior (1, 0): solved for the offset from it, so the penalty is the solver's t'Dt; with the
+    slope held at 1 only the intercept moves."""
     prior_mean = np.array([1.0, 0.0])
     # With the slope held, z enters as a fixed offset and its column is zero.
-    offset = np.zeros_like(z) if free_slope else z
     features = np.column_stack([z if free_slope else np.zeros_like(z), np.ones_like(z)])
-    theta = prior_mean.copy()
-
-    def objective(t: np.ndarray) -> float:
-        s = offset + features @ t
-        penalty = 0.5 * precision * float(np.sum((t - prior_mean) ** 2))
-        return float(np.sum(np.logaddexp(0.0, s) - targets * s)) + penalty
-
-    current = objective(theta)
-    for _ in range(100):
-        p = 0.5 * (1.0 + np.tanh(0.5 * (offset + features @ theta)))
-        gradient = features.T @ (p - targets) + precision * (theta - prior_mean)
-        hessian = (features * (p * (1 - p))[:, None]).T @ features + precision * np.eye(2)
-        step = np.linalg.solve(hessian, gradient)
-        size = 1.0
-        while True:
-            candidate = theta - size * step
-            value = objective(candidate)
-            if value <= current + 1e-12 or size < 1e-6:
-                break
-            size *= 0.5
-        theta, previous, current = candidate, current, value
-        if float(np.max(np.abs(size * step))) < 1e-10 or previous - current < 1e-12:
-            break
+    held = np.zeros_like(z) if free_slope else z
+    offset = held + features @ prior_mean  # the logit at the prior: z either way
+    delta, _, _ = fit_map(
+        offset, features, targets, np.full(2, precision), np.zeros(2), max_iter=100, tol=1e-12
+    )
+    theta = prior_mean + delta
     return (float(theta[0]) if free_slope else 1.0), float(theta[1])
 
 

@@ -39,6 +39,7 @@ from engine.judgments.calibration import (
     fit_platt,
     stratified_folds,
 )
+from engine.judgments.logistic import fit_map, sigmoid
 
 # -- Rocchio ----------------------------------------------------------------------------------
 
@@ -157,14 +158,14 @@ class Probe:
         if not self.has_probabilities:
             return np.full(len(vectors), np.nan)
         logits = self.logits(vectors)
-        return _sigmoid(logits if self.calibration is None else self.calibration.apply(logits))
+        return sigmoid(logits if self.calibration is None else self.calibration.apply(logits))
 
     def probability(self, scores: np.ndarray | Sequence[float] | float) -> np.ndarray:
         """Calibrated p(relevant) from similarities to `direction` (an index search's scores)."""
         values = np.asarray(scores, dtype=np.float64)
         if not self.has_probabilities:
             return np.full(values.shape, np.nan)
-        return _sigmoid(self.p_scale * values + self.p_bias)
+        return sigmoid(self.p_scale * values + self.p_bias)
 
     def score_at(self, p: float) -> float:
         """The similarity to `direction` at which the probability is `p` (a cut-off): inf when
@@ -191,11 +192,6 @@ class Probe:
             "note": self.note,
             "calibration": None if self.calibration is None else self.calibration.to_json(),
         }
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    out: np.ndarray = 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
-    return out
 
 
 def prior_scale(query_scores: np.ndarray | Sequence[float], weight: float = PRIOR_WEIGHT) -> float:
@@ -297,7 +293,7 @@ def _fit_theta(
         precision = np.full(w0.size + 1, 1.0 / candidate_c)
         precision[-1] = _INTERCEPT_PRECISION
         # Each fit starts from the previous one's optimum (the grid rises smoothly).
-        theta, value, steps = _fit_map(offset, features, targets, precision, theta, max_iter, tol)
+        theta, value, steps = fit_map(offset, features, targets, precision, theta, max_iter, tol)
         iterations += steps
         # The evidence only chooses among several C: a fixed C needs no determinant.
         evidence = -value
@@ -331,50 +327,12 @@ def _cross_fitted_calibration(
     return PlattCalibration(slope, intercept, folds, len(y))
 
 
-def _fit_map(
-    offset: np.ndarray,
-    features: np.ndarray,
-    targets: np.ndarray,
-    precision: np.ndarray,
-    theta: np.ndarray,
-    max_iter: int,
-    tol: float,
-) -> tuple[np.ndarray, float, int]:
-    """Newton's method with backtracking on the (convex) penalised cross-entropy: the optimum,
-    the objective there, and the iterations taken."""
-
-    def objective(t: np.ndarray) -> float:
-        z = offset + features @ t
-        # log(1 + e^z) - target * z, written so that large |z| does not overflow
-        loss = np.logaddexp(0.0, z) - targets * z
-        return float(loss.sum() + 0.5 * np.dot(precision * t, t))
-
-    current = objective(theta)
-    iterations = 0
-    for _ in range(max_iter):
-        iterations += 1
-        p = _sigmoid(offset + features @ theta)
-        gradient = features.T @ (p - targets) + precision * theta
-        step = _newton_step(features, p * (1 - p), precision, gradient)
-        size = 1.0
-        while True:
-            candidate = theta - size * step
-            value = objective(candidate)
-            if value <= current + 1e-12 or size < 1e-6:
-                break
-            size *= 0.5
-        theta, previous, current = candidate, current, value
-        if float(np.max(np.abs(size * step))) < tol or previous - current < tol * max(1.0, current):
-            break
-    return theta, current, iterations
-
-
 def _logdet_ratio(
     offset: np.ndarray, features: np.ndarray, precision: np.ndarray, theta: np.ndarray
 ) -> float:
     """log det(H) - log det(D) at the optimum: the Laplace evidence's Occam factor, through
     det(I + S F D^-1 F' S) when there are fewer judgments than dimensions."""
-    p = _sigmoid(offset + features @ theta)
+    p = sigmoid(offset + features @ theta)
     scaled = features * np.sqrt(p * (1 - p))[:, None]
     n, dim = features.shape
     if n < dim:
@@ -384,27 +342,6 @@ def _logdet_ratio(
     hessian = scaled.T @ scaled + np.diag(precision)
     _, logdet = np.linalg.slogdet(hessian)
     return float(logdet - np.sum(np.log(precision)))
-
-
-def _newton_step(
-    features: np.ndarray, curvature: np.ndarray, precision: np.ndarray, gradient: np.ndarray
-) -> np.ndarray:
-    """Solve (D + F' W F) step = gradient, with D = diag(precision), W = diag(curvature).
-
-    With fewer judgments than dimensions, through Woodbury: D^-1 g - D^-1 F' S (I + S F D^-1 F'
-    S)^-1 S F D^-1 g with S = W^1/2, an n x n solve instead of a d x d one."""
-    n, dim = features.shape
-    if n < dim:
-        inverse = 1.0 / precision
-        scaled = features * np.sqrt(curvature)[:, None]  # S F
-        inner = np.eye(n) + (scaled * inverse) @ scaled.T
-        projected = scaled @ (inverse * gradient)
-        solved = np.linalg.solve(inner, projected)
-        step: np.ndarray = inverse * gradient - inverse * (scaled.T @ solved)
-        return step
-    hessian = (features * curvature[:, None]).T @ features + np.diag(precision)
-    direct: np.ndarray = np.linalg.solve(hessian, gradient)
-    return direct
 
 
 # -- judge next -------------------------------------------------------------------------------
