@@ -485,12 +485,12 @@ class _ProcessPool:
             )
         self.workers[self.workers.index(worker)] = self._start()
 
-    def close(self) -> None:
-        """Stop the workers (killed when still busy after a grace period) and free the block."""
+    def close(self, grace: float = _STOP_GRACE_SECONDS) -> None:
+        """Stop the workers (killed when still busy after `grace` seconds) and free the block."""
         for worker in self.workers:
             with contextlib.suppress(OSError):
                 worker.tasks.send(None)
-        deadline = time.monotonic() + _STOP_GRACE_SECONDS
+        deadline = time.monotonic() + grace
         for worker in self.workers:
             _stopped(worker, max(0.0, deadline - time.monotonic()))
         self.workers = []
@@ -532,4 +532,6 @@ def decoded_in_processes(
     try:
         yield from pool.results(photos, cancel)
     finally:
-        pool.close()
+        # After Cancel nothing a busy worker decodes is wanted (the next run does the photo
+        # again): kill it now rather than wait out the grace, so Cancel answers at once.
+        pool.close(0.0 if cancel.cancelled else _STOP_GRACE_SECONDS)
