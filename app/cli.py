@@ -38,6 +38,7 @@ from app.cli_evaluate import add_evaluate_command
 from app.cli_feedback import add_feedback_commands
 from app.cli_filters import add_filter_options, check_filter_args, filters_from_args
 from app.cli_inquire import add_inquire_command
+from app.cli_judges import add_judges_commands
 from app.cli_methods import add_methods_command, method_option_help
 from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
@@ -217,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_methods_command(sub)
     add_models_command(sub)
     add_feedback_commands(sub)
+    add_judges_commands(sub)
     return parser
 
 

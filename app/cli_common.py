@@ -69,6 +69,29 @@ def open_library(path: Path | None) -> Library:
     return library
 
 
+def saved_query_id(library: Library, id_or_text: str) -> int:
+    """The saved query a command names by its id or by its exact text (`--query ID_OR_TEXT`);
+    a one-line BadInputError when there is none."""
+    from sqlalchemy import select
+
+    from engine.catalog import Query
+    from engine.judgments.queries import find_query
+
+    wanted = id_or_text.strip()
+    with library.catalog.session() as s:
+        if wanted.isdigit():
+            if s.get(Query, int(wanted)) is not None:
+                return int(wanted)
+            raise BadInputError(f"no saved query has id {wanted}")
+        found = find_query(s, wanted)
+        if found is None:
+            # the text of a query saved with a photo beside it
+            found = s.scalar(select(Query.id).where(Query.text == wanted).order_by(Query.id))
+    if found is None:
+        raise BadInputError(f"no saved query has the text {wanted!r}")
+    return int(found)
+
+
 def resolve_model_spec(requested: str | None, library: Library) -> str:
     """The model to use: the one asked for, else the library's, else the settings' default."""
     return requested or library.model_spec or user_settings().model

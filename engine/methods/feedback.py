@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
+from engine.judgments.certified_recall import Certification, certify_recall
 from engine.judgments.learning import (
     LEVEL,
     PRIOR_WEIGHT,
@@ -718,6 +719,28 @@ def estimate_for_query(
     order, ranked = reference_order(context, query)
     return estimate_recall(
         order, judged, seed=query_id if seed is None else seed, level=level, ranked_depth=ranked
+    )
+
+
+def certify_for_query(
+    library: Library,
+    encoder_loader: Callable[[], Encoder],
+    query_id: int,
+    *,
+    target: float,
+    confidence: float,
+    batch: int = 20,
+    judgments: Mapping[int, int] | None = None,
+) -> Certification:
+    """Where a saved query stands against a recall target with a guarantee
+    (`engine.judgments.certified_recall`), over the query's own fixed ranking; the random
+    sample's order is seeded by the query id."""
+    query = saved_query(library, query_id).search_query()
+    context = _context(library, encoder_loader, query_id, None, judgments)
+    judged = context.query_judgments("certify")
+    order, _ = reference_order(context, query)
+    return certify_recall(
+        order, judged, target=target, confidence=confidence, seed=query_id, batch=batch
     )
 
 
