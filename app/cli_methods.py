@@ -9,16 +9,31 @@ import json
 from app.cli_common import EXIT_OK
 
 
+class _MethodsHere:
+    """The keys of the methods that can run here, listed when argparse formats a help text.
+    Listing them imports every method (a quarter of a second): a command that prints no help,
+    such as a search, must not pay for it."""
+
+    def __str__(self) -> str:
+        from engine.methods import method_infos
+
+        return ", ".join(info.key for info in method_infos() if info.available)
+
+
 def method_option_help() -> str:
     """`--method` help naming the methods that can run here (a method that cannot is listed by
-    `quadrat methods` with its reason)."""
-    from engine.methods import method_infos
-
-    keys = ", ".join(info.key for info in method_infos() if info.available)
+    `quadrat methods` with its reason); its argument goes through `lists_methods`."""
     return (
-        f"search method: KEY or KEY:NAME=VALUE[,NAME=VALUE…] (default: text); here: {keys}; "
-        "'quadrat methods' lists each with its parameters"
+        "search method: KEY or KEY:NAME=VALUE[,NAME=VALUE…] (default: text); here: "
+        "%(methods_here)s; 'quadrat methods' lists each with its parameters"
     )
+
+
+def lists_methods(action: argparse.Action) -> argparse.Action:
+    """`action` (a `--method` option) with what its help's %(methods_here)s names: argparse
+    fills a help's %-keys from the action's attributes, only when it prints the help."""
+    action.methods_here = _MethodsHere()  # type: ignore[attr-defined]
+    return action
 
 
 def add_methods_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,16 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli_args import positive_int
-from engine.evaluation.evaluate import (
-    evaluate_run,
-    load_judgments,
-    load_trec_run,
-    metrics_json,
-    qrels_for_run,
-)
-from engine.evaluation.metrics import PROTOCOLS, MeanMetrics
+from engine.evaluation.metrics import PROTOCOLS
+
+if TYPE_CHECKING:  # the scoring is imported by the command: every other command skips it
+    from engine.evaluation.metrics import MeanMetrics
 
 
 def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,6 +46,14 @@ def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type
 
 def run_metrics_command(args: argparse.Namespace) -> int:
     """Load, score and print; returns the exit code."""
+    from engine.evaluation.evaluate import (
+        evaluate_run,
+        load_judgments,
+        load_trec_run,
+        metrics_json,
+        qrels_for_run,
+    )
+
     run = load_trec_run(args.run)
     judgments = load_judgments(args.qrels)
     qrels = qrels_for_run(run, judgments)

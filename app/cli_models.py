@@ -2,10 +2,12 @@
 
     quadrat models list [--json] [--role R]   the catalogue and what is installed, for the three
                                         roles: encoder, generator (VisRet), vlm (Reranked)
-    quadrat models download SPEC        into the model store (Ctrl+C keeps what came)
+    quadrat models download SPEC        into the model store (Ctrl+C keeps what came); a
+                                        search model is then exported to ONNX (--runtime)
     quadrat models pack SPEC OUT        one archive to carry to an offline machine (any role)
     quadrat models import PACK          install a pack (checked; a bad pack installs nothing;
-                                        --replace to replace an installed model's other weights)
+                                        --replace to replace an installed model's other weights),
+                                        then exported to ONNX as a download is
     quadrat models remove SPEC          delete an installed model
 
 Failing to reach the hub is exit 1 (the command was right; the network was not there), a bad
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
-from app.cli_common import EXIT_OK, TqdmProgress
+from app.cli_common import EXIT_OK, TqdmProgress, user_settings
 
 if TYPE_CHECKING:
     from engine.models.store import ModelStore
@@ -52,6 +54,7 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
     download.add_argument(
         "spec", help="ARCH:PRETRAINED, hf-hub:ORG/NAME, or a generator or VLM from 'models list'"
     )
+    _add_runtime(download)
     download.set_defaults(func=cmd_download)
 
     pack = sub.add_parser("pack", help="write an offline pack of a model (downloads it first)")
@@ -68,11 +71,63 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
         action="store_true",
         help="replace an installed model of the same name whose weights differ",
     )
+    _add_runtime(imp)
     imp.set_defaults(func=cmd_import)
 
     remove = sub.add_parser("remove", help="delete an installed model from the model store")
     remove.add_argument("spec")
     remove.set_defaults(func=cmd_remove)
+
+
+def _add_runtime(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime",
+        choices=("auto", "torch", "onnx"),
+        help="auto or onnx (default: the settings'): export a search model to ONNX once "
+        "installed, verified against torch; torch: make no export",
+    )
+
+
+def export_installed(spec: str, runtime: str | None) -> int:
+    """After a search model is installed: its ONNX export (unless the runtime is torch), with
+    progress on stderr and the outcome in one line. Ctrl+C stops it (nothing half-written is
+    kept): the model stays installed and is exported at its first use instead."""
+    from engine.errors import Cancelled, one_line
+    from engine.models.store import export_outcome
+    from engine.progress import CancelToken
+
+    if (runtime or user_settings().runtime) == "torch":
+        return EXIT_OK
+    bar = TqdmProgress("exporting to ONNX", unit="step")
+    cancel = CancelToken()
+    try:
+        export = _store().export_onnx(
+            spec, cache_dir=paths.model_cache_dir(), progress=bar, cancel=cancel
+        )
+    except (KeyboardInterrupt, Cancelled):
+        cancel.cancel()
+        bar.close()
+        print(
+            f"ONNX export interrupted: {spec} is installed and is exported when first used",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    except Exception as error:  # the model is installed either way; torch encodes it
+        bar.close()
+        print(
+            f"ONNX export not made ({one_line(error, 200)}): torch encodes {spec}", file=sys.stderr
+        )
+        return EXIT_OK
+    finally:
+        bar.close()
+    print(f"{spec}: {export_outcome(export)}")
+    return EXIT_OK
+
+
+def _is_encoder(spec: str) -> bool:
+    from engine.models.offers import repository_role
+
+    return repository_role(spec) is None
 
 
 def _store() -> ModelStore:
@@ -247,7 +302,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     store = _store()
     if store.is_installed(args.spec):
         print(f"{args.spec} is already installed")
-        return EXIT_OK
+        # A search model's export, should it have none yet (made once per model key).
+        return export_installed(args.spec, args.runtime) if _is_encoder(args.spec) else EXIT_OK
     bar = TqdmProgress("downloading", unit="B")
     cancel = CancelToken()
     try:
@@ -266,7 +322,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     print(f"installed {model.spec} ({_size(model.size_bytes)}) in {model.path}")
     if model.role != "encoder":
         print(f"use it as: {use_spec(model.role, model.spec, model.path)}")
-    return EXIT_OK
+        return EXIT_OK
+    return export_installed(model.spec, args.runtime)
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
@@ -302,7 +359,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"from a pack, so not verified as the published model: libraries index it as "
             f"{model.model_key}, apart from the published model's vectors"
         )
-    return EXIT_OK
+    return export_installed(model.spec, args.runtime) if model.role == "encoder" else EXIT_OK
 
 
 def cmd_remove(args: argparse.Namespace) -> int:

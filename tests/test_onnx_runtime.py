@@ -183,19 +183,35 @@ def test_cli_indexes_with_onnx_and_searches_text_without_torch(
 
     by_torch = _quadrat(home, "search", "yellow", "--library", str(library), "--runtime", "torch")
     assert by_torch.returncode == 0, by_torch.stderr
-    # The search as `quadrat search` runs it, then what it imported.
+    # The search as `quadrat search` runs it, then what it imported of what a text search on
+    # the ONNX text tower does without: each costs a share of its one-second budget.
     code = (
         "import sys; from app.cli import main; code = main(['search', 'yellow', '--library', "
-        f"{str(library)!r}]); print('LOADED', 'torch' in sys.modules, "
-        "'open_clip' in sys.modules); sys.exit(code)"
+        f"{str(library)!r}]); print('LOADED', sorted(set({list(_NOT_FOR_A_TEXT_SEARCH)!r}) & "
+        "set(sys.modules))); sys.exit(code)"
     )
     env = {**os.environ, "QUADRAT_HOME": str(home)}
     quick = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert quick.returncode == 0, quick.stderr
-    assert "LOADED False False" in quick.stdout
-    assert quick.stdout.replace("LOADED False False\n", "") == by_torch.stdout
+    assert "LOADED []\n" in quick.stdout
+    assert quick.stdout.replace("LOADED []\n", "") == by_torch.stdout
+
+
+_NOT_FOR_A_TEXT_SEARCH = (
+    "torch",
+    "open_clip",
+    "torchvision",
+    "transformers",
+    "diffusers",
+    "alembic",  # the catalog's revision is read with plain SQL when it is current
+    "PIL",  # no photo is decoded
+    "ftfy",  # plain ASCII queries need no text repair
+    "engine.models.encoders",  # the torch encoders
+    "engine.methods.feedback",  # methods other than the one asked for
+    "engine.evaluation.evaluate",  # other commands' modules
+)
 
 
 def test_a_vision_transformer_exports_too(tmp_path: Path) -> None:
@@ -247,3 +263,71 @@ def test_the_window_encodes_with_an_existing_export_and_makes_none(
     encoder = session.default_encoder_loader("demo", "cpu", "auto")
     assert not isinstance(encoder, OnnxEncoder)  # torch now; the window never waits on an export
     assert not (empty / ".onnx").exists()
+
+
+def _indexed_vectors(
+    library_dir: Path, encoder, photos: Path, decode: str
+) -> dict[str, np.ndarray]:
+    """rel_path -> the vector an indexing run with `encoder` stored for it."""
+    from sqlalchemy import select
+
+    from engine.catalog import Embedding, Image
+    from engine.catalog.library import Library
+    from engine.indexing.indexer import Indexer
+
+    with Library.open(library_dir) as library:
+        report = Indexer(library, encoder, batch_size=8, workers=2, decode=decode).run(photos)
+        assert report.indexed > 0 and not report.all_skipped()
+        with library.catalog.session() as s:
+            rows = s.execute(
+                select(Image.rel_path, Embedding.vector)
+                .join(Embedding, Embedding.image_id == Image.id)
+                .where(Embedding.model_key == encoder.model_key)
+            ).all()
+    return {path: np.frombuffer(blob, dtype="<f4") for path, blob in rows}
+
+
+def test_onnx_indexing_resizes_in_the_decode_threads_with_the_same_vectors(
+    onnx_store: Path, tmp_path: Path, demo_encoder, small_demo_collection
+) -> None:
+    import threading
+
+    encoder = load_encoder("demo", device="cpu", store_dir=onnx_store, runtime="onnx")
+    assert isinstance(encoder, OnnxEncoder) and encoder.pil_steps is not None
+    ran_in: set[str] = set()
+
+    def noted(step):
+        def run(image):
+            ran_in.add(threading.current_thread().name)
+            return step(image)
+
+        return run
+
+    encoder._steps = [noted(step) for step in encoder.pil_steps]
+    photos = small_demo_collection.root
+    vectors = _indexed_vectors(tmp_path / "lib", encoder, photos, "threads")
+    # Resizing and cropping ran beside the forward, in the decode threads, never in this one.
+    assert ran_in and all(name.startswith("quadrat-decode") for name in ran_in), ran_in
+    assert threading.current_thread().name not in ran_in
+    # The vectors indexing with torch stores (decoded the same way, at reduced scale).
+    by_torch = _indexed_vectors(tmp_path / "torch", demo_encoder, photos, "threads")
+    assert vectors.keys() == by_torch.keys()
+    assert len(vectors) == small_demo_collection.image_count
+    for path, vector in vectors.items():
+        assert float(vector @ by_torch[path]) >= PROBE_COSINE, path
+
+
+def test_onnx_indexing_decodes_in_processes_too(
+    onnx_store: Path, tmp_path: Path, small_demo_collection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With its resize and crop known, the ONNX encoder's photos can be decoded in worker
+    processes (the default on 4 or more cores), with the vectors decoding in threads gives."""
+    encoder = load_encoder("demo", device="cpu", store_dir=onnx_store, runtime="onnx")
+    photos = small_demo_collection.root
+    with caplog.at_level(logging.INFO, logger="engine.indexing"):
+        in_processes = _indexed_vectors(tmp_path / "processes", encoder, photos, "processes")
+    assert not [r for r in caplog.records if "decoding in threads" in r.getMessage()]
+    in_threads = _indexed_vectors(tmp_path / "threads", encoder, photos, "threads")
+    assert in_processes.keys() == in_threads.keys()
+    for path, vector in in_threads.items():
+        assert np.allclose(in_processes[path], vector, atol=1e-6), path

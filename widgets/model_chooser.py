@@ -367,14 +367,15 @@ class ModelChooser(QDialog):
             self.progress.setRange(0, 0)  # busy indicator until the size is known
             self.progress_label.setText(f"{format_megabytes(done)} MB")
 
-    def show_working(self, text: str) -> None:
-        """Work without a byte count (importing a model): a busy bar and what is happening."""
+    def show_working(self, text: str, *, cancellable: bool = False) -> None:
+        """Work without a byte count (importing a model, exporting it to ONNX): a busy bar and
+        what is happening; Cancel enabled when the work can stop."""
         self.error.hide()
         self.status.setText(text)
         self.status.show()
         self.progress.setRange(0, 0)
         self.progress_label.clear()
-        self.cancel_button.setEnabled(False)
+        self.cancel_button.setEnabled(cancellable)
         self.progress_box.show()
         self.set_busy(True)
 

@@ -179,7 +179,7 @@ class LibraryController(QObject):
             from engine.indexing.indexer import Indexer
 
             ctx.progress(Progress(0, 0, message="loading the model"))
-            encoder = session.ensure_encoder()
+            encoder = session.model_encoder()  # both towers: photos are encoded
             library = session.library
             assert library is not None
             indexer = Indexer(library, encoder, batch_size=batch_size, decode=decode)

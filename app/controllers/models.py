@@ -436,7 +436,57 @@ class ModelsController(QObject):
         if self.role_of(spec) != "encoder":
             self._role_chosen(spec)
             return
-        self._chosen(spec)
+        self.export_onnx(spec, lambda: self._chosen(spec))
+
+    def export_onnx(self, spec: str, then: Callable[[], object]) -> TaskHandle | None:
+        """A downloaded or imported search model's ONNX export (once per model key, verified
+        against torch), in a worker with progress and Cancel in the chooser; then `then`,
+        whatever came of it: a refusal, a failure or Cancel is said in one line and torch
+        encodes. None (and `then` at once) when the runtime setting is torch."""
+        from engine.models.onnx_runtime import onnx_runtime_installed
+
+        if self.session.settings.runtime == "torch" or not onnx_runtime_installed():
+            then()
+            return None
+        label = self.label(spec)
+        store = self.store
+        working = f"Preparing {label} for the CPU: exporting it to ONNX (once)…"
+        if self.chooser is not None:
+            self.chooser.show_working(working, cancellable=True)
+
+        def run(ctx: TaskContext) -> str:
+            from engine.models.store import export_outcome
+
+            export = store.export_onnx(
+                spec, cache_dir=paths.model_cache_dir(), progress=ctx.progress, cancel=ctx.cancel
+            )
+            return f"{label}: {export_outcome(export)}"
+
+        def progress(p: Progress) -> None:
+            if self.chooser is not None and p.message:
+                self.chooser.show_working(f"{working[:-1]}: {p.message}…", cancellable=True)
+
+        def finished(line: str) -> None:
+            self._task = None
+            self.message.emit(line)
+            then()
+
+        def failed(exc: BaseException) -> None:
+            log.info("ONNX export of %s: %s", spec, exc)  # the worker logged its traceback
+            finished(f"{label}: ONNX export not made ({one_sentence(str(exc))}); torch encodes it")
+
+        self._task = self.runner.submit(
+            run,
+            title=f"Exporting {label} to ONNX",
+            pool=READ,
+            on_success=finished,
+            on_failure=failed,
+            on_progress=progress,
+            on_cancelled=lambda: finished(
+                f"ONNX export of {label} cancelled: torch encodes it until it is exported"
+            ),
+        )
+        return self._task
 
     def _role_chosen(self, spec: str, role: str = "", folder: Path | None = None) -> None:
         """A generator or VLM is on disk: say how it is used and hand it to the application.
@@ -526,7 +576,7 @@ class ModelsController(QObject):
                 self.chooser.show_cancelled(f"{spec} is on disk now.")
             return
         self._approved.add(spec)
-        self._chosen(spec)
+        self.export_onnx(spec, lambda: self._chosen(spec))
 
     def _chosen(self, spec: str) -> None:
         """`spec` is on disk and chosen: tell the application, then run the waiting work."""

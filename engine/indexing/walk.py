@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from engine.errors import BadInputError
-from engine.indexing.decode import IMAGE_EXTENSIONS
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +109,7 @@ def _inside(real: str, root_real: str) -> bool:
 
 def walk_images(
     root: Path,
-    extensions: frozenset[str] = IMAGE_EXTENSIONS,
+    extensions: frozenset[str] | None = None,
     on_skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[FileEntry]:
     """Yield every image file under `root`, depth first, in sorted order.
@@ -124,8 +123,13 @@ def walk_images(
     Links leading outside, image files whose names are not valid Unicode and folders that
     cannot be read are passed over and reported to `on_skip(relative path, reason)` (the path
     made printable by `printable_name`), and logged.
-    Raises `BadInputError` when `root` is missing or not a folder.
+    Raises `BadInputError` when `root` is missing or not a folder. `extensions` defaults to
+    the ones the decoder reads.
     """
+    if extensions is None:  # imported here: printing a path (a search does) needs no Pillow
+        from engine.indexing.decode import IMAGE_EXTENSIONS
+
+        extensions = IMAGE_EXTENSIONS
     root = Path(root)
     try:
         root_stat = root.stat()

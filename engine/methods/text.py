@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.errors import BadInputError
 from engine.methods.base import Method, Ranking, SearchQuery
 from engine.methods.context import MethodContext
-from engine.models.encoders import Encoder
 from engine.terms import combine_vectors, parse_terms
+
+if TYPE_CHECKING:  # a text search on the ONNX text tower does without the torch encoders
+    from engine.models.encoders import Encoder
 
 ENSEMBLE = "ensemble"
 """The template value that averages the query's embeddings under several templates, as CLIP's

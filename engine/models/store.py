@@ -6,7 +6,8 @@
   folders and renames (what the loader reads, too);
 - `engine.models.download` (`HubDownloads`): resumable downloads from the model hub;
 - `engine.models.packs` (`ModelPacks`): offline packs, written and imported with their checks;
-- here: removing a model, copying a model file or folder the user picks into the store, and
+- here: removing a model, copying a model file or folder the user picks into the store,
+  `export_onnx` (a downloaded or imported encoder's ONNX export, made once beside it), and
   `preflight`, which says within seconds and before torch is imported that a model can be
   neither found on disk nor downloaded.
 
@@ -23,6 +24,7 @@ import shutil
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import BadInputError
 from engine.files import file_sha256
@@ -40,6 +42,10 @@ from engine.models.hub import ensure_reachable
 from engine.models.offers import repository_role
 from engine.models.packs import ModelPacks
 from engine.models.spec import ModelSpec, as_model_spec, store_key
+from engine.progress import CancelToken, Progress, ProgressCallback
+
+if TYPE_CHECKING:
+    from engine.models.onnx_runtime import OnnxExport
 
 
 class ModelStore(ModelPacks):
@@ -80,6 +86,41 @@ class ModelStore(ModelPacks):
 
         for export in exports_by_spec(self.root).get(parsed.spec, []):
             remove_export(self.root, export.model_key)
+
+    def export_onnx(
+        self,
+        spec: str,
+        *,
+        cache_dir: Path | None = None,
+        progress: ProgressCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> OnnxExport | None:
+        """Export the installed encoder `spec`'s towers to ONNX beside it in the store, each
+        verified against torch on the probe batch (`engine.models.onnx_runtime.ensure_export`;
+        once per model key: an export already there is returned at once). None when
+        onnxruntime is not installed. Loads the model with torch on the CPU (seconds);
+        `cancel` is heard before the model loads and between the towers (`Cancelled`), and a
+        cancelled export leaves nothing behind."""
+        from engine.models.onnx_runtime import ensure_export, onnx_runtime_installed
+
+        if not onnx_runtime_installed():
+            return None
+        report = progress or (lambda _p: None)
+
+        def checked(step: Progress) -> None:
+            if cancel is not None:
+                cancel.check()
+            report(step)
+
+        checked(Progress(0, 0, message="loading the model to export it to ONNX"))
+        from engine.models.encoders import OpenClipEncoder, load_encoder
+
+        encoder = load_encoder(
+            spec, device="cpu", cache_dir=cache_dir, store_dir=self.root, runtime="torch"
+        )
+        if not isinstance(encoder, OpenClipEncoder):  # a plug-in's encoder: torch only
+            return None
+        return ensure_export(encoder, self.root, checked)
 
     def import_file(self, spec_or_path: str) -> InstalledModel:
         """Copy a model the user picks into the store: an offline pack, an open_clip model
@@ -139,6 +180,26 @@ class ModelStore(ModelPacks):
             (temp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
             self._place(temp, folder)
         return installed_from(folder, manifest)
+
+
+def export_outcome(export: OnnxExport | None) -> str:
+    """One line on what an ONNX export gives: both towers, one (and why the other was
+    refused: torch encodes it), or none."""
+    if export is None:
+        return "ONNX Runtime is not installed: torch encodes this model"
+    usable = [
+        name for name, tower in (("image", export.image), ("text", export.text)) if tower.usable
+    ]
+    refused = [
+        f"{name} tower refused ({tower.refused})"
+        for name, tower in (("image", export.image), ("text", export.text))
+        if not tower.usable
+    ]
+    if not refused:
+        return "exported to ONNX and verified against torch: ONNX Runtime encodes it on the CPU"
+    if not usable:
+        return f"ONNX export refused ({'; '.join(refused)}): torch encodes this model"
+    return f"ONNX: the {usable[0]} tower runs in ONNX Runtime; the {'; '.join(refused)}, torch encodes it"
 
 
 def _delete(folder: Path) -> None:

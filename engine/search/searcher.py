@@ -18,11 +18,11 @@ from sqlalchemy import select
 from engine.catalog import Collection, Image, Taxon
 from engine.catalog.library import Library
 from engine.errors import BadImageError, BadInputError
-from engine.models.encoders import Encoder
 from engine.search.filters import SearchFilters, filtered_ids
 from engine.terms import QueryTerms, parse_terms
 
 if TYPE_CHECKING:
+    from engine.models.encoders import Encoder
     from engine.vectors.index import VectorIndex
 
 __all__ = [

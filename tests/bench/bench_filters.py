@@ -15,9 +15,12 @@ The rows are written as a catalog from before migration 0012 has them (its trigg
 the first column times the filters as they read every row (what they still do until the
 filter columns are filled); then `fill_filter_columns` fills the columns and the R*Tree
 (timed), and the second column times the same calls through the indexes of 0012, on the same
-catalog in the same run. With `--indexes` it times everything again after adding the partial
-indexes (WHERE status = 'ok') a migration could add (`INDEXES`), so their worth can be
-weighed. Markdown on stdout, progress on stderr.
+catalog in the same run. Then the filter column cache (`engine.search.filter_cache`, migration
+0016) is loaded (timed, its memory said) and a third column times the calls with it. With
+`--indexes` it times everything again after adding the partial indexes (WHERE status = 'ok') a
+migration could add (`INDEXES`), so their worth can be weighed. `--skip-every-row` leaves out
+the first column, `--filters-only` every call but dates, months and boxes. Markdown on stdout, progress on
+stderr.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from engine.catalog.filter_columns import (  # noqa: E402
     filter_columns_filled,
 )
 from engine.progress import Progress  # noqa: E402
+from engine.search import filter_cache  # noqa: E402
+from engine.search.filter_index import answered_by_indexes  # noqa: E402
 from engine.search.filters import (  # noqa: E402
     SearchFilters,
     facet_counts,
@@ -72,6 +77,7 @@ INDEXES = {
     "bench_ix_ok_collection": "collection_id",
 }
 QUERY_ID = 1
+FILTERS_ONLY = False  # --filters-only: dates, months and boxes alone
 # Migration 0012's triggers, which keep the filter columns and the R*Tree of places.
 FILTER_TRIGGERS = (
     "images_observed_added",
@@ -79,6 +85,10 @@ FILTER_TRIGGERS = (
     "images_place_added",
     "images_place_changed",
     "images_place_removed",
+    # and migration 0016's change counter (the filter cache's), off for the bulk write too
+    "images_changed_added",
+    "images_changed_updated",
+    "images_changed_removed",
 )
 
 
@@ -248,9 +258,13 @@ def run_all(catalog: Any, repeat: int) -> list[tuple[str, float, int]]:
     con.close()
     rows = []
     for label, filters in cases(list(common)):
+        if FILTERS_ONLY and not answered_by_indexes(filters):
+            continue
         ms, ids = timed(lambda f=filters: filtered_ids(catalog, f), repeat)
         rows.append((f"filtered_ids: {label}", ms, len(ids)))
         log(f"{label}: {ms:.1f} ms, {len(ids):,} photos")
+    if FILTERS_ONLY:
+        return rows
     every = filtered_ids(catalog, SearchFilters())
     rng = np.random.default_rng(1)
     for size in (1_000, 10_000, 100_000):
@@ -274,7 +288,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--indexes", action="store_true", help="also time with more indexes")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the catalog at this path")
+    parser.add_argument(
+        "--skip-every-row", action="store_true", help="leave out the pass reading every row"
+    )
+    parser.add_argument(
+        "--filters-only",
+        action="store_true",
+        help="time only dates, months and boxes (no other filters, facets or suggestions)",
+    )
     args = parser.parse_args()
+    global FILTERS_ONLY
+    FILTERS_ONLY = args.filters_only
+    # The filter cache only in its own column: the other passes time the SQL paths.
+    cache_threshold = filter_cache.MIN_PHOTOS
+    filter_cache.MIN_PHOTOS = sys.maxsize
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "catalog.sqlite3"
         if not path.exists():
@@ -283,10 +310,12 @@ def main() -> None:
             build_catalog(path, args.photos)
             log(f"built in {time.perf_counter() - started:.0f} s")
         catalog = open_catalog(path)
-        # The path taken until the fill is done (a kept catalog may be filled already).
-        filters_module.filter_columns_filled = lambda _session: False
-        results = {"reading every row (before 0012)": run_all(catalog, args.repeat)}
-        filters_module.filter_columns_filled = filter_columns_filled
+        results = {}
+        if not args.skip_every_row:
+            # The path taken until the fill is done (a kept catalog may be filled already).
+            filters_module.filter_columns_filled = lambda _session: False
+            results["reading every row (before 0012)"] = run_all(catalog, args.repeat)
+            filters_module.filter_columns_filled = filter_columns_filled
         started = time.perf_counter()
         last = [0.0]
 
@@ -302,6 +331,14 @@ def main() -> None:
             with catalog.engine.begin() as conn:  # the statistics of the filled columns
                 conn.exec_driver_sql("ANALYZE")
         results["indexes of 0012"] = run_all(catalog, args.repeat)
+        filter_cache.MIN_PHOTOS = cache_threshold
+        started = time.perf_counter()
+        columns = filter_cache.load_filter_cache(catalog)
+        load_seconds = time.perf_counter() - started
+        if columns is not None:
+            log(f"filter cache of {len(columns.ids):,} photos loaded in {load_seconds:.1f} s")
+            results["column cache (0016)"] = run_all(catalog, args.repeat)
+        filter_cache.MIN_PHOTOS = sys.maxsize
         catalog.dispose()
         if args.indexes:
             con = sqlite3.connect(path)
@@ -318,9 +355,18 @@ def main() -> None:
             results["with indexes"] = run_all(catalog, args.repeat)
             catalog.dispose()
     names = list(results)
+    counts = {n: [row[2] for row in results[n]] for n in names}
+    same = all(c == counts[names[0]] for c in counts.values())
     print(f"\n{args.photos:,} photos, median of {args.repeat} runs, ms; load {load_average()}")
     if filled:
         print(f"fill_filter_columns (columns and R*Tree of {filled:,} ids): {fill_seconds:.1f} s")
+    if columns is not None:
+        print(
+            f"filter cache: {len(columns.ids):,} photos loaded in {load_seconds:.1f} s, "
+            f"{columns.nbytes / 1e6:.0f} MB ({columns.nbytes / max(len(columns.ids), 1):.0f} "
+            "bytes a photo)"
+        )
+    print(f"the same photo counts in every column: {'yes' if same else 'NO'}")
     print("| call | photos | " + " | ".join(names) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in names) + " |")
     for number, (label, _, count) in enumerate(results[names[0]]):

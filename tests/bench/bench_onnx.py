@@ -1,7 +1,9 @@
 """ONNX runtime against torch on the CPU (run on demand): `python tests/bench/bench_onnx.py`.
 
 1. Bare image forward, ViT-B/32 (random weights, built locally: no hub) on 224x224 crops of
-   500x375 JPEGs, torch and ONNX at equal threads (1 and 2), interleaved, best of `--reps`.
+   500x375 JPEGs, torch and ONNX at equal threads (1 and 2), interleaved, best of `--reps`;
+   beside them an ONNX session with onnxruntime's default spinning threads. `--forward-only`
+   stops after this table.
 2. The indexing pipeline (decode threads + ONNX encoder) against the bare ONNX forward.
 3. The done-when check: the demo benchmark's 60 queries ranked over its 960 photos with vectors
    from each runtime (an exact search, as the library's flat index does): mAP@10 of each and
@@ -15,6 +17,7 @@ Prints Markdown tables. Speed does not depend on the weights.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import os
 import statistics
@@ -68,14 +71,41 @@ def bench_forward(tmp: Path, photos: int, batch: int, reps: int) -> tuple[list[d
             for i in range(0, len(crops), batch):
                 encoder.encode_preprocessed(crops[i : i + batch])
 
-        run(torch_encoder)  # warm-up, both
+        spinning = spinning_twin(onnx, threads)
+        run(torch_encoder)  # warm-up, all three
         run(onnx)
-        torch_rate = onnx_rate = 0.0
-        for _ in range(reps):  # interleaved, so both see the same machine load
+        run(spinning)
+        torch_rate = onnx_rate = spinning_rate = 0.0
+        for _ in range(reps):  # interleaved, so all see the same machine load
             torch_rate = max(torch_rate, best_rate(lambda: run(torch_encoder), len(crops), 1))
             onnx_rate = max(onnx_rate, best_rate(lambda: run(onnx), len(crops), 1))
-        rows.append({"threads": threads, "torch": torch_rate, "onnx": onnx_rate})
+            spinning_rate = max(
+                spinning_rate, best_rate(lambda twin=spinning: run(twin), len(crops), 1)
+            )
+        rows.append(
+            {"threads": threads, "torch": torch_rate, "onnx": onnx_rate, "spinning": spinning_rate}
+        )
     return rows, onnx
+
+
+def spinning_twin(onnx: OnnxEncoder, threads: int) -> OnnxEncoder:
+    """`onnx` with onnxruntime's default of spinning threads (the session before issue 25's
+    measurement turned it off), to compare side by side."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    twin = copy.copy(onnx)
+    path = onnx.export.path(onnx.export.image)
+    assert onnx.export.image.file is not None
+    twin._sessions = {
+        onnx.export.image.file: onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+    }
+    return twin
 
 
 def bench_pipeline(tmp: Path, onnx: OnnxEncoder, photos: int, batch: int, reps: int) -> dict:
@@ -176,18 +206,25 @@ def main() -> None:
     parser.add_argument("--photos", type=int, default=64, help="ViT-B/32 photos per pass")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--forward-only", action="store_true", help="only the first table")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         rows, onnx = bench_forward(tmp, args.photos, args.batch, args.reps)
         print(f"\nViT-B/32 image forward, batch {args.batch}, {args.photos} crops of 500x375 JPEGs")
-        print("| threads | torch img/s | ONNX img/s | ONNX / torch |")
-        print("| --- | --- | --- | --- |")
+        print(
+            "| threads | torch img/s | ONNX img/s | ONNX / torch | ONNX, spinning threads, "
+            "img/s | its / torch |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
         for r in rows:
             print(
                 f"| {r['threads']} | {r['torch']:.2f} | {r['onnx']:.2f} | "
-                f"{r['onnx'] / r['torch']:.2f} |"
+                f"{r['onnx'] / r['torch']:.2f} | {r['spinning']:.2f} | "
+                f"{r['spinning'] / r['torch']:.2f} |"
             )
+        if args.forward_only:
+            return
         p = bench_pipeline(tmp, onnx, args.photos * 2, args.batch, args.reps)
         print("\n| ONNX threads | photos | bare ONNX forward img/s | pipeline img/s | ratio |")
         print("| --- | --- | --- | --- | --- |")
