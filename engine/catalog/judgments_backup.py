@@ -1,6 +1,7 @@
 """Judgments-only backup files: the user's work without what the photos give back.
 
-Queries, runs and run results, judgments and their events, subqueries and their per-photo
+Queries, runs and run results, judgments and their events, their attributes (with their
+events, and the queries' presets), subqueries and their per-photo
 answers, plus each referenced photo's collection root and relative path (no vectors, no image
 metadata). Read through SQLAlchemy from any catalog (SQLite or a PostgreSQL server) in one
 consistent snapshot, so a 5-million-photo or shared catalog is backed up in megabytes.
@@ -26,11 +27,21 @@ JUDGMENT_TABLES = (
     "run_results",
     "judgments",
     "judgment_events",
+    "judgment_attributes",
+    "attribute_events",
+    "attribute_presets",
     "subqueries",
     "subquery_scores",
 )
-_IMAGE_TABLES = ("judgments", "judgment_events", "run_results", "subquery_scores")
-_SERIAL_TABLES = ("queries", "runs", "judgment_events", "subqueries")
+_IMAGE_TABLES = (
+    "judgments",
+    "judgment_events",
+    "judgment_attributes",
+    "attribute_events",
+    "run_results",
+    "subquery_scores",
+)
+_SERIAL_TABLES = ("queries", "runs", "judgment_events", "attribute_events", "subqueries")
 _ROWS_PER_BATCH = 2000
 _MATCH_BATCH = 500  # paths per lookup of live photos (under SQLite's bound-parameter limit)
 

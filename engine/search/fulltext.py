@@ -27,7 +27,8 @@ from engine.catalog import Catalog
 
 RECORD_TEXT = "record_text"
 """The FTS5 table; its rowid is the image id."""
-RECORD_COLUMNS: tuple[str, ...] = ("names", "common", "notes")
+# "keywords": the photo's XMP/IPTC keywords (migration 0015).
+RECORD_COLUMNS: tuple[str, ...] = ("names", "common", "notes", "keywords")
 
 # A query longer than this many distinct words adds nothing a person meant, and every OR'ed
 # word costs a posting-list scan.
@@ -293,7 +294,7 @@ def matched_words(
         return {}
     key = "image_id" if _postgres(catalog) else "rowid"
     statement = sql(
-        f"SELECT {key}, names, common, notes FROM {RECORD_TEXT} "
+        f"SELECT {key}, {', '.join(RECORD_COLUMNS)} FROM {RECORD_TEXT} "
         f"WHERE {key} IN ({_id_rows(catalog)})"
     )
     with catalog.session() as s:

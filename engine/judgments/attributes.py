@@ -1,0 +1,357 @@
+"""What was seen in a judged photo, as Darwin Core terms (behavior, lifeStage, sex, ...).
+
+Values are kept per (query, photo, term) in `judgment_attributes` (the newest), every change
+with who and when in `attribute_events` (migration 0013 says why a table of its own).
+
+Vocabularies: where the community has one, iNaturalist's annotation values are the suggestions
+(Life Stage, Sex, Plant Phenology, Alive or Dead), written as Darwin Core prefers them, in
+lower case. A value outside a vocabulary is kept as typed and flagged (`off_vocabulary`), never
+refused: an expert may need a stage iNaturalist does not list. `behavior` is free text or a pipe
+list, dominant first ("foraging | courtship"); a controlled term may hold a pipe list too
+("flowering | fruiting"), each part checked.
+
+Presets: a query may preset values ("flowering" -> reproductiveCondition=flowering). Judging a
+photo relevant fills the preset terms the photo has no value for; marking it not relevant or
+clearing its judgment takes back the preset values it still carries unchanged, so no stale
+preset stays on a photo that is no longer relevant, while values typed by hand stay (a
+judgment undone or changed loses nothing typed). `engine/judgments/queries.py` applies this
+inside the judgment's transaction (`preset_changes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from engine.catalog.models import (
+    AttributeEvent,
+    AttributePreset,
+    Judgment,
+    JudgmentAttribute,
+    utcnow,
+)
+from engine.errors import BadInputError
+from engine.judgments.judges import default_judge
+
+if TYPE_CHECKING:
+    from engine.catalog.library import Library
+
+# The Darwin Core terms a judgment can carry, in the order exports write them.
+DWC_ATTRIBUTE_TERMS: tuple[str, ...] = (
+    "behavior",
+    "lifeStage",
+    "sex",
+    "reproductiveCondition",
+    "vitality",
+    "associatedTaxa",
+    "occurrenceRemarks",
+)
+
+# iNaturalist's annotation values for the terms that have them, as Darwin Core writes them.
+VOCABULARIES: dict[str, tuple[str, ...]] = {
+    "lifeStage": (
+        "adult",
+        "teneral",
+        "pupa",
+        "nymph",
+        "larva",
+        "egg",
+        "juvenile",
+        "subimago",
+    ),
+    "sex": ("female", "male", "cannot be determined"),
+    "reproductiveCondition": ("flowering", "fruiting", "budding", "no evidence of flowering"),
+    "vitality": ("alive", "dead", "cannot be determined"),
+}
+
+# The iNaturalist annotation each controlled term comes from (labels in the window).
+INATURALIST_ANNOTATIONS: dict[str, str] = {
+    "lifeStage": "Life Stage",
+    "sex": "Sex",
+    "reproductiveCondition": "Plant Phenology",
+    "vitality": "Alive or Dead",
+}
+
+# Terms whose values are free text (behavior as a pipe list, dominant first).
+FREE_TEXT_TERMS: tuple[str, ...] = ("behavior", "associatedTaxa", "occurrenceRemarks")
+
+PIPE = " | "  # Darwin Core's recommended separator of a list in one term
+
+Values = dict[str, str]
+Changes = dict[str, "str | None"]  # term -> new value (None: cleared)
+
+
+@dataclass(frozen=True)
+class AttributeChange:
+    """What one attribute edit changed on a photo for a query; `previous` makes undo exact
+    (None: the term had no value)."""
+
+    query_id: int
+    image_id: int
+    previous: dict[str, str | None] = field(default_factory=dict)
+    current: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.previous != self.current
+
+
+@dataclass(frozen=True)
+class AttributeRecord:
+    """One attribute change as it was made (`attribute_history`)."""
+
+    image_id: int
+    term: str
+    value: str | None  # None: cleared
+    changed_by: str | None
+    changed_at: datetime
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def check_term(term: str) -> str:
+    """The term itself, or a one-line error naming the terms there are."""
+    if term not in DWC_ATTRIBUTE_TERMS:
+        raise BadInputError(
+            f"unknown attribute {term!r}; use one of {', '.join(DWC_ATTRIBUTE_TERMS)}"
+        )
+    return term
+
+
+def normalize_value(term: str, value: str | None) -> str | None:
+    """A value as stored: spaces collapsed, a pipe list as "a | b" (empty parts and repeats
+    dropped, order kept), a vocabulary's value in its own spelling whatever the case typed
+    ("Flowering" -> "flowering"); None for nothing left."""
+    check_term(term)
+    if value is None:
+        return None
+    parts: list[str] = []
+    for raw in value.split("|"):
+        part = " ".join(raw.split())
+        if not part:
+            continue
+        known = {v.lower(): v for v in VOCABULARIES.get(term, ())}
+        part = known.get(part.lower(), part)
+        if part not in parts:
+            parts.append(part)
+    return PIPE.join(parts) or None
+
+
+def off_vocabulary(values: Mapping[str, str | None]) -> dict[str, list[str]]:
+    """term -> the parts of its value that its vocabulary does not list (terms with none, and
+    free-text terms, left out): what the window and exports flag, kept as text."""
+    out: dict[str, list[str]] = {}
+    for term, value in values.items():
+        vocabulary = VOCABULARIES.get(term)
+        if vocabulary is None or not value:
+            continue
+        unknown = [
+            part.strip()
+            for part in value.split("|")
+            if part.strip() and part.strip().lower() not in vocabulary
+        ]
+        if unknown:
+            out[term] = unknown
+    return out
+
+
+def suggestions(term: str) -> tuple[str, ...]:
+    """The controlled values offered for a term (none for free text)."""
+    return VOCABULARIES.get(check_term(term), ())
+
+
+def _normalized(values: Mapping[str, str | None]) -> Changes:
+    return {check_term(term): normalize_value(term, value) for term, value in values.items()}
+
+
+# -- storage, in a caller's transaction --------------------------------------------------------
+
+
+def values_in(s: Session, query_id: int, image_id: int) -> Values:
+    """term -> value of one photo for a query."""
+    rows = s.execute(
+        select(JudgmentAttribute.term, JudgmentAttribute.value).where(
+            JudgmentAttribute.query_id == query_id, JudgmentAttribute.image_id == image_id
+        )
+    ).all()
+    return {term: value for term, value in rows}
+
+
+def presets_in(s: Session, query_id: int) -> Values:
+    """term -> value a query presets."""
+    rows = s.execute(
+        select(AttributePreset.term, AttributePreset.value).where(
+            AttributePreset.query_id == query_id
+        )
+    ).all()
+    return {term: value for term, value in rows}
+
+
+def write_changes(
+    s: Session,
+    query_id: int,
+    image_id: int,
+    changes: Changes,
+    who: str | None,
+    now: datetime | None = None,
+) -> AttributeChange:
+    """Apply normalized `changes` (None clears) to one photo, an event per term that really
+    changes; the change made (terms left as they were are not in it)."""
+    now = now or utcnow()
+    before = values_in(s, query_id, image_id)
+    previous: dict[str, str | None] = {}
+    current: dict[str, str | None] = {}
+    for term, value in changes.items():
+        old = before.get(term)
+        if old == value:
+            continue
+        previous[term], current[term] = old, value
+        s.add(
+            AttributeEvent(
+                query_id=query_id,
+                image_id=image_id,
+                term=term,
+                value=value,
+                changed_by=who,
+                changed_at=now,
+            )
+        )
+        row = s.get(JudgmentAttribute, (query_id, image_id, term))
+        if value is None:
+            if row is not None:
+                s.delete(row)
+        elif row is None:
+            s.add(
+                JudgmentAttribute(
+                    query_id=query_id,
+                    image_id=image_id,
+                    term=term,
+                    value=value,
+                    set_by=who,
+                    set_at=now,
+                )
+            )
+        else:
+            row.value, row.set_by, row.set_at = value, who, now
+    s.flush()
+    return AttributeChange(query_id, image_id, previous, current)
+
+
+def preset_changes(
+    s: Session, query_id: int, image_id: int, before: int | None, after: int | None
+) -> Changes:
+    """What a judgment going from `before` to `after` does to the photo's attributes: judged
+    relevant, the query's presets fill the terms without a value; no longer relevant, the
+    preset values it still carries are taken back (see the module's docstring)."""
+    was, now = (before or 0) > 0, (after or 0) > 0
+    if was == now:
+        return {}
+    presets = presets_in(s, query_id)
+    if not presets:
+        return {}
+    values = values_in(s, query_id, image_id)
+    if now:
+        return {term: value for term, value in presets.items() if term not in values}
+    return {term: None for term, value in presets.items() if values.get(term) == value}
+
+
+# -- the library's API -------------------------------------------------------------------------
+
+
+def attributes_for_query(
+    library: Library, query_id: int, *, judged_only: bool = True
+) -> dict[int, dict[str, str]]:
+    """image id -> {Darwin Core term: value} for the query's judged photos that carry any
+    (`judged_only=False`: also photos given attributes without a judgment, such as an
+    attribute question's accepted suggestions)."""
+    statement = select(
+        JudgmentAttribute.image_id, JudgmentAttribute.term, JudgmentAttribute.value
+    ).where(JudgmentAttribute.query_id == query_id)
+    if judged_only:
+        statement = statement.join(
+            Judgment,
+            (Judgment.query_id == JudgmentAttribute.query_id)
+            & (Judgment.image_id == JudgmentAttribute.image_id),
+        )
+    with library.catalog.session() as s:
+        rows = s.execute(statement).all()
+    out: dict[int, dict[str, str]] = {}
+    for image_id, term, value in rows:
+        out.setdefault(image_id, {})[term] = value
+    return {image_id: _in_term_order(values) for image_id, values in out.items()}
+
+
+def attributes_of(library: Library, query_id: int, image_id: int) -> dict[str, str]:
+    """{term: value} of one photo for a query, judged or not (what the detail pane edits)."""
+    with library.catalog.session() as s:
+        return _in_term_order(values_in(s, query_id, image_id))
+
+
+def set_attributes(
+    library: Library,
+    query_id: int,
+    image_id: int,
+    values: Mapping[str, str | None],
+    judge: str | None = None,
+) -> AttributeChange:
+    """Set (a value) or clear (None or blank) attributes of one judged photo; each change is an
+    event with who (`judge`, else `judges.default_judge`) and when. Terms not named stay as
+    they are. Returns what changed, for undo (`AttributeChange`)."""
+    changes = _normalized(values)
+    who = judge or default_judge(library)  # as judgments name it (the PostgreSQL login, ...)
+    catalog = library.catalog
+    with catalog.session() as s:
+        # One writer per photo at a time, as for its judgment (QueryStore.judge).
+        catalog.serialize(s, (query_id, image_id))
+        change = write_changes(s, query_id, image_id, changes, who)
+    catalog.checkpoint_wal()  # as after a judgment: a plain copy of the file holds it
+    return change
+
+
+def undo_attributes(
+    library: Library, change: AttributeChange, judge: str | None = None
+) -> AttributeChange:
+    """Put back the values an attribute change replaced."""
+    return set_attributes(library, change.query_id, change.image_id, change.previous, judge)
+
+
+def attribute_history(library: Library, query_id: int) -> list[AttributeRecord]:
+    """Every attribute change of a query, oldest first: who set what, and when."""
+    with library.catalog.session() as s:
+        rows = s.execute(
+            select(
+                AttributeEvent.image_id,
+                AttributeEvent.term,
+                AttributeEvent.value,
+                AttributeEvent.changed_by,
+                AttributeEvent.changed_at,
+            )
+            .where(AttributeEvent.query_id == query_id)
+            .order_by(AttributeEvent.changed_at, AttributeEvent.id)
+        ).all()
+    return [AttributeRecord(*row) for row in rows]
+
+
+def query_presets(library: Library, query_id: int) -> dict[str, str]:
+    """term -> value the query presets for photos judged relevant."""
+    with library.catalog.session() as s:
+        return _in_term_order(presets_in(s, query_id))
+
+
+def set_query_presets(library: Library, query_id: int, values: Mapping[str, str | None]) -> None:
+    """Replace a query's presets (blank values dropped). Photos judged before keep their
+    values: a preset applies from the next judgment on."""
+    presets = {t: v for t, v in _normalized(values).items() if v is not None}
+    with library.catalog.session() as s:
+        s.execute(delete(AttributePreset).where(AttributePreset.query_id == query_id))
+        s.add_all(AttributePreset(query_id=query_id, term=t, value=v) for t, v in presets.items())
+
+
+def _in_term_order(values: Mapping[str, str]) -> dict[str, str]:
+    return {term: values[term] for term in DWC_ATTRIBUTE_TERMS if term in values}

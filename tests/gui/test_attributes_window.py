@@ -1,0 +1,126 @@
+"""The detail pane's attributes (Darwin Core terms) in the window: an edit is stored for the
+shown photo and the open query, an off-vocabulary value is flagged, Ctrl+Z takes an edit back,
+and a query preset fills a photo judged relevant, shown in the pane."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QLineEdit
+
+from app.controllers.application import Application
+from engine.judgments.attributes import attribute_history, attributes_of
+from tests.gui.test_judging import focus_grid, open_search
+from tests.gui.test_window import indexed_app
+
+
+@pytest.fixture
+def described_app(qtbot, make_app, photos) -> Application:
+    app = indexed_app(qtbot, make_app, photos)
+    app.window.resize(1280, 800)
+    app.window.detail_dock.show()
+    open_search(qtbot, app, "red circle")
+    return app
+
+
+def select(qtbot, app: Application, row: int) -> int:
+    """Select a row and wait until its attributes are in the editor; its image id."""
+    focus_grid(qtbot, app, row)
+    image_id = app.window.results_model.item(row).image_id
+    qtbot.waitUntil(
+        lambda: (
+            app.attributes.shown == (app.judging.query_id, image_id)
+            and app.attributes.editor.form.isEnabled()
+        ),
+        timeout=5_000,
+    )
+    return image_id
+
+
+def type_into(qtbot, box: QComboBox | QLineEdit, text: str) -> None:
+    """Type `text` over the field's value and press Enter, as a user does."""
+    line = box.lineEdit() if isinstance(box, QComboBox) else box
+    assert line is not None
+    line.setFocus()
+    line.selectAll()
+    qtbot.keyClicks(line, text)
+    qtbot.keyClick(line, Qt.Key.Key_Return)
+
+
+def test_editing_a_field_in_the_pane_stores_it_for_the_shown_photo(qtbot, described_app):
+    app = described_app
+    library, query_id = app.judging.store.library, app.judging.query_id
+    image_id = select(qtbot, app, 1)
+    form = app.attributes.editor.form
+    assert form.isVisible(), "the editor shows in the detail pane"
+
+    type_into(qtbot, form.input("lifeStage"), "Juvenile")
+    type_into(qtbot, form.input("behavior"), "foraging|courtship")
+    expected = {"behavior": "foraging | courtship", "lifeStage": "juvenile"}
+    qtbot.waitUntil(lambda: attributes_of(library, query_id, image_id) == expected, timeout=5_000)
+    # Shown as stored, and every change is an event with who made it.
+    qtbot.waitUntil(lambda: form.text("behavior") == "foraging | courtship", timeout=5_000)
+    history = attribute_history(library, query_id)
+    assert {(r.term, r.changed_by) for r in history} == {
+        ("lifeStage", app.judging.store.user),
+        ("behavior", app.judging.store.user),
+    }
+
+    # Another photo shows its own (none); coming back shows the stored values.
+    select(qtbot, app, 2)
+    assert form.text("lifeStage") == "" and form.text("behavior") == ""
+    select(qtbot, app, 1)
+    assert form.text("lifeStage") == "juvenile"
+
+    # A stage iNaturalist does not list is kept as typed, and marked.
+    type_into(qtbot, form.input("lifeStage"), "instar III")
+    qtbot.waitUntil(
+        lambda: attributes_of(library, query_id, image_id).get("lifeStage") == "instar III",
+        timeout=5_000,
+    )
+    box = form.input("lifeStage")
+    assert box.property("offVocabulary") is True
+    assert "kept as typed" in box.toolTip()
+
+    # Ctrl+Z (the window's undo) takes the last edit back.
+    app.window.undo_judgment_action.trigger()
+    qtbot.waitUntil(
+        lambda: attributes_of(library, query_id, image_id).get("lifeStage") == "juvenile",
+        timeout=5_000,
+    )
+    qtbot.waitUntil(lambda: form.text("lifeStage") == "juvenile", timeout=5_000)
+    assert box.property("offVocabulary") is False
+
+
+def test_a_query_preset_fills_a_photo_judged_relevant_and_undo_takes_it_back(qtbot, described_app):
+    app = described_app
+    library, query_id = app.judging.store.library, app.judging.query_id
+    asked: list[dict[str, str]] = []
+
+    def ask(_fields, _title, values):
+        asked.append(values)
+        return {"reproductiveCondition": "Flowering"}
+
+    app.attributes._ask_presets = ask
+    image_id = select(qtbot, app, 0)
+    with qtbot.waitSignal(app.attributes.presetsSaved, timeout=5_000):
+        app.attributes.editor.presets_button.click()
+    assert asked == [{}]
+    assert "phenology = flowering" in app.attributes.editor.presets_label.text()
+
+    focus_grid(qtbot, app, 0)
+    qtbot.keyClick(app.window.results, Qt.Key.Key_R)
+    qtbot.waitUntil(
+        lambda: (
+            attributes_of(library, query_id, image_id) == {"reproductiveCondition": "flowering"}
+        ),
+        timeout=5_000,
+    )
+    app.judging.view.select_row(0)
+    form = app.attributes.editor.form
+    qtbot.waitUntil(lambda: form.text("reproductiveCondition") == "flowering", timeout=5_000)
+
+    app.window.undo_judgment_action.trigger()
+    qtbot.waitUntil(lambda: attributes_of(library, query_id, image_id) == {}, timeout=5_000)
+    assert app.judging.store.judgments(query_id) == {}
+    qtbot.waitUntil(lambda: form.text("reproductiveCondition") == "", timeout=5_000)
