@@ -101,6 +101,15 @@ class ResultItem:
     title: str  # common name, else scientific name, else file name
     content_hash: str | None = None
     details: PhotoView | None = None
+    # Results grouped by event: the event this best frame stands for and its frames (the
+    # grid's "×7" badge); None and 1 for a photo shown alone.
+    event_id: int | None = None
+    frame_ids: tuple[int, ...] = ()  # in time order
+
+    @property
+    def frames(self) -> int:
+        """How many frames the card stands for (1: a photo shown alone)."""
+        return max(1, len(self.frame_ids))
 
 
 def score_text(score: object, digits: int = 3) -> str:
@@ -213,7 +222,8 @@ class ResultsModel(QAbstractListModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             shown = score_text(item.score, 4)
             score = f"  score {shown}" if shown else ""
-            return f"#{item.rank}{score}\n{item.title}\n{item.path}"
+            frames = f"  ·  an event of {item.frames} frames" if item.frames > 1 else ""
+            return f"#{item.rank}{score}{frames}\n{item.title}\n{item.path}"
         if role == ResultRole.Item:
             return item
         if role == ResultRole.ImageId:
@@ -362,6 +372,9 @@ class ThumbnailDelegate(QStyledItemDelegate):
         painter.drawRoundedRect(badge, 4, 4)
         painter.setPen(QColor("#ffffff"))
         painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, badge_text)
+        item = model_data(index, ResultRole.Item)
+        if isinstance(item, ResultItem) and item.frames > 1:
+            self._paint_frames_badge(painter, thumb_rect, item.frames)
 
         text_rect = QRect(
             rect.left() + 6,
@@ -387,6 +400,18 @@ class ThumbnailDelegate(QStyledItemDelegate):
             text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided
         )
         painter.restore()
+
+    def _paint_frames_badge(self, painter: QPainter, thumb_rect: QRect, frames: int) -> None:
+        """“×7” at the thumbnail's bottom left: the tile stands for an event of 7 frames."""
+        text = f"×{frames}"
+        metrics = QFontMetrics(self._badge_font)
+        badge = QRect(0, 0, metrics.horizontalAdvance(text) + 10, metrics.height() + 2)
+        badge.moveBottomLeft(QPoint(thumb_rect.left() + 4, thumb_rect.bottom() - 4))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(20, 30, 25, 190))
+        painter.drawRoundedRect(badge, 4, 4)
+        painter.setPen(QColor("#ffffff"))
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_toggle(
         self, painter: QPainter, rect: QRect, judgment: int | None, emphasised: bool

@@ -64,6 +64,15 @@ def summarise(library: Library, image_ids: list[int]) -> ResultSummary:
         name: [FacetChoice(v.key, v.label, int(v.count)) for v in values]
         for name, values in facet_counts(catalog, ids).items()
     }
+    # The library's camera deployments (photos in each, of the whole library), for the
+    # Deployment menu; a library without deployments lists none.
+    from engine.indexing.deployments import list_deployments
+
+    facets["deployment"] = [
+        FacetChoice(d.id, d.name or " · ".join(p for p in (d.folder, d.camera_serial) if p),
+                    d.photos)
+        for d in list_deployments(library)
+    ]  # fmt: skip
     months = [int(c) for c in month_counts(catalog, ids)]
     places = [(int(i), float(lat), float(lon)) for i, lat, lon in locations(catalog, ids)]
     return ResultSummary(list(image_ids), facets, months, len(image_ids) - sum(months), places)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the engine loads in a worker, not with the window
     import PIL.Image
 
     from app.controllers.judging import RunState
+    from engine.catalog.library import Library
     from engine.methods import MethodSpec, ModelManager, Ranking
     from engine.methods.events import MethodEvent
     from engine.search.filters import SearchFilters
@@ -68,6 +69,10 @@ QUICK_RERUN_DELAY_MS = 300  # arrow keys stepping through the picker run only wh
 
 # Asks for a file to open: (caption, filter) -> path or None (the window's file dialog).
 AskOpenFile = Callable[[str, str], str | None]
+
+# Turns a search's photo cards into the cards the grid shows (one per event), in the search's
+# worker: (library, photo cards best first) -> cards.
+CollapseResults = Callable[["Library", list[ResultItem]], list[ResultItem]]
 
 # Hears a running method's events in the search's worker: (search id, event). It must only
 # turn them into plain data and emit queued signals (widgets live on the GUI thread).
@@ -162,6 +167,9 @@ class SearchOutcome:
     search_id: int = 0  # which search of this window (`SearchController.searchStarted`)
     # Searches the method stood on (a reranked search's base), to keep as runs of their own.
     companions: list[CompanionRun] = field(default_factory=list)
+    # What the grid shows when results are grouped by event (one card per event, made in the
+    # worker by `SearchController.collapse`); None: `items`, one card per photo.
+    shown: list[ResultItem] | None = None
 
     @property
     def searched(self) -> str:
@@ -221,6 +229,8 @@ class SearchController(QObject):
     searchStarted = Signal(int, object)  # search id, SearchRequest
     searchStopped = Signal(int, str)  # search id, "failed" or "cancelled"
     message = Signal(str)
+    # A stored ranking (a reopened run) replaced the grid: its cards, one per photo.
+    resultsShown = Signal(object)  # list[ResultItem]
     # A method needs a model of a role ("generator") that is not set: the role and why; the
     # application opens the model chooser on that role's tab.
     modelNeeded = Signal(str, str)
@@ -254,6 +264,8 @@ class SearchController(QObject):
         # Methods whose per-photo evidence is kept with a saved run under details["evidence"]
         # (a reranked run's answers, shown again when the run is reopened).
         self.evidence_kept: set[str] = set()
+        # Set while results are grouped by event (`EventsController`): run in the worker.
+        self.collapse: CollapseResults | None = None
         self._searches = 0
         self._model_manager: ModelManager | None = None  # kept: a generator loads once
         # The window's metadata filters (set by the FiltersController): every search runs
@@ -511,6 +523,7 @@ class SearchController(QObject):
         library = session.library
         assert library is not None  # searches are ready only once the library is open
         listeners = tuple(self._event_listeners)
+        collapse = self.collapse
         keep_evidence = request.method in self.evidence_kept
         if self._model_manager is None:
             from engine.methods import ModelManager
@@ -545,6 +558,7 @@ class SearchController(QObject):
             hits = context.searcher.hits_for(pairs)
             items = result_items(library, pairs, hits)
             photo = query_photo(library, request.image) if request.image is not None else None
+            shown = collapse(library, items) if collapse is not None else None
             return SearchOutcome(
                 request,
                 items,
@@ -556,6 +570,7 @@ class SearchController(QObject):
                 photo,
                 search_id,
                 companion_runs(ranking, request.top_k),
+                shown,
             )
 
         return run
@@ -579,7 +594,7 @@ class SearchController(QObject):
     def _show(self, outcome: SearchOutcome) -> None:
         self.last_outcome = outcome
         self.thumbnails.reset()
-        self.model.set_results(outcome.items)
+        self.model.set_results(outcome.items if outcome.shown is None else outcome.shown)
         request = outcome.request
         self._shown = ShownResults(
             request.method, outcome.method_label, request.text, request.image, self._grid_ids()
@@ -588,8 +603,12 @@ class SearchController(QObject):
             self._running = None
         self._update_stale()
         count = len(outcome.items)
+        events = len(outcome.shown) if outcome.shown is not None else None
+        found = f"{count:,} result{'s' * (count != 1)}"
+        if events is not None:
+            found = f"{events:,} event{'s' * (events != 1)} ({count:,} photos)"
         self.message.emit(
-            f"{count:,} result{'s' * (count != 1)} for {outcome.searched}  ·  "
+            f"{found} for {outcome.searched}  ·  "
             f"{outcome.method_label}  ·  "
             f"search {outcome.seconds * 1000:.0f} ms"
             + ("  ·  filtered" if outcome.params.filters else "")
@@ -614,6 +633,7 @@ class SearchController(QObject):
         self._quick_rerun.stop()
         self.thumbnails.reset()
         self.model.set_results(items)
+        self.resultsShown.emit(items)
         self.query_bar.set_text(text)
         self.query_bar.set_image(image)
         if run is None:

@@ -342,6 +342,7 @@ class BenchmarkRequest:
     candidates: Mapping[str, Sequence[Candidate]] | None = None
     filters: SearchFilters | None = None
     ties: str = "order"  # AP's tied scores: strict order, or one threshold (INQUIRE's)
+    unit: str = "photo"  # what the metrics count: photos, or events (engine.evaluation.units)
 
 
 def run_methods(
@@ -362,6 +363,7 @@ def run_methods(
     candidates: Mapping[str, Sequence[Candidate]] | None = None,
     filters: SearchFilters | None = None,
     ties: str = "order",
+    unit: str = "photo",
 ) -> MethodsBenchmark:
     """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
     with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
@@ -377,7 +379,9 @@ def run_methods(
     pass them. Their collections narrow the collection choice (a judgment naming a photo of a
     collection left out is left out of R, as with `collection`); the other filters keep R
     whole, and `relevant_outside_filters` counts the relevant judgments they put out of reach.
-    `ties="group"` scores AP with tied scores as one threshold, as INQUIRE's code does."""
+    `ties="group"` scores AP with tied scores as one threshold, as INQUIRE's code does.
+    `unit="event"` scores events rather than photos (an event is relevant when any of its
+    frames is judged relevant; `engine.evaluation.units`)."""
     request = BenchmarkRequest(
         queries,
         judgments,
@@ -391,6 +395,7 @@ def run_methods(
         candidates=candidates,
         filters=filters,
         ties=ties,
+        unit=unit,
     )
     return run_request(library, encoder_loader, request, progress=progress, cancel=cancel)
 
@@ -544,8 +549,19 @@ def _run_each(
             progress=method_progress,
             cancel=setup.context.cancel,
             ties=request.ties,
+            event_of=event_lookup(setup.context.library) if request.unit == "event" else None,
         )
     return results
+
+
+def event_lookup(library: Library) -> Callable[[Sequence[int]], Mapping[int, int]]:
+    """Image ids -> their event ids, read from the library (for metrics per event)."""
+    from engine.search.events import event_ids_of
+
+    def lookup(image_ids: Sequence[int]) -> Mapping[int, int]:
+        return event_ids_of(library, image_ids)
+
+    return lookup
 
 
 def _narrowed(chosen: CollectionChoice, wanted: Sequence[int]) -> CollectionChoice:

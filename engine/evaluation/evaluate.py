@@ -612,6 +612,23 @@ def _restrict_to_candidates(
     return kept
 
 
+def _as_events(
+    ranked: list[tuple[int, float]],
+    relevance: Mapping[int, int],
+    event_of: Callable[[Sequence[int]], Mapping[int, int]],
+) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """A ranking of photos and their judgments as events: each event at its best frame, with
+    that frame's score (see `engine.evaluation.units`)."""
+    from engine.evaluation.units import to_event_units
+
+    events = event_of([image_id for image_id, _ in ranked] + list(relevance))
+    best: dict[int, float] = {}
+    for image_id, score in ranked:
+        best.setdefault(events.get(image_id, image_id), score)
+    ranked_events, event_relevance = to_event_units([i for i, _ in ranked], relevance, events)
+    return [(event, best[event]) for event in ranked_events], event_relevance
+
+
 def run_benchmark(
     queries: Sequence[BenchmarkQuery],
     judgments: Iterable[Judgment],
@@ -623,6 +640,7 @@ def run_benchmark(
     progress: ProgressCallback = no_progress,
     cancel: CancelToken | None = None,
     ties: str = "order",
+    event_of: Callable[[Sequence[int]], Mapping[int, int]] | None = None,
 ) -> BenchmarkResult:
     """Run every query through `search` and score it against the judgments at cut-off k.
 
@@ -632,7 +650,8 @@ def run_benchmark(
     Judgments that `resolve` cannot map (images not in the collection) are counted in
     `unresolved_judgments` and left out of R: no method could retrieve them here.
     `ties="group"` scores AP with tied scores as one threshold (INQUIRE's sklearn AP); the
-    other metrics keep the strict order.
+    other metrics keep the strict order. With `event_of` (image ids -> their event ids) the
+    metrics are per event (`engine.evaluation.units`); the runs kept are still of photos.
     """
     _check_protocol(protocol)
     _check_ties(ties)
@@ -681,6 +700,8 @@ def run_benchmark(
         else:
             ranked = _ranked(search(query, None))
         runs[query.query_id] = ranked
+        if event_of is not None:
+            ranked, query_relevance = _as_events(ranked, query_relevance, event_of)
         metrics = evaluate_ranking(
             [image_id for image_id, _ in ranked], query_relevance, k, protocol, query.query_id
         )

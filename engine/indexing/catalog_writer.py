@@ -248,12 +248,20 @@ class CatalogWriter:
         return img
 
     def _apply_metadata(self, s: Session, img: Image, meta: ImageMeta | None, exif: Any) -> None:
-        """Metadata precedence: the COCO file, then EXIF, then the iNat folder name."""
+        """Metadata precedence: the COCO file, then EXIF, then the iNat folder name. The
+        camera (make, model, serial) is EXIF's alone; the file's own time is never used."""
         taxon = (meta.taxon if meta else None) or taxon_for_path(img.rel_path)
         img.taxon_id = self._taxon_id(s, taxon) if taxon else None
-        img.observed_at, img.observed_utc_offset = local_time_and_offset(
-            (meta.observed_at if meta else None) or (exif.observed_at if exif else None)
-        )
+        file_time = meta.observed_at if meta else None
+        camera_time = exif.observed_at if exif is not None else None
+        img.observed_at, img.observed_utc_offset = local_time_and_offset(file_time or camera_time)
+        # The camera clock's reading, kept only when it is the photo's time: a deployment's
+        # clock offset is added to it (engine.indexing.deployments) after the run.
+        img.camera_time = None if file_time is not None else img.observed_at
+        img.camera_make = exif.make if exif is not None else None
+        img.camera_model = exif.model if exif is not None else None
+        img.camera_serial = exif.serial if exif is not None else None
+        img.exif_flags = (exif.flags or None) if exif is not None else None
         lat = meta.latitude if meta else None
         lon = meta.longitude if meta else None
         if (lat is None or lon is None) and exif is not None:

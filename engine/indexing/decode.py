@@ -3,8 +3,9 @@
 - `decode_image` opens one photo: bad files become `BadImageError` with a short reason, huge
   images are refused from their header before any pixels are decoded, and the decodes of all
   threads together stay within a memory budget (`DecodeBudget`).
-- `read_exif` reads the date, GPS position and orientation of a photo.
-- `IMAGE_EXTENSIONS`: the file names the formats decoded here go by (HEIC with its extra).
+- `read_exif` (from `engine.indexing.exif`) reads the capture time, GPS, camera and orientation.
+- `IMAGE_EXTENSIONS`: the file names the formats decoded here go by: JPEG, PNG, WebP, TIFF (its
+  first frame), GIF, HEIC/HEIF (pillow-heif) and camera RAW (rawpy/LibRaw; `decode_raw`).
 
 Nothing here changes PIL settings that decoding reads per call (the pixel limit, truncated
 images), so decoding can run in a thread pool; only Pillow's memory block size is raised, once.
@@ -21,18 +22,20 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, cast
 
-from PIL import ExifTags, Image, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
 from engine.errors import BadImageError
-from engine.indexing.metadata import as_float
+from engine.indexing.exif import ExifInfo, read_exif
+from engine.indexing.raw import RAW_AVAILABLE, RAW_EXTENSIONS, decode_raw
 
 log = logging.getLogger(__name__)
 
-try:  # HEIC/HEIF support is optional (the "heic" extra).
+# HEIC/HEIF and camera RAW are default dependencies (phones and cameras write them); the guards
+# only keep an install where a platform had no wheel for one of them working for the rest.
+try:
     import pillow_heif
 
     pillow_heif.register_heif_opener()
@@ -44,6 +47,7 @@ except ImportError:
 IMAGE_EXTENSIONS: frozenset[str] = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".gif"}
     | ({".heic", ".heif"} if HEIF_AVAILABLE else set())
+    | (RAW_EXTENSIONS if RAW_AVAILABLE else set())
 )
 
 # Where PIL's own default refusal starts (2 x Image.MAX_IMAGE_PIXELS), ~13,400 x 13,400.
@@ -55,112 +59,6 @@ DEFAULT_MAX_PIXELS: int = 178_956_970
 _ALLOWED_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "TIFF", "GIF") + (
     ("HEIF",) if HEIF_AVAILABLE else ()
 )
-
-
-# --------------------------------------------------------------------------------------------
-# EXIF
-
-
-@dataclass(frozen=True)
-class ExifInfo:
-    """What a photo's EXIF says about when and where it was taken, and how to turn it."""
-
-    observed_at: datetime | None = None
-    latitude: float | None = None
-    longitude: float | None = None
-    orientation: int | None = None  # 1..8 as in the EXIF standard
-
-
-_TAG_ORIENTATION = 0x0112
-_TAG_DATETIME_ORIGINAL = 0x9003
-_TAG_DATETIME_DIGITIZED = 0x9004
-_TAG_OFFSET_TIME_ORIGINAL = 0x9011
-_GPS_LATITUDE_REF, _GPS_LATITUDE, _GPS_LONGITUDE_REF, _GPS_LONGITUDE = 1, 2, 3, 4
-_OFFSET_RE = re.compile(r"([+-])(\d{2}):?(\d{2})\Z")
-
-
-def _exif_text(value: object) -> str | None:
-    if isinstance(value, bytes):
-        value = value.decode("ascii", "replace")
-    if not isinstance(value, str):
-        return None
-    return value.strip("\x00 ") or None
-
-
-def _exif_datetime(exif_ifd: dict[int, Any]) -> datetime | None:
-    text = _exif_text(exif_ifd.get(_TAG_DATETIME_ORIGINAL)) or _exif_text(
-        exif_ifd.get(_TAG_DATETIME_DIGITIZED)
-    )
-    if text is None:
-        return None
-    # Cameras write "0000:00:00 00:00:00" or blanks when the clock was unset: parse fails.
-    try:
-        moment = datetime.strptime(text[:19], "%Y:%m:%d %H:%M:%S")
-    except ValueError:
-        return None
-    offset = _OFFSET_RE.match(_exif_text(exif_ifd.get(_TAG_OFFSET_TIME_ORIGINAL)) or "")
-    if offset:
-        sign = -1 if offset.group(1) == "-" else 1
-        delta = timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3)))
-        if delta < timedelta(hours=24):
-            moment = moment.replace(tzinfo=timezone(sign * delta))
-    return moment
-
-
-def _gps_coordinate(value: object, ref: object, limit: float) -> float | None:
-    """Degrees from EXIF (degrees, minutes, seconds) rationals; S and W give negatives."""
-    parts = value if isinstance(value, tuple | list) else (value,)
-    if not 1 <= len(parts) <= 3:
-        return None
-    degrees = 0.0
-    for part, scale in zip(parts, (1.0, 60.0, 3600.0), strict=False):
-        number = as_float(part)  # a zero denominator gives nan, rejected here
-        if number is None or number < 0:
-            return None
-        degrees += number / scale
-    if degrees > limit:
-        return None
-    ref_text = (_exif_text(ref) or "").upper()
-    return -degrees if ref_text in ("S", "W") else degrees
-
-
-def read_exif(image: Image.Image) -> ExifInfo:
-    """Date (DateTimeOriginal), GPS position and orientation from an opened image.
-
-    Never raises: junk or missing EXIF gives None fields.
-    """
-    try:
-        exif = image.getexif()
-    except Exception as exc:  # PIL raises many kinds of errors on junk EXIF
-        log.debug("unreadable EXIF: %s", exc)
-        return ExifInfo()
-
-    orientation: int | None = None
-    try:
-        raw = exif.get(_TAG_ORIENTATION)
-        if isinstance(raw, int) and 1 <= raw <= 8:
-            orientation = raw
-    except Exception as exc:
-        log.debug("unreadable EXIF orientation: %s", exc)
-
-    observed_at: datetime | None = None
-    try:
-        observed_at = _exif_datetime(exif.get_ifd(ExifTags.IFD.Exif))
-    except Exception as exc:
-        log.debug("unreadable EXIF date: %s", exc)
-
-    latitude = longitude = None
-    try:
-        gps = exif.get_ifd(ExifTags.IFD.GPSInfo)
-        latitude = _gps_coordinate(gps.get(_GPS_LATITUDE), gps.get(_GPS_LATITUDE_REF), 90.0)
-        longitude = _gps_coordinate(gps.get(_GPS_LONGITUDE), gps.get(_GPS_LONGITUDE_REF), 180.0)
-        if latitude is None or longitude is None:  # half a position is no position
-            latitude = longitude = None
-    except Exception as exc:
-        log.debug("unreadable EXIF GPS: %s", exc)
-        latitude = longitude = None
-
-    return ExifInfo(observed_at, latitude, longitude, orientation)
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,6 +300,10 @@ def decode_image(
         raise BadImageError("empty file")
 
     _ensure_pil_plugins()
+    if RAW_AVAILABLE and path.suffix.lower() in RAW_EXTENSIONS:
+        # LibRaw, not PIL: a DNG or NEF is a TIFF to PIL, which would show its thumbnail.
+        decoded = decode_raw(path, max_pixels, min_side, budget or _default_budget)
+        return DecodedImage(decoded.image, decoded.width, decoded.height, decoded.exif)
     try:
         with Image.open(path, formats=_ALLOWED_FORMATS) as opened:
             width, height = opened.size

@@ -45,9 +45,9 @@ from engine.indexing.decode import (
     DEFAULT_DECODE_MEMORY,
     DecodeBudget,
     DecodedImage,
-    ExifInfo,
     decode_image,
 )
+from engine.indexing.exif import ExifInfo
 from engine.indexing.hashes import content_hash
 from engine.progress import CancelToken
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from PIL import Image as PILImage
 
-from engine.indexing.decode import DEFAULT_MAX_PIXELS, DecodeBudget, read_exif
+from engine.indexing.decode import DEFAULT_MAX_PIXELS, DecodeBudget
 from engine.indexing.decode_pool import (
     DecodedPixels,
     PhotoFailure,
@@ -27,6 +27,7 @@ from engine.indexing.decode_pool import (
     decoded_in_processes,
     read_photo,
 )
+from engine.indexing.exif import read_exif
 from engine.indexing.plan import Job
 from engine.models.encoders import Encoder
 from engine.progress import CancelToken

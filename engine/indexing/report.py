@@ -45,6 +45,8 @@ class IndexReport:
     # Read back from the catalog after the last checkpoint, not counted along the way.
     catalog_indexed: int = 0
     catalog_skipped: int = 0
+    # What the photos' EXIF gave and dropped, deployments and events (`CameraTally.to_json`).
+    camera: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +66,7 @@ class IndexReport:
             "metadata_records_ignored": self.metadata_records_ignored,
             "metadata_examples": list(self.metadata_examples),
             "catalog": {"indexed": self.catalog_indexed, "skipped": self.catalog_skipped},
+            "camera": dict(self.camera),
             "total_files": self.total_files,
             "cancelled": self.cancelled,
             "seconds": round(self.seconds, 3),
@@ -89,7 +92,16 @@ class IndexReport:
             lines.append(missing_photos_line(self.still_missing, self.judgments_on_missing))
         if self.metadata_problems:
             lines.append(f"{self.metadata_line()} (examples in the log)")
+        lines.extend(self.camera_lines())
         return "\n".join(lines)
+
+    def camera_lines(self) -> list[str]:
+        """What the EXIF held that was dropped (undated photos, GPS of (0, 0), serials that
+        change inside a folder), one line each; none when nothing was."""
+        from engine.indexing.deployments import CameraTally
+
+        tally = CameraTally(**{k: v for k, v in self.camera.items() if isinstance(v, int)})
+        return tally.lines()
 
     def all_skipped(self) -> list[SkippedFile]:
         """Every file or folder the run left out, with its reason: the catalog's skipped

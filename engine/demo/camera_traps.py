@@ -1,0 +1,268 @@
+"""A synthetic camera-trap collection: a few deployments of bursts, with the truth written down.
+
+Three cameras, each a folder of JPEGs whose EXIF holds what a trail camera writes: the capture
+time (DateTimeOriginal with OffsetTimeOriginal), GPS, Make, Model and BodySerialNumber. Each
+camera fires bursts of 3 to 10 frames a second or two apart, an hour or more between bursts:
+animals (drawn simply: a body, a head and legs), empty frames (grass moved by the wind) and night
+frames (dark and grey, the animal lit by the infrared flash). One burst straddles midnight.
+
+The demo model knows colours and shapes only (`engine.demo.scenes`), so each species is drawn
+in one of its colours with a round body, and its query names that colour and shape beside the
+species. `queries.csv` and `judgments.csv` are in the INQUIRE format of the iNat-style demo
+(`engine.demo.collection`); a photo is relevant to a query when the generator drew that species
+in it (and at night, for the night query), so every metric, per photo or per event, is exact.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from PIL import ExifTags, Image, ImageDraw, ImageFilter
+
+from engine.demo.collection import JUDGMENTS_HEADER, QUERIES_HEADER
+from engine.errors import BadInputError
+
+FRAME_SIZE = (240, 180)
+_MARKER = "camera_traps.json"  # what the generator drew: the truth for tests and benchmarks
+
+
+@dataclass(frozen=True)
+class Camera:
+    """One deployment: a folder, a camera and a place."""
+
+    folder: str
+    serial: str
+    latitude: float
+    longitude: float
+    utc_offset: str  # what the camera writes in OffsetTimeOriginal
+    make: str = "QuadratTrail"
+    model: str = "QT-1"
+
+
+@dataclass(frozen=True)
+class Species:
+    """An animal as the demo draws it, and the colour and shape the demo model sees."""
+
+    scientific_name: str
+    common_name: str
+    colour: str  # a colour word of `engine.demo.scenes.COLOURS`
+    rgb: tuple[int, int, int]
+
+
+CAMERAS: tuple[Camera, ...] = (
+    Camera("CAM01_trail", "QT0001", 52.2210, 5.9120, "+02:00"),
+    Camera("CAM02_stream", "QT0002", 52.2304, 5.9391, "+02:00"),
+    Camera("CAM03_ridge", "QT0003", 52.2452, 5.9015, "+02:00"),
+)
+SPECIES: tuple[Species, ...] = (
+    Species("Capreolus capreolus", "roe deer", "red", (200, 40, 30)),
+    Species("Vulpes vulpes", "red fox", "yellow", (230, 200, 40)),
+    Species("Sus scrofa", "wild boar", "blue", (40, 60, 200)),
+)
+
+
+@dataclass(frozen=True)
+class DrawnEvent:
+    """A burst as drawn: its camera, its frames (paths under the root), what it shows."""
+
+    camera: str
+    frames: tuple[str, ...]
+    start: datetime  # the camera's local time of the first frame
+    species: str | None  # scientific name; None for an empty burst (wind, grass)
+    night: bool
+
+
+@dataclass(frozen=True)
+class DemoQuery:
+    """A query of the demo and how a burst answers it."""
+
+    query_id: int
+    text: str
+    species: str
+    night_only: bool = False
+
+    def answers(self, event: DrawnEvent) -> bool:
+        """Whether every frame of `event` is relevant to this query."""
+        return event.species == self.species and (event.night or not self.night_only)
+
+
+QUERIES: tuple[DemoQuery, ...] = (
+    *(
+        DemoQuery(i + 1, f"a {s.colour} circle: {s.common_name}", s.scientific_name)
+        for i, s in enumerate(SPECIES)
+    ),
+    DemoQuery(
+        len(SPECIES) + 1,
+        f"a {SPECIES[0].colour} circle at night: {SPECIES[0].common_name} at night",
+        SPECIES[0].scientific_name,
+        night_only=True,
+    ),
+)
+
+
+@dataclass
+class CameraTrapDemo:
+    """A written camera-trap demo: where its files are and what was drawn."""
+
+    root: Path
+    queries_path: Path
+    judgments_path: Path
+    events: list[DrawnEvent] = field(default_factory=list)
+    queries: tuple[DemoQuery, ...] = QUERIES
+
+    @property
+    def image_count(self) -> int:
+        """Frames written."""
+        return sum(len(e.frames) for e in self.events)
+
+    def relevant(self, query: DemoQuery) -> list[str]:
+        """The frames (paths under the root) relevant to `query`."""
+        return [f for e in self.events if query.answers(e) for f in e.frames]
+
+
+def _exif(camera: Camera, moment: datetime) -> Image.Exif:
+    exif = Image.Exif()
+    exif[ExifTags.Base.Make] = camera.make
+    exif[ExifTags.Base.Model] = camera.model
+    sub = exif.get_ifd(ExifTags.IFD.Exif)
+    sub[ExifTags.Base.DateTimeOriginal] = moment.strftime("%Y:%m:%d %H:%M:%S")
+    sub[ExifTags.Base.OffsetTimeOriginal] = camera.utc_offset
+    sub[ExifTags.Base.BodySerialNumber] = camera.serial
+    exif.get_ifd(ExifTags.IFD.GPSInfo).update(
+        {
+            ExifTags.GPS.GPSLatitudeRef: "N" if camera.latitude >= 0 else "S",
+            ExifTags.GPS.GPSLatitude: (abs(camera.latitude), 0.0, 0.0),
+            ExifTags.GPS.GPSLongitudeRef: "E" if camera.longitude >= 0 else "W",
+            ExifTags.GPS.GPSLongitude: (abs(camera.longitude), 0.0, 0.0),
+        }
+    )
+    return exif
+
+
+def _scene(rng: np.random.Generator, night: bool) -> Image.Image:
+    """A camera's view: ground and grass blades, which the wind moves from frame to frame."""
+    width, height = FRAME_SIZE
+    sky, ground = ((70, 90, 70), (90, 110, 60)) if not night else ((20, 20, 20), (35, 35, 35))
+    image = Image.new("RGB", FRAME_SIZE, sky)
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, height // 2, width, height), fill=ground)
+    for _ in range(40):
+        x = int(rng.integers(0, width))
+        lean = int(rng.integers(-6, 7))
+        shade = int(rng.integers(40, 90)) if night else int(rng.integers(100, 160))
+        colour = (shade, shade, shade) if night else (60, shade, 40)
+        draw.line((x, height, x + lean, height - int(rng.integers(20, 60))), fill=colour, width=2)
+    return image
+
+
+def _draw_animal(
+    image: Image.Image, rng: np.random.Generator, species: Species, step: int, night: bool
+) -> None:
+    """A body (the round shape the demo model knows), a head and legs, walking across."""
+    draw = ImageDraw.Draw(image)
+    width, height = FRAME_SIZE
+    radius = int(rng.integers(26, 34))
+    cx = 50 + step * 14 + int(rng.integers(-4, 5))
+    cy = height // 2 + 10
+    colour = species.rgb
+    if night:  # infrared: grey, brighter than the night around it
+        grey = int(sum(colour) / 3) + 90
+        colour = (grey, grey, grey)
+    for dx in (-radius // 2, radius // 2):
+        draw.line((cx + dx, cy, cx + dx, cy + radius + 12), fill=colour, width=4)
+    draw.ellipse((cx - radius, cy - radius, cx + radius, cy + radius), fill=colour)
+    hx = min(width - 10, cx + radius + 6)
+    draw.ellipse((hx - 9, cy - radius - 4, hx + 9, cy - radius + 14), fill=colour)
+
+
+def write_camera_trap_demo(dest: Path, seed: int = 7, bursts_per_camera: int = 8) -> CameraTrapDemo:
+    """Write the camera-trap demo to `dest` (which must be missing or empty, or hold this demo:
+    then it is written again). Returns what was drawn."""
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()) and not (dest / _MARKER).is_file():
+        raise BadInputError(f"{dest} is not empty: choose a new folder for the demo")
+    dest.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    demo = CameraTrapDemo(dest, dest / "queries.csv", dest / "judgments.csv")
+    for index, camera in enumerate(CAMERAS):
+        moment = datetime(2024, 5, 1, 18, 0, 0) + timedelta(minutes=17 * index)
+        written = 0  # the camera's frames so far: its file numbers go on from there
+        for burst in range(bursts_per_camera):
+            if index == 0 and burst == 4:
+                # A burst that straddles midnight: one event over two dates.
+                moment = moment.replace(hour=23, minute=59, second=57) + timedelta(days=1)
+            else:
+                moment += timedelta(minutes=int(rng.integers(40, 240)))
+            night = moment.hour >= 22 or moment.hour < 5
+            # Each camera sees each species; the rest are empty bursts (wind in the grass).
+            kind = (burst + index) % (len(SPECIES) + 1)
+            species = SPECIES[kind] if kind < len(SPECIES) else None
+            event = _write_burst(dest, rng, camera, written, moment, species, night)
+            demo.events.append(event)
+            written += len(event.frames)
+            moment += timedelta(seconds=2 * len(event.frames))
+    _write_truth(demo)
+    return demo
+
+
+def _write_burst(
+    dest: Path,
+    rng: np.random.Generator,
+    camera: Camera,
+    written: int,
+    start: datetime,
+    species: Species | None,
+    night: bool,
+) -> DrawnEvent:
+    """One burst of 3 to 10 frames, numbered on from the camera's `written` frames."""
+    frames: list[str] = []
+    count = int(rng.integers(3, 11))
+    (dest / camera.folder).mkdir(exist_ok=True)
+    moment = start
+    for step in range(count):
+        if step:
+            moment += timedelta(seconds=int(rng.integers(1, 3)))  # the trigger's 1-2 s
+        image = _scene(rng, night)
+        if species is not None:
+            _draw_animal(image, rng, species, step, night)
+        if night:
+            image = image.filter(ImageFilter.GaussianBlur(1))  # the flash's soft light
+        name = f"{camera.folder}/IMG_{written + step + 1:04d}.JPG"
+        image.save(dest / name, "JPEG", quality=85, exif=_exif(camera, moment))
+        frames.append(name)
+    return DrawnEvent(
+        camera.folder, tuple(frames), start, species.scientific_name if species else None, night
+    )
+
+
+def _write_truth(demo: CameraTrapDemo) -> None:
+    with demo.queries_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(QUERIES_HEADER.split(","))
+        for index, query in enumerate(QUERIES):
+            supercategory = "Night" if query.night_only else "Species"
+            writer.writerow(
+                [index, query.query_id, query.text, supercategory, query.species, "Animalia"]
+            )
+    with demo.judgments_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(JUDGMENTS_HEADER.split(","))
+        for query in QUERIES:
+            for path in demo.relevant(query):
+                writer.writerow([query.query_id, "", path])
+    truth = [
+        {
+            "camera": e.camera,
+            "frames": list(e.frames),
+            "start": e.start.isoformat(),
+            "species": e.species,
+            "night": e.night,
+        }
+        for e in demo.events
+    ]
+    (demo.root / _MARKER).write_text(json.dumps({"events": truth}, indent=1) + "\n")
