@@ -1,14 +1,21 @@
-"""`quadrat agreement` and `quadrat certify`: how far judges agree, and recall with a guarantee.
+"""`quadrat agreement`, `quadrat adjudicate` and `quadrat certify`: how far judges agree,
+settling their disagreements, and recall with a guarantee.
 
     quadrat agreement --query ID_OR_TEXT [--json]
-    quadrat certify --query ID_OR_TEXT [--target 0.9] [--confidence 0.95] [--next N] [--json]
+    quadrat adjudicate --query ID_OR_TEXT (--list | --image ID (--relevant | --not-relevant |
+        --clear)) [--judge NAME] [--json]
+    quadrat certify --query ID_OR_TEXT [--target 0.9] [--confidence 0.95] [--next N] [--record]
+        [--judge NAME] [--json]
 
 `agreement` reads each judge's newest judgment of each photo (`judgment_events`) and prints raw
 agreement, Fleiss' kappa and Krippendorff's alpha with bootstrap intervals, and per pair of
 judges Cohen's kappa and the confusion table. `certify` says where the query stands against a
 recall target by the quantile stopping rule (engine/judgments/certified_recall.py): which
 photos of the random sample, or of the ranking's top, to judge next, or that the target is
-reached with the guarantee.
+reached with the guarantee (`--record` keeps a certified result with the query, for exports).
+`adjudicate` lists the photos judges disagree on, or records the judgment that settles one (an
+event of its own kind, which metrics and exports then use). `--judge NAME` (here, on `quadrat
+import`) names who acts; without it the server login on PostgreSQL, else the OS user.
 """
 
 from __future__ import annotations
@@ -16,10 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.cli_common import EXIT_OK, open_library, saved_query_id
 from app.cli_feedback import _encoder_loader, _model_options
 from engine.errors import BadInputError
+
+if TYPE_CHECKING:
+    from engine.catalog.library import Library
 
 
 def _share(text: str) -> float:
@@ -32,6 +43,24 @@ def _share(text: str) -> float:
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1 (or 1 and 100 %), not {text}")
     return value
+
+
+def add_judge_option(parser: argparse.ArgumentParser) -> None:
+    """`--judge NAME`: who makes the judgments a command writes."""
+    parser.add_argument(
+        "--judge", metavar="NAME", default=None,
+        help="who is judging (default: the PostgreSQL login on a server catalog, else the OS "
+        "user); a judgments CSV's judge column wins over it",
+    )  # fmt: skip
+
+
+def add_export_judge_option(parser: argparse.ArgumentParser) -> None:
+    """`quadrat export judgments --judge NAME|majority|adjudicated`."""
+    parser.add_argument(
+        "--judge", dest="judges_view", metavar="NAME|majority|adjudicated", default=None,
+        help="judgments: whose to write: one judge's, the judges' majority, or the adjudicated "
+        "ones only (default: the newest per photo, adjudicated where settled)",
+    )  # fmt: skip
 
 
 def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -63,9 +92,36 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     certify.add_argument(
         "--next", type=int, default=20, metavar="N", help="list up to N photos to judge next"
     )
+    certify.add_argument(
+        "--record", action="store_true",
+        help="when certified, keep the result (target, confidence, judgments spent, rule) with "
+        "the query: judgment exports and the Darwin Core archive's methods text name it",
+    )  # fmt: skip
+    add_judge_option(certify)
     _model_options(certify)
     certify.add_argument("--json", action="store_true", help="print one JSON object")
     certify.set_defaults(func=run_certify_command)
+
+    adjudicate = subparsers.add_parser(
+        "adjudicate",
+        help="list the photos judges disagree on, or settle one with an adjudicated judgment",
+        description="Without --image, list the photos of a saved query whose judges disagree, "
+        "each judge's mark and note side by side. With --image, record the judgment that "
+        "settles it: an event of its own kind, which metrics and exports use from then on.",
+    )
+    adjudicate.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")
+    adjudicate.add_argument("--library", type=Path, help="library folder")
+    adjudicate.add_argument("--image", type=int, metavar="ID", help="the photo to settle")
+    mark = adjudicate.add_mutually_exclusive_group()
+    mark.add_argument("--relevant", dest="mark", action="store_const", const=1)
+    mark.add_argument("--not-relevant", dest="mark", action="store_const", const=0)
+    mark.add_argument(
+        "--clear", dest="mark", action="store_const", const=-1,
+        help="take the adjudication back (the newest judgment counts again)",
+    )  # fmt: skip
+    add_judge_option(adjudicate)
+    adjudicate.add_argument("--json", action="store_true", help="print one JSON object")
+    adjudicate.set_defaults(func=run_adjudicate_command)
 
 
 def run_agreement_command(args: argparse.Namespace) -> int:
@@ -83,11 +139,14 @@ def run_agreement_command(args: argparse.Namespace) -> int:
 
 
 def run_certify_command(args: argparse.Namespace) -> int:
+    from engine.judgments.adjudication import record_certificate
+    from engine.judgments.queries import QueryStore
     from engine.methods.feedback import certify_for_query
     from engine.search.searcher import Searcher
 
     if args.next < 0:
         raise BadInputError("--next must be 0 or more")
+    recorded = None
     with open_library(args.library) as library:
         query_id = saved_query_id(library, args.query)
         loader = _encoder_loader(args, library)
@@ -95,17 +154,88 @@ def run_certify_command(args: argparse.Namespace) -> int:
             library, loader, query_id, target=args.target, confidence=args.confidence,
             batch=max(args.next, 1),
         )  # fmt: skip
+        if args.record and state.certified:
+            judge = QueryStore(library, user=args.judge).user
+            recorded = record_certificate(library, query_id, state, judge)
         shown = state.next_ids[: args.next]
         hits = Searcher(library, loader()).hits_for([(i, 0.0) for i in shown]) if shown else []
     if args.json:
-        out = {"query_id": query_id, **state.to_json()}
+        out = {"query_id": query_id, **state.to_json(), "recorded": recorded is not None}
         out["next"] = [{"image_id": h.image_id, "path": h.path} for h in hits]
         print(json.dumps(out))
         return EXIT_OK
     print(state.summary())
+    if recorded is not None:
+        print(f"recorded with the query: {recorded.text()}")
+    elif args.record:
+        print("not recorded: the target is not certified yet")
     if hits:
         where = "random sample" if state.phase == "sample" else "ranking's top"
         print(f"judge these next ({where}; mark them in the window, or import their judgments):")
         for hit in hits:
             print(f"  {hit.image_id:>8}  {hit.path}")
     return EXIT_OK
+
+
+def run_adjudicate_command(args: argparse.Namespace) -> int:
+    from engine.judgments.adjudication import adjudicate, disagreements
+
+    with open_library(args.library) as library:
+        query_id = saved_query_id(library, args.query)
+        if args.image is None:
+            if args.mark is not None:
+                raise BadInputError("--relevant, --not-relevant and --clear need --image ID")
+            split = disagreements(library, query_id)
+            if args.json:
+                print(json.dumps({"query_id": query_id, "disagreements": [
+                    {
+                        "image_id": d.image_id,
+                        "marks": [
+                            {"judge": m.judge, "relevance": m.relevance, "note": m.note}
+                            for m in d.marks
+                        ],
+                        "adjudicated": d.adjudicated,
+                    }
+                    for d in split
+                ]}))  # fmt: skip
+                return EXIT_OK
+            if not split:
+                print("the judges agree on every photo judged by two or more of them")
+            for d in split:
+                marks = "; ".join(
+                    f"{m.judge}: {_mark_word(m.relevance)}" + (f" ({m.note})" if m.note else "")
+                    for m in d.marks
+                )
+                settled = (
+                    "" if d.adjudicated is None else f" → adjudicated {_mark_word(d.adjudicated)}"
+                )
+                print(f"{d.image_id:>8}  {marks}{settled}")
+            return EXIT_OK
+        if args.mark is None:
+            raise BadInputError("say how: --relevant, --not-relevant or --clear")
+        relevance = None if args.mark < 0 else args.mark
+        _check_photo(library, args.image)
+        change = adjudicate(library, query_id, args.image, relevance, args.judge)
+    if args.json:
+        print(json.dumps({"query_id": query_id, "image_id": args.image, "adjudicated": relevance,
+                          "previous": change.previous}))  # fmt: skip
+        return EXIT_OK
+    what = (
+        "adjudication taken back" if relevance is None else f"adjudicated {_mark_word(relevance)}"
+    )
+    print(f"photo {args.image}: {what} (was {_mark_word(change.previous)})")
+    return EXIT_OK
+
+
+def _mark_word(relevance: int | None) -> str:
+    if relevance is None:
+        return "unjudged"
+    return "relevant" if relevance > 0 else "not relevant"
+
+
+def _check_photo(library: Library, image_id: int) -> None:
+    from engine.catalog import Image
+
+    with library.catalog.session() as s:
+        if s.get(Image, image_id) is None:
+            raise BadInputError(f"no photo with id {image_id} in the catalog")

@@ -135,6 +135,7 @@ class MetricsView:
     judged: int
     current_run_id: int | None
     runs: list[RunMetrics] = field(default_factory=list)
+    judgments_note: str = ""  # whose judgments the numbers use ("newest judgment per photo")
 
     @property
     def current(self) -> RunMetrics | None:
@@ -496,6 +497,7 @@ class MetricsPanel(QWidget):
             self.summary.setText(
                 f"R = {view.relevant} relevant  ·  {view.judged} judged  ·  "
                 f"{len(view.runs)} run{'s' * (len(view.runs) != 1)}"
+                + (f"  ·  {view.judgments_note}" if view.judgments_note else "")
             )
         judged = view.judged if view is not None else 0
         for key, _label, percent in METRICS:

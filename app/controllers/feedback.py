@@ -375,6 +375,13 @@ class FeedbackController(QObject):
 
         return self._show_list(work, "Drawing a sample to judge")
 
+    def show_judging_list(
+        self, make: Callable[[Library, int, dict[int, int]], JudgingList], title: str
+    ) -> TaskHandle | None:
+        """Show a list another controller makes (a double-judging sample, the photos a recall
+        certificate asks for) in the grid, as Judge next shows its batches."""
+        return self._show_list(make, title)
+
     def _show_list(
         self, make: Callable[[Library, int, dict[int, int]], JudgingList], title: str
     ) -> TaskHandle | None:

@@ -28,11 +28,12 @@ Ratings = Mapping[int, Mapping[str, int]]
 
 
 def judge_ratings(library: Library, query_id: int) -> dict[int, dict[str, int]]:
-    """Each judge's newest judgment of each photo of a query (a cleared one removes it)."""
+    """Each judge's newest judgment of each photo of a query (a cleared one removes it;
+    adjudications are no judge's mark and are left out)."""
     with library.catalog.session() as s:
         rows = s.execute(
             select(JudgmentEvent.image_id, JudgmentEvent.judged_by, JudgmentEvent.relevance)
-            .where(JudgmentEvent.query_id == query_id)
+            .where(JudgmentEvent.query_id == query_id, JudgmentEvent.kind == "judgment")
             .order_by(JudgmentEvent.id)
         ).all()
     ratings: dict[int, dict[str, int]] = {}
