@@ -15,8 +15,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from app.cli_analyses import add_analyses_command
 from app.cli_args import index_memory_gb, positive_int
+from app.cli_attributes import add_attributes_command
 from app.cli_backup import add_backup_command
+from app.cli_camtrap import (
+    CAMTRAP_KIND,
+    add_camera_trap_demo_option,
+    add_camtrap_options,
+    cmd_camera_trap_demo,
+    cmd_export_camtrap,
+)
 from app.cli_common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -31,17 +40,27 @@ from app.cli_common import (
     quick_text_encoder,
     reset_settings,
     resolve_model_spec,
+    saved_query_id,
     set_database_url,
     user_settings,
 )
 from app.cli_evaluate import add_evaluate_command
+from app.cli_events import (
+    add_deployments_command,
+    add_search_event_options,
+    event_results,
+    print_event_results,
+    search_depth,
+)
+from app.cli_export import DWC_KINDS, add_dwc_options, cmd_export_records
 from app.cli_feedback import add_feedback_commands
 from app.cli_filters import add_filter_options, check_filter_args, filters_from_args
 from app.cli_inquire import add_inquire_command
-from app.cli_judges import add_judges_commands
-from app.cli_methods import add_methods_command, method_option_help
+from app.cli_judges import add_export_judge_option, add_judge_option, add_judges_commands
+from app.cli_methods import add_methods_command, lists_methods, method_option_help
 from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
+from app.cli_xmp import add_xmp_export_options, cmd_export_xmp
 from app.settings import language_model
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
 from engine.models.hub import ModelUnavailableError
@@ -155,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     runtime_option(search)
     search.add_argument("--top", type=positive_int, default=20)
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
-    search.add_argument("--method", default="text", help=method_option_help())
+    lists_methods(search.add_argument("--method", default="text", help=method_option_help()))
     search.add_argument("--json", action="store_true", help="one JSON object per result")
+    add_search_event_options(search)
     add_filter_options(search)
     add_visret_options(search)
     add_rerank_options(search)
@@ -188,14 +208,29 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="write the demo collection to DIR")
     demo.add_argument("dir", type=Path)
     demo.add_argument("--images-per-class", type=positive_int, default=40)
+    add_camera_trap_demo_option(demo)
     demo.set_defaults(func=cmd_demo)
 
-    export = sub.add_parser("export", help="export judgments, or copy the photos judged relevant")
-    export.add_argument("what", choices=["judgments", "relevant-photos"])
-    export.add_argument("out", type=Path, help="output file (judgments) or folder (photos)")
+    export = sub.add_parser(
+        "export",
+        help="export judgments, copy the photos judged relevant, or write XMP sidecars (xmp)",
+    )
+    export.add_argument(
+        "what", choices=["judgments", "relevant-photos", "xmp", *DWC_KINDS, CAMTRAP_KIND]
+    )
+    export.add_argument(
+        "out", type=Path, nargs="?",
+        help="output file (judgments) or folder (photos); none for xmp (beside the photos)",
+    )  # fmt: skip
     library_option(export)
     export.add_argument("--format", default="csv", choices=["csv", "qrels"])
-    export.add_argument("--query", type=positive_int, action="append", help="saved query id")
+    export.add_argument(
+        "--query", action="append", metavar="ID_OR_TEXT", help="saved query id or its exact text"
+    )
+    add_export_judge_option(export)
+    add_xmp_export_options(export)
+    add_dwc_options(export)  # dwca, dwc-csv: Darwin Core records of a query's relevant photos
+    add_camtrap_options(export)  # camtrap-dp: a Camtrap DP package of its judged events
     export.set_defaults(func=cmd_export)
 
     imp = sub.add_parser(
@@ -208,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ids, as 'quadrat export judgments' writes them",
     )  # fmt: skip
     imp.add_argument("--judgments", type=Path)
+    add_judge_option(imp)
     library_option(imp)
     imp.set_defaults(func=cmd_import)
 
@@ -215,9 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate_command(sub)
     add_inquire_command(sub)
     add_backup_command(sub)
+    add_deployments_command(sub)
     add_methods_command(sub)
     add_models_command(sub)
     add_feedback_commands(sub)
+    add_attributes_command(sub)
+    add_analyses_command(sub)
     add_judges_commands(sub)
     return parser
 
@@ -376,10 +415,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
         missing = missing_photos(library)
         started = time.monotonic()
-        ranking = method.run(query, context, top_k=args.top)
+        ranking = method.run(query, context, top_k=search_depth(args))
         seconds = time.monotonic() - started
         hits = context.searcher.hits_for(ranking.pairs())
-    if args.json:
+        events = event_results(library, hits, args)  # None unless --events
+    if events is not None:
+        print_event_results(events, args.json, {"method": method.text, "kind": query.kind})
+        if not args.json:
+            took = f"{seconds * 1000:.0f} ms ({method.text})"
+            print(f"{len(events)} events in {took}", file=sys.stderr)
+    elif args.json:
         for hit in hits:
             line = {**hit.to_json(), "method": method.text, "kind": query.kind}
             evidence = ranking.evidence.get(hit.image_id, {})
@@ -416,14 +461,24 @@ def _missing_note(photos: int) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     from engine.io.export import copy_relevant_photos, export_judgments
 
+    if args.what == "xmp":
+        return cmd_export_xmp(args)
+    if args.out is None:
+        raise BadInputError(f"export {args.what} needs OUT (a file or folder to write)")
+    if args.what in DWC_KINDS:
+        return cmd_export_records(args)
+    if args.what == CAMTRAP_KIND:
+        return cmd_export_camtrap(args)
     with open_library(args.library) as library:
+        queries = [saved_query_id(library, q) for q in args.query or ()] or None
         if args.what == "judgments":
-            rows = export_judgments(library, args.out, args.query, fmt=args.format)
+            view = getattr(args, "judges_view", None) or "newest"
+            rows = export_judgments(library, args.out, queries, fmt=args.format, view=view)
             print(f"{rows} judgments written to {args.out}")
             return EXIT_OK
-        if not args.query or len(args.query) != 1:
-            raise BadInputError("relevant-photos needs exactly one --query ID")
-        copied = copy_relevant_photos(library, args.query[0], args.out)
+        if not queries or len(queries) != 1:
+            raise BadInputError("relevant-photos needs exactly one --query ID_OR_TEXT")
+        copied = copy_relevant_photos(library, queries[0], args.out)
         print(f"{len(copied)} photos copied to {args.out}")
         if copied.missing:
             print(
@@ -484,7 +539,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from engine.io.export import import_benchmark
 
     with open_library(args.library) as library:
-        report = import_benchmark(library, args.queries, args.judgments)
+        report = import_benchmark(library, args.queries, args.judgments, judge=args.judge)
     print(
         f"{report.queries} queries and {report.judgments} judgments imported"
         + (
@@ -500,6 +555,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from engine.demo.collection import write_demo_collection
 
+    if args.camera_traps:
+        return cmd_camera_trap_demo(args)
     info = write_demo_collection(args.dir.expanduser(), images_per_class=args.images_per_class)
     print(f"demo collection written to {args.dir} ({info.image_count} photos)")
     return EXIT_OK

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli_args import positive_int
 from app.cli_common import EXIT_OK, TqdmProgress
 from app.cli_filters import add_filter_options, filters_from_args
-from app.cli_methods import method_option_help
+from app.cli_methods import lists_methods, method_option_help
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -40,6 +40,13 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     )
     p.add_argument("--k", type=positive_int, default=50)
     p.add_argument(
+        "--unit",
+        default="photo",
+        choices=["photo", "event"],
+        help="what the metrics count: photos (the default), or events (an event is ranked at "
+        "its best frame and is relevant when any of its frames is judged relevant)",
+    )
+    p.add_argument(
         "--ties",
         default="order",
         choices=["order", "group"],
@@ -54,10 +61,12 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
         "collection that holds every judged photo when exactly one does, else all; give it "
         "again to rank several (judged photos of the others are left out of R)",
     )
-    p.add_argument(
-        "--method",
-        action="append",
-        help=method_option_help() + "; give it again to compare methods with the first",
+    lists_methods(
+        p.add_argument(
+            "--method",
+            action="append",
+            help=method_option_help() + "; give it again to compare methods with the first",
+        )
     )
     p.add_argument(
         "--permutations",
@@ -135,6 +144,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 candidates=candidates,
                 filters=filters if filters.active else None,
                 ties=args.ties,
+                unit=args.unit,
             )
         finally:
             bar.close()
@@ -163,9 +173,11 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     if filters_note:
         print(f"note: {filters_note}", file=sys.stderr)
     note = _ranked(bench).note
+    if args.unit == "event":
+        note += "; metrics per event (an event counts as relevant when any frame is)"
     if args.json:
         print(f"note: {note}", file=sys.stderr)
-        print(json.dumps(evaluation_json(bench, specs, args.k)))
+        print(json.dumps({**evaluation_json(bench, specs, args.k), "unit": args.unit}))
     else:
         print(f"{note[:1].upper()}{note[1:]}")
         print_tables(bench, specs, args.k)

@@ -63,6 +63,18 @@ def month_range(text: str) -> tuple[int, int]:
     return _month(parts[0]), _month(parts[1])
 
 
+def hour_range(text: str) -> tuple[int, int]:
+    """An argparse type: "20-5" (wraps midnight: the night), "6-18", or one hour "7"."""
+    parts = text.replace("–", "-").split("-")
+    try:
+        hours = [int(p) for p in parts]
+    except ValueError:
+        hours = []
+    if len(hours) not in (1, 2) or not all(0 <= h <= 23 for h in hours):
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST hours 0..23 (20-5), got {text!r}")
+    return hours[0], hours[-1]
+
+
 def _numbers(text: str, count: int, shape: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",")]
@@ -157,6 +169,26 @@ def add_filter_options(parser: argparse.ArgumentParser, *, collection: bool = Tr
         help="only photos under this licence (cc0, cc-by, cc-by-nc, ...; any spelling); give it "
         "again to allow several",
     )
+    group.add_argument(
+        "--keyword",
+        metavar="K",
+        help="only photos with this keyword (from XMP sidecars or embedded XMP/IPTC; any case; "
+        "a whole keyword or a level of a hierarchical one: juvenile, lifeStage|juvenile)",
+    )
+    group.add_argument(
+        "--hours",
+        type=hour_range,
+        metavar="FIRST-LAST",
+        help="only photos taken in these hours of the day (local time, clock offsets applied): "
+        "6-18, or 20-5 across midnight",
+    )
+    group.add_argument(
+        "--deployment",
+        type=int,
+        action="append",
+        metavar="ID",
+        help="only this camera deployment ('quadrat deployments' lists them); again for several",
+    )
     if collection:
         group.add_argument(
             "--collection",
@@ -198,4 +230,7 @@ def filters_from_args(args: argparse.Namespace, library: Library | None = None) 
         near=args.near,
         licenses=tuple(args.license or ()),
         collection_ids=collection_ids,
+        keyword=getattr(args, "keyword", None),
+        hours=getattr(args, "hours", None),
+        deployment_ids=tuple(getattr(args, "deployment", None) or ()),
     )

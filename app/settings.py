@@ -36,6 +36,7 @@ RUNTIMES = ("auto", "torch", "onnx")  # engine.models.onnx_runtime.RUNTIMES, wit
 DECODE_MODES = ("auto", "threads", "processes", "gpu")  # engine.indexing.decode_pool's, unimported
 MAX_BATCH_SIZE = 1024
 MAX_HISTORY = 50
+MAX_JUDGE_NAME = 128  # the catalog's judged_by column
 MIN_INDEX_MEMORY_GB = 0.25
 MAX_INDEX_MEMORY_GB = 4096.0
 # The models offered in the window come from engine.models.offers.model_offers() (the model chooser
@@ -81,6 +82,11 @@ class Settings:
     # cores; threads below, which start at once), or gpu (JPEGs decoded on a CUDA encoder's GPU,
     # else as auto).
     decode: str = "auto"
+    # Who is judging, as judgments and attributes record it; empty: the PostgreSQL login on a
+    # server catalog, else the OS user.
+    judge_name: str = ""
+    # The results grid shows one card per event (a camera's burst) rather than per photo.
+    group_by_event: bool = False
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -123,6 +129,10 @@ class Settings:
             out.append(
                 f"Index memory: must be a number of GB from {MIN_INDEX_MEMORY_GB:g} to "
                 f"{MAX_INDEX_MEMORY_GB:g}"
+            )
+        if len(self.judge_name) > MAX_JUDGE_NAME or self.judge_name != self.judge_name.strip():
+            out.append(
+                f"Judge: a name of at most {MAX_JUDGE_NAME} characters, without spaces around it"
             )
         if self.database_url and "://" not in self.database_url:
             out.append(

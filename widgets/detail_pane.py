@@ -270,10 +270,20 @@ class DetailPane(QWidget):
         self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll_area.setWidget(body)
         self._body = body
+        self._inner = inner
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.scroll_area)
         self.set_item(None)
+        self.setMinimumWidth(self.minimum_width())
+
+    def add_under_photo(self, widget: QWidget) -> None:
+        """Show `widget` (the event's filmstrip) right under the photo."""
+        self._inner.insertWidget(self._inner.indexOf(self.photo) + 1, widget)
+
+    def add_section(self, widget: QWidget) -> None:
+        """Show `widget` (the attributes editor) below the photo's facts, above its buttons."""
+        self._inner.insertWidget(self._inner.indexOf(self.answers) + 1, widget)
         self.setMinimumWidth(self.minimum_width())
 
     def minimum_width(self) -> int:

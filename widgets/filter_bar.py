@@ -277,6 +277,25 @@ class TaxonEditor(_FormDialog):
         return choice.name if choice is not None else text
 
 
+class KeywordEditor(_FormDialog):
+    """One keyword, as digiKam, Lightroom or exiftool wrote it into a sidecar or the photo."""
+
+    def __init__(self, current: str, parent: QWidget | None) -> None:
+        super().__init__("Filter by keyword", parent)
+        self.edit = QLineEdit(current, self)
+        self.edit.setObjectName("keywordEdit")
+        self.edit.setPlaceholderText("juvenile, Places|Coast, …")
+        self.edit.setMinimumWidth(320)
+        self.form.addRow("Keyword", self.edit)
+        self.set_note(
+            "Photos with this keyword in their XMP sidecar or embedded XMP/IPTC, any case: a "
+            "whole keyword or whole levels of a hierarchical one."
+        )
+
+    def value(self) -> str:
+        return self.edit.text().strip()
+
+
 class DateRangeEditor(_FormDialog):
     """From and/or to, each optional."""
 
@@ -335,6 +354,30 @@ class MonthsEditor(_FormDialog):
 
     def values(self) -> dict[str, list[int]]:
         return {"months": [int(self.first.currentData()), int(self.last.currentData())]}
+
+
+class HoursEditor(_FormDialog):
+    """The first and last hour of the day (local time), wrapping midnight: diel activity."""
+
+    def __init__(self, hours: tuple[int, int] | None, parent: QWidget | None) -> None:
+        super().__init__("Filter by hour of day", parent)
+        self.first = QComboBox(self)
+        self.last = QComboBox(self)
+        for combo, suffix in ((self.first, "00"), (self.last, "59")):
+            for hour in range(24):
+                combo.addItem(f"{hour:02d}:{suffix}", hour)
+        first, last = hours or (20, 5)  # the night: camera traps' commonest question
+        self.first.setCurrentIndex(first)
+        self.last.setCurrentIndex(last)
+        self.form.addRow("From", self.first)
+        self.form.addRow("To", self.last)
+        self.set_note(
+            "The photo's local time, any day. A first hour after the last runs across "
+            "midnight (20:00 to 05:59 is the night)."
+        )
+
+    def values(self) -> dict[str, list[int]]:
+        return {"hours": [int(self.first.currentData()), int(self.last.currentData())]}
 
 
 class NearEditor(_FormDialog):
@@ -467,6 +510,8 @@ class FilterBar(QWidget):
             )
         menu.addAction("Date range…", lambda: self.open_date_editor())
         menu.addAction("Months of the year…", lambda: self.open_months_editor())
+        menu.addAction("Hour of day…", lambda: self.open_hours_editor())
+        menu.addAction("Keyword…", lambda: self.open_keyword_editor())
         place = menu.addMenu("Place")
         place.addAction("Draw a box on the map", lambda: self.placeBoxRequested.emit())
         near = place.addAction(
@@ -477,6 +522,7 @@ class FilterBar(QWidget):
             near.setToolTip("Select a photo with a place first")
         self._checkable_menu(menu.addMenu("Licence"), "license", "licenses", str)
         self._checkable_menu(menu.addMenu("Collection"), "collection", "collection_ids", int)
+        self._checkable_menu(menu.addMenu("Deployment"), "deployment", "deployment_ids", int)
         judged = menu.addMenu("Judged for the open query")
         judged.setEnabled(self._judged_available)
         group = QActionGroup(judged)
@@ -564,6 +610,14 @@ class FilterBar(QWidget):
         self._open(editor)
         return editor
 
+    def open_keyword_editor(self) -> KeywordEditor:
+        editor = KeywordEditor(str(self._params.get("keyword") or ""), self.window())
+        editor.accepted.connect(
+            lambda: self.filtersEdited.emit({"keyword": editor.value() or None})
+        )
+        self._open(editor)
+        return editor
+
     def open_date_editor(self) -> DateRangeEditor:
         editor = DateRangeEditor(
             _date(self._params.get("date_from")), _date(self._params.get("date_to")), self.window()
@@ -578,6 +632,13 @@ class FilterBar(QWidget):
         counts = [by_month.get(str(m), 0) for m in range(1, 13)] if by_month else []
         first_last = (int(months[0]), int(months[1])) if months else None
         editor = MonthsEditor(first_last, counts, self.window())
+        editor.accepted.connect(lambda: self.filtersEdited.emit(editor.values()))
+        self._open(editor)
+        return editor
+
+    def open_hours_editor(self) -> HoursEditor:
+        hours = self._params.get("hours")
+        editor = HoursEditor((int(hours[0]), int(hours[1])) if hours else None, self.window())
         editor.accepted.connect(lambda: self.filtersEdited.emit(editor.values()))
         self._open(editor)
         return editor

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.agreement_dialog import JudgesActions
 from widgets.detail_pane import DetailPane
 from widgets.drawings_strip import DrawingsStrip
 from widgets.file_dialogs import (
@@ -48,6 +49,7 @@ from widgets.file_dialogs import (
     open_file,
     save_file,
 )
+from widgets.filmstrip import Filmstrip
 from widgets.filter_bar import FilterBar
 from widgets.fitting import ElidedLabel, PanelStack, VerticalScroll
 from widgets.library_panel import LibraryPanel
@@ -123,6 +125,9 @@ class MainWindow(QMainWindow):
     exportResultsRequested = Signal()
     exportLikelyRequested = Signal()  # photos whose probability of relevance passes a cut-off
     copyRelevantRequested = Signal()
+    writeSidecarsRequested = Signal()  # Judge › Write XMP sidecars…
+    exportRecordsRequested = Signal()  # Judge › Export records… (Darwin Core)
+    askQuestionRequested = Signal()  # Judge › Ask an attribute question…
     backupsRequested = Signal()  # File › Backups…
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -194,6 +199,9 @@ class MainWindow(QMainWindow):
             "Library", "libraryDock", self.library_panel, Qt.DockWidgetArea.LeftDockWidgetArea
         )
         self.detail_pane = DetailPane(self)
+        # The selected event's frames (results grouped by event), right under the photo.
+        self.filmstrip = Filmstrip(self.detail_pane)
+        self.detail_pane.add_under_photo(self.filmstrip)
         self.detail_dock = self._dock(
             "Photo", "detailDock", self.detail_pane, Qt.DockWidgetArea.RightDockWidgetArea
         )
@@ -240,6 +248,10 @@ class MainWindow(QMainWindow):
         status_row.addWidget(self.model_label)
         self._build_menus()
         self._build_judging_actions()
+        # Judge › Agreement…, Certify recall…, Double judging…, Judge blind, Metrics from ▸,
+        # and who is judging, in the status row.
+        self.judges = JudgesActions(self)
+        self.judges.add_to(self.judge_menu, status_row)
         self.results_model.modelReset.connect(self._update_empty)
         self.place_on(self.available_area())
 
@@ -352,6 +364,11 @@ class MainWindow(QMainWindow):
         smaller.setShortcut(QKeySequence.StandardKey.ZoomOut)
         smaller.triggered.connect(lambda: self.results.step_thumbnail_size(-1))
         view_menu.addActions([larger, smaller])
+        view_menu.addSeparator()
+        # Shown once the library is known to hold events (EventsController).
+        self.group_events_action = QAction("&Group results by event", self)
+        self.group_events_action.setShortcut(QKeySequence("Ctrl+E"))
+        view_menu.addAction(self.group_events_action)
 
         self.judge_menu = self.menuBar().addMenu("&Judge")
         tools_menu = self.menuBar().addMenu("&Tools")
@@ -435,6 +452,32 @@ class MainWindow(QMainWindow):
         self.export_likely_action.triggered.connect(
             lambda _checked=False: self.exportLikelyRequested.emit()
         )
+        self.write_sidecars_action = QAction("Write &XMP sidecars…", self)
+        self.write_sidecars_action.setToolTip(
+            "Write the open query's judgments and attributes as keywords (Quadrat|query|relevant, "
+            "Quadrat|lifeStage|juvenile) into XMP sidecars beside the judged photos, for "
+            "digiKam, Lightroom, darktable and exiftool; the photos are not changed"
+        )
+        self.write_sidecars_action.triggered.connect(
+            lambda _checked=False: self.writeSidecarsRequested.emit()
+        )
+        self.export_records_action = QAction("Export rec&ords…", self)
+        self.export_records_action.setToolTip(
+            "Write the open query's relevant photos as Darwin Core records: an archive for "
+            "GBIF or a CSV, with the query, method, model and judges as provenance"
+        )
+        self.export_records_action.triggered.connect(
+            lambda _checked=False: self.exportRecordsRequested.emit()
+        )
+        self.ask_question_action = QAction("Ask an attribute &question…", self)
+        self.ask_question_action.setToolTip(
+            "Learn a closed question (is it flowering? a juvenile?) from the attributes of the "
+            "open query's judged photos, see its cross-validated accuracy, then ask it of "
+            "every photo"
+        )
+        self.ask_question_action.triggered.connect(
+            lambda _checked=False: self.askQuestionRequested.emit()
+        )
         self.judge_menu.addSeparator()
         self.judge_menu.addMenu(panel.refine_menu)
         self.judge_menu.addActions(
@@ -443,6 +486,9 @@ class MainWindow(QMainWindow):
                 self.sample_action,
                 self.back_to_run_action,
                 self.export_likely_action,
+                self.write_sidecars_action,
+                self.export_records_action,
+                self.ask_question_action,
             ]
         )
         panel.judge_next_button.setDefaultAction(self.judge_next_action)

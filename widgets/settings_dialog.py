@@ -1,5 +1,5 @@
-"""The settings dialog: model, device, batch size, library folder, results per search, and the
-image generator VisRet draws with.
+"""The settings dialog: model, device, runtime, batch size, library folder, results per search,
+and the image generator VisRet draws with.
 
 It edits plain `SettingsValues` and offers the `SettingsChoices` it is given; checking the
 values is the caller's (`validate`), so the dialog knows nothing of the settings file.
@@ -30,6 +30,11 @@ from PySide6.QtWidgets import (
 )
 
 LOCAL_CHECKPOINT = "__local_checkpoint__"
+RUNTIME_LABELS = {
+    "auto": "auto (ONNX on the CPU when the model has an export, else torch)",
+    "torch": "torch",
+    "onnx": "ONNX Runtime (CPU)",
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class SettingsValues:
     # Where this workstation sees a shared catalog's folders: "CATALOG_ROOT=FOLDER_HERE" pairs,
     # one per line or separated by ";".
     root_map: str = ""
+    # What encodes on the CPU: "auto" (ONNX when the model has an export), "torch" or "onnx".
+    runtime: str = "auto"
+    judge_name: str = ""  # who is judging; empty: the server login, else the OS user
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class SettingsChoices:
     devices: Sequence[str]
     max_batch_size: int
     max_top_k: int = 100_000
+    runtimes: Sequence[str] = ("auto", "torch", "onnx")
 
 
 class SettingsDialog(QDialog):
@@ -124,6 +133,18 @@ class SettingsDialog(QDialog):
             )
             self.device.addItem(label, device)
         self.device.setCurrentIndex(max(0, self.device.findData(values.device)))
+
+        self.runtime = QComboBox(self)
+        self.runtime.setObjectName("runtimeCombo")
+        for runtime in choices.runtimes:
+            self.runtime.addItem(RUNTIME_LABELS.get(runtime, runtime), runtime)
+        self.runtime.setCurrentIndex(max(0, self.runtime.findData(values.runtime)))
+        self.runtime.setToolTip(
+            "What encodes photos and queries on the CPU. ONNX Runtime is faster than torch "
+            "and gives the same vectors (no re-indexing); a model runs there once its export "
+            "is in the model store (made when it is downloaded or imported). "
+            "GPUs always use torch."
+        )
 
         self.batch_size = QSpinBox(self)
         self.batch_size.setObjectName("batchSpin")
@@ -187,6 +208,7 @@ class SettingsDialog(QDialog):
         form = QFormLayout()
         form.addRow("Model:", self.model)
         form.addRow("Device:", self.device)
+        form.addRow("Runtime:", self.runtime)
         form.addRow("Batch size:", self.batch_size)
         form.addRow("Results per search:", self.top_k)
         form.addRow("Index memory:", self.index_memory)
@@ -216,6 +238,14 @@ class SettingsDialog(QDialog):
             "the folder here."
         )
         form.addRow("Shared folders here:", self.root_map)
+        self.judge_name = QLineEdit(values.judge_name, self)
+        self.judge_name.setObjectName("judgeNameEdit")
+        self.judge_name.setPlaceholderText("your login (the server's on a shared catalog)")
+        self.judge_name.setToolTip(
+            "Who is judging: judgments and attributes are kept under this name, so several "
+            "judges' marks can be compared and adjudicated (Judge › Agreement…)."
+        )
+        form.addRow("Judge:", self.judge_name)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -294,6 +324,7 @@ class SettingsDialog(QDialog):
             self._original,
             model=text,
             device=str(self.device.currentData()),
+            runtime=str(self.runtime.currentData()),
             batch_size=self.batch_size.value(),
             top_k=self.top_k.value(),
             library_dir=str(Path(library).expanduser()) if library else "",
@@ -304,6 +335,7 @@ class SettingsDialog(QDialog):
             root_map="\n".join(
                 pair.strip() for pair in self.root_map.text().split(";") if pair.strip()
             ),
+            judge_name=self.judge_name.text().strip(),
         )
 
     def accepted_values(self) -> SettingsValues | None:

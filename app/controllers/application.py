@@ -11,9 +11,13 @@ from PySide6.QtCore import QSettings, QTimer, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 
 from app import paths
+from app.controllers.agreement import AgreementController, CertifyController
+from app.controllers.attribute_questions import AttributeQuestionsController
+from app.controllers.attributes import AttributesController
 from app.controllers.backups import BackupsController
 from app.controllers.benchmark import BenchmarkController
 from app.controllers.errors import ErrorReporter
+from app.controllers.events import EventsController
 from app.controllers.feedback import FeedbackController
 from app.controllers.filters import FiltersController
 from app.controllers.full_view import FullViewController
@@ -21,9 +25,11 @@ from app.controllers.judging import JudgingController
 from app.controllers.library import WAITING_FOR_MODEL, LibraryController
 from app.controllers.models import ModelsController, estimate_reindex
 from app.controllers.queries import SavedQueriesController
+from app.controllers.records import RecordsController
 from app.controllers.rerank import RerankController
 from app.controllers.search import SearchController
 from app.controllers.session import EncoderLoader, LibrarySession
+from app.controllers.sidecars import SidecarsController
 from app.controllers.thumbnails import ThumbnailLoader
 from app.controllers.transfer import TransferController
 from app.controllers.visret import VisRetController
@@ -153,6 +159,8 @@ class Application:
             w.detail_pane,
             w.metrics_panel,
         )
+        # What the shown photo shows (Darwin Core attributes), edited in the detail pane.
+        self.attributes = AttributesController(self.runner, self.judging, w.detail_pane)
         self.queries = SavedQueriesController(
             self.runner,
             self.session,
@@ -162,6 +170,13 @@ class Application:
             lambda title, text: w.ask_yes_no(title, text),
         )
         self.transfers = TransferController(self.runner, self.session, self.judging)
+        # Judge › Export records…: the open query's relevant photos as Darwin Core records.
+        self.records = RecordsController(self.runner, self.session, self.judging, w.folders)
+        # Judge › Ask an attribute question…: learnt from the judged photos' attributes.
+        self.questions = AttributeQuestionsController(self.runner, self.session, self.judging)
+        self.sidecars = SidecarsController(
+            self.runner, self.session, self.judging, lambda title, text: w.ask_yes_no(title, text)
+        )
         # File › Backups…: list, back up now, restore (then the library is opened again).
         self.backups = BackupsController(
             self.runner, self.session, lambda title, text: w.ask_yes_no(title, text)
@@ -228,6 +243,15 @@ class Application:
                 else None
             ),
         )
+        # Several judges: who is judging, blind double judging, the metrics' judgments,
+        # Judge › Agreement… (adjudication) and Judge › Certify recall….
+        self.agreement = AgreementController(
+            self.runner, self.session, self.judging, self.feedback, self.queries.reopen,
+            w.judges, w,
+        )  # fmt: skip
+        self.certify = CertifyController(
+            self.runner, self.session, self.judging, self.feedback, w.judges, w
+        )
         self.queries.runFiltersShown.connect(self.filters.restore)
         self.judging.queryOpened.connect(self.filters.query_opened)
         self.search.searchFinished.connect(self.queries.on_search_finished)
@@ -245,6 +269,19 @@ class Application:
         self._save_thumbnail_size.timeout.connect(self._remember_thumbnail_size)
         w.results.thumbnailSizeChanged.connect(lambda _size: self._save_thumbnail_size.start())
         self.transfers.imported.connect(self.queries.reopen)
+        # Results grouped by event (View › Group results by event), kept across sessions.
+        self.events = EventsController(
+            self.runner,
+            self.session,
+            self.search,
+            self.judging,
+            w.results_model,
+            w.results,
+            w.filmstrip,
+            w.group_events_action,
+            self.settings.group_by_event,
+            self._remember_group_by_event,
+        )
         w.relevant_action.triggered.connect(lambda: self.judging.judge_current(1))
         w.not_relevant_action.triggered.connect(lambda: self.judging.judge_current(0))
         w.clear_judgment_action.triggered.connect(lambda: self.judging.judge_current(None))
@@ -256,19 +293,29 @@ class Application:
         w.exportResultsRequested.connect(self.export_results)
         w.exportLikelyRequested.connect(self.export_likely)
         w.copyRelevantRequested.connect(self.copy_relevant)
+        w.writeSidecarsRequested.connect(self.sidecars.write_sidecars)
+        w.exportRecordsRequested.connect(lambda: self.records.open_dialog(w))
+        w.askQuestionRequested.connect(lambda: self.questions.open_dialog(w))
         for source in (
             self.library.message,
             self.search.message,
             self.judging.message,
             self.queries.message,
             self.transfers.message,
+            self.records.message,
+            self.questions.message,
+            self.sidecars.message,
             self.visret.message,
             self.rerank.message,
             self.filters.message,
+            self.events.message,
             self.feedback.message,
             self.thumbnails.problem,
             self.backups.message,
             self.full_view.message,
+            self.attributes.message,
+            self.agreement.message,
+            self.certify.message,
         ):
             source.connect(w.set_status)
         self.library.indexingFinished.connect(self._on_indexing_finished)
@@ -465,6 +512,7 @@ class Application:
             SettingsValues(
                 model=current.model,
                 device=current.device,
+                runtime=current.runtime,
                 batch_size=current.batch_size,
                 top_k=current.top_k,
                 library_dir=current.library_dir,
@@ -473,6 +521,7 @@ class Application:
                 llm_model=current.llm_model,
                 index_memory_gb=current.index_memory_gb,
                 root_map=current.root_map,
+                judge_name=current.judge_name,
             ),
             SettingsChoices(
                 models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE
@@ -507,6 +556,13 @@ class Application:
 
     def show_about(self) -> None:
         self.window.show_about(self.about_lines())
+
+    def _remember_group_by_event(self, grouped: bool) -> None:
+        """Keep View › Group results by event for the next session (written off the GUI
+        thread)."""
+        new = replace(self.settings, group_by_event=grouped)
+        self.settings = new
+        self.runner.submit(lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE)
 
     def _remember_thumbnail_size(self) -> None:
         """Keep the grid's thumbnail size for the next session (written off the GUI thread)."""

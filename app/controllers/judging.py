@@ -2,7 +2,10 @@
 
 The user marks photos relevant (R), not relevant (N) or clears them (U), from the keyboard, the
 thumbnail toggle or the detail pane; Ctrl+Z undoes. A judgment belongs to the query, so it shows
-under every method's run.
+under every method's run. The undo stack also holds the attribute edits of the detail pane
+(`AttributesController` records them with `record_attribute_change`), so Ctrl+Z takes back the
+last act of either kind; undoing a judgment puts back the attribute values its query's presets
+filled or took back with it (`QueryStore.undo`).
 
 A judgment is shown at once (the model, the detail pane and the metrics panel change on the
 GUI thread, in the same event) and written in the single-thread "write" pool, which commits it
@@ -26,7 +29,10 @@ from widgets.metrics_panel import MetricsPanel, MetricsView, RunMetrics
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
+    from engine.judgments.attributes import AttributeChange
     from engine.judgments.queries import JudgmentChange, QueryStore
+
+    UndoEntry = JudgmentChange | AttributeChange
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,16 @@ class RunState:
         return [image_id for image_id, _ in self.ranking]
 
 
+@dataclass(frozen=True)
+class EventJudgment:
+    """An event judged at once (results grouped by event): one judgment per frame, taken
+    back by one undo. `image_id` is the frame the grid shows for it."""
+
+    query_id: int
+    image_id: int
+    changes: tuple[JudgmentChange, ...]
+
+
 @dataclass
 class OpenQuery:
     """A saved query as judging needs it: its runs (the shown one is `run_id`) and judgments."""
@@ -69,6 +85,7 @@ class JudgingController(QObject):
     judgmentSaved = Signal(int, int, object)  # query id, image id, relevance: now durable
     metricsUpdated = Signal(object)  # MetricsView
     countsChanged = Signal(int, int, int, int)  # query id, runs, relevant, judged
+    attributesRestored = Signal(int, int)  # query id, image id: an attribute edit was undone
 
     def __init__(
         self,
@@ -92,7 +109,16 @@ class JudgingController(QObject):
         self.run_id: int | None = None
         self.judgments: dict[int, int] = {}
         self.k = metrics.k()
-        self._undo: dict[int, list[JudgmentChange]] = {}  # query id -> its undo stack
+        self._undo: dict[int, list[UndoEntry | EventJudgment]] = {}  # query id -> its undo stack
+        # Whose judgments the metrics use (Judge › Metrics from, `AgreementController`): None
+        # the ones shown (the newest per photo, or a blind judge's own), else a view read
+        # from the catalog; the note says which on the panel.
+        self.metrics_judgments: dict[int, int] | None = None
+        self.metrics_note = "newest per photo"
+        # Results grouped by event (`EventsController`): the frames a judgment of a shown
+        # event's tile judges, and each photo's event, for metrics per event (None: per photo).
+        self.frames_of: Callable[[int], list[int] | None] | None = None
+        self.event_of: dict[int, int] | None = None
 
         view.currentItemChanged.connect(self._show_item_judgment)
         view.judgmentCycleRequested.connect(self.cycle)
@@ -194,6 +220,9 @@ class JudgingController(QObject):
             return None
         from engine.judgments.queries import JudgmentChange
 
+        frames = self.frames_of(image_id) if self.frames_of is not None else None
+        if frames is not None and len(frames) > 1:
+            return self._judge_event(image_id, frames, relevance)
         query_id = self.query_id
         previous = self.judgments.get(image_id)
         change = JudgmentChange(query_id, image_id, previous, relevance)
@@ -201,30 +230,149 @@ class JudgingController(QObject):
         self._show_judgment(query_id, image_id, relevance)
         return self._write(change, lambda: self._forget_change(change))
 
+    def _judge_event(
+        self, shown_id: int, frames: list[int], relevance: int | None
+    ) -> TaskHandle | None:
+        """Judge every frame of an event alike: shown now, written in one task of the write
+        pool, one step on the undo stack."""
+        from engine.judgments.queries import JudgmentChange
+
+        store, query_id = self.store, self.query_id
+        assert store is not None and query_id is not None
+        changes = tuple(
+            JudgmentChange(query_id, frame, self.judgments.get(frame), relevance)
+            for frame in frames
+        )
+        entry = EventJudgment(query_id, shown_id, changes)
+        if self.event_of is not None:
+            # Frames below the ranking's cut-off are of this event too, for the metrics.
+            event = self.event_of.get(shown_id, shown_id)
+            self.event_of.update(dict.fromkeys(frames, event))
+        self._undo.setdefault(query_id, []).append(entry)
+        for change in changes:
+            self._show_judgment(query_id, change.image_id, relevance)
+        return self._write_event(entry, undo=False, on_reverted=lambda: self._forget_change(entry))
+
+    def _write_event(
+        self, entry: EventJudgment, undo: bool, on_reverted: Callable[[], None]
+    ) -> TaskHandle:
+        """Commit (or, `undo`, take back) an event's judgments in one task, in order."""
+        store = self.store
+        assert store is not None
+
+        def write(ctx: TaskContext) -> None:
+            if undo:
+                for change in reversed(entry.changes):
+                    store.undo(change)
+            else:
+                for change in entry.changes:
+                    store.judge(change.query_id, change.image_id, change.current)
+
+        def saved(_result: None) -> None:
+            for change in entry.changes:
+                value = change.previous if undo else change.current
+                self.judgmentSaved.emit(change.query_id, change.image_id, value)
+
+        def failed(exc: BaseException) -> None:
+            for change in entry.changes:
+                self._show_judgment(
+                    change.query_id, change.image_id, change.current if undo else change.previous
+                )
+            on_reverted()
+            self.runner.report_error(exc, "Saving the event's judgments")
+
+        return self.runner.submit(
+            write, title="Saving the judgments", pool=WRITE, on_success=saved, on_failure=failed
+        )
+
+    def record_attribute_change(self, change: AttributeChange) -> None:
+        """An attribute edit was made (shown, its write queued): Ctrl+Z takes it back like a
+        judgment, even before the write is done (the undo is written after it)."""
+        self._undo.setdefault(change.query_id, []).append(change)
+
+    def replace_attribute_change(
+        self, change: AttributeChange, stored: AttributeChange | None
+    ) -> None:
+        """What the catalog did for `change` (its values as stored) replaces it on the undo
+        stack; None, or a change that changed nothing, takes it off."""
+        stack = self._undo.get(change.query_id, [])
+        if change not in stack:
+            return  # undone meanwhile
+        if stored is None or not stored.changed:
+            stack.remove(change)
+        else:
+            stack[stack.index(change)] = stored
+
     def undo(self) -> TaskHandle | None:
-        """Put back the judgment the last R / N / U of the open query replaced."""
+        """Put back what the last R / N / U or attribute edit of the open query replaced."""
         stack = self._undo.get(self.query_id) if self.query_id is not None else None
         if not stack:
             self.message.emit("Nothing to undo")
             return None
+        from engine.judgments.attributes import AttributeChange
         from engine.judgments.queries import JudgmentChange
 
         change = stack.pop()
-        back = JudgmentChange(change.query_id, change.image_id, change.current, change.previous)
-        self._show_judgment(change.query_id, change.image_id, change.previous)
         row = self.model.row_of(change.image_id)
         if row is not None:
             self.view.select_row(row)
-        return self._write(back, lambda: stack.append(change))
+        if isinstance(change, AttributeChange):
+            return self._undo_attributes(change, lambda: stack.append(change))
+        if isinstance(change, EventJudgment):
+            for frame in change.changes:
+                self._show_judgment(frame.query_id, frame.image_id, frame.previous)
+            return self._write_event(change, undo=True, on_reverted=lambda: stack.append(change))
+        back = JudgmentChange(change.query_id, change.image_id, change.current, change.previous)
+        self._show_judgment(change.query_id, change.image_id, change.previous)
+        return self._write(back, lambda: stack.append(change), undoing=change)
 
-    def _write(self, change: JudgmentChange, on_reverted: Callable[[], None]) -> TaskHandle:
+    def _undo_attributes(
+        self, change: AttributeChange, on_reverted: Callable[[], None]
+    ) -> TaskHandle | None:
+        store = self.store
+        if store is None:
+            on_reverted()
+            return None
+
+        def write(ctx: TaskContext) -> AttributeChange:
+            from engine.judgments.attributes import undo_attributes
+
+            return undo_attributes(store.library, change, store.user)
+
+        def failed(exc: BaseException) -> None:
+            on_reverted()
+            self.runner.report_error(exc, "Undoing the attribute change")
+
+        return self.runner.submit(
+            write,
+            title="Undoing the attribute change",
+            pool=WRITE,
+            on_success=lambda _r: self.attributesRestored.emit(change.query_id, change.image_id),
+            on_failure=failed,
+        )
+
+    def _write(
+        self,
+        change: JudgmentChange,
+        on_reverted: Callable[[], None],
+        undoing: JudgmentChange | None = None,
+    ) -> TaskHandle:
+        """Commit `change` in the write pool; `undoing`: the change it takes back (its
+        preset-filled attribute values are put back with it)."""
         store = self.store
         assert store is not None
 
         def write(ctx: TaskContext) -> JudgmentChange:
+            if undoing is not None:
+                return store.undo(undoing)
             return store.judge(change.query_id, change.image_id, change.current)
 
-        def saved(_result: JudgmentChange) -> None:
+        def saved(result: JudgmentChange) -> None:
+            # What the catalog did (with the attribute values presets changed) replaces the
+            # change shown, so that undoing it puts those values back too.
+            stack = self._undo.get(change.query_id, [])
+            if undoing is None and change in stack:
+                stack[stack.index(change)] = result
             self.judgmentSaved.emit(change.query_id, change.image_id, change.current)
 
         def failed(exc: BaseException) -> None:
@@ -239,7 +387,12 @@ class JudgingController(QObject):
             write, title="Saving the judgment", pool=WRITE, on_success=saved, on_failure=failed
         )
 
-    def _forget_change(self, change: JudgmentChange) -> None:
+    def set_event_units(self, event_of: dict[int, int] | None) -> None:
+        """Metrics per event (each photo's event id) or, None, per photo."""
+        self.event_of = event_of
+        self._refresh_metrics()
+
+    def _forget_change(self, change: JudgmentChange | EventJudgment) -> None:
         stack = self._undo.get(change.query_id, [])
         if change in stack:
             stack.remove(change)
@@ -270,18 +423,37 @@ class JudgingController(QObject):
         self.metrics.set_k_choice(k)
         self._refresh_metrics()
 
+    def set_metrics_source(self, note: str, judgments: dict[int, int] | None) -> None:
+        """Compute the metrics from `judgments` (None: the judgments shown), said as `note`."""
+        self.metrics_note, self.metrics_judgments = note, judgments
+        self._refresh_metrics()
+
     def metrics_view(self) -> MetricsView | None:
         """The numbers the panel shows, computed from the runs and judgments in memory."""
         store = self.store
         if store is None or self.query_id is None:
             return None
+        shown = self.judgments
+        if self.metrics_judgments is not None:
+            shown = self.metrics_judgments
         rows = []
+        photo_judgments = shown
+        note = self.metrics_note
+        if self.event_of is not None:
+            from engine.evaluation.units import to_event_units
+
+            _, shown = to_event_units([], photo_judgments, self.event_of)
+            current = self.current_run()
+            events = len(to_event_units(current.ids, {}, self.event_of)[0]) if current else 0
+            note = f"per event ({events:,} events)  ·  {note}"
         for run in self.runs:
             ids = run.ids
-            live = store.live_metrics(ids, self.judgments, self.k, run.run_id)
+            if self.event_of is not None:
+                ids = to_event_units(ids, {}, self.event_of)[0]
+            live = store.live_metrics(ids, shown, self.k, run.run_id)
             m = live.metrics
             last_relevant = max(
-                (rank for rank, i in enumerate(ids, start=1) if self.judgments.get(i, 0) > 0),
+                (rank for rank, i in enumerate(ids, start=1) if shown.get(i, 0) > 0),
                 default=None,
             )
             rows.append(
@@ -305,10 +477,11 @@ class JudgingController(QObject):
         return MetricsView(
             title=self.query_title,
             k=self.k,
-            relevant=sum(1 for v in self.judgments.values() if v > 0),
-            judged=len(self.judgments),
+            relevant=sum(1 for v in shown.values() if v > 0),
+            judged=len(shown),
             current_run_id=self.run_id,
             runs=rows,
+            judgments_note=note,
         )
 
     def _refresh_metrics(self) -> None:

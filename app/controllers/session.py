@@ -2,10 +2,13 @@
 
 At start-up a read task opens the library's catalog (migrations; no torch, about a second),
 and `opened` is emitted: the collections are listed and the model chooser can open while a
-second read task imports torch, open_clip and FAISS, loads the encoder the library was indexed
-with and checks its vector index (the engine: 10 s or more on a first start). The window is
-already on screen. `ensure_encoder` may be called from any worker: loading is serialised by a
-lock.
+second read task imports FAISS, loads the encoder the library was indexed with and checks its
+vector index. When the model's ONNX export is in the store (and the runtime setting allows
+it), searches encode their text with its text tower and torch-free tokenizer, so the first
+answer imports neither torch nor open_clip; otherwise torch and open_clip are imported too
+(10 s or more on a first start). The window is already on screen. The model itself
+(`model_encoder`) loads behind when indexing or an image query needs it. `ensure_encoder`
+may be called from any worker: loading is serialised by a lock.
 """
 
 from __future__ import annotations
@@ -73,13 +76,29 @@ class _Opened:
 _ENGINE_IMPORT = threading.Lock()
 
 
-def import_engine() -> None:
+def import_engine(*, torch_too: bool = True) -> None:
     """The heavy imports (seconds), in a worker rather than on the GUI thread: one thread at a
-    time (an indexing run may start while the engine loads), FAISS before torch as always."""
+    time (an indexing run may start while the engine loads), FAISS before torch as always.
+    `torch_too=False`: FAISS alone, for a search whose text tower runs in ONNX."""
     with _ENGINE_IMPORT:
         import faiss  # noqa: F401
-        import open_clip  # noqa: F401
-        import torch  # noqa: F401
+
+        if torch_too:
+            import open_clip  # noqa: F401
+            import torch  # noqa: F401
+
+
+def onnx_text_encoder(
+    model_key: str, spec: str, runtime: str, fallback: Callable[[], Encoder]
+) -> Encoder | None:
+    """A text-query encoder that imports no torch: the stored ONNX export's text tower with the
+    torch-free tokenizer (as `quadrat search` uses), or None when the runtime is torch or the
+    store holds no such export. Anything else (an image query) comes from `fallback`."""
+    if runtime == "torch":
+        return None
+    from engine.models.onnx_runtime import text_encoder_from_store
+
+    return text_encoder_from_store(paths.models_dir(), model_key, spec, fallback)
 
 
 class LibrarySession(QObject):
@@ -114,8 +133,12 @@ class LibrarySession(QObject):
         self.library: Library | None = None
         self._queries: QueryStore | None = None  # the saved queries of `library`
         self._thumbs: ThumbnailCache | None = None
-        self._encoder: Encoder | None = None
+        self._encoder: Encoder | None = None  # what searches encode with
         self._encoder_spec: str | None = None
+        # The model itself (torch, or ONNX with both towers), for indexing and as the fallback
+        # of a text-only ONNX encoder; with the runtime it was loaded for.
+        self._model: Encoder | None = None
+        self._model_as: tuple[str, str] | None = None
         self.target_model: str | None = None  # a model chosen for the next re-index
         self.model_key: str | None = None  # the library's, as last read by a worker
         self.library_spec: str | None = None
@@ -202,20 +225,26 @@ class LibrarySession(QObject):
             spec
         )
 
-        def load(ctx: TaskContext) -> str:
-            from engine.models.encoders import choose_device
-
-            import_engine()
-            detected = choose_device("auto")
+        def load(ctx: TaskContext) -> str | None:
+            # With the text tower in ONNX the first answer needs FAISS alone: torch is imported
+            # when a method or indexing needs the model itself.
+            text_only = load_encoder and self._text_encoder(spec) is not None
+            import_engine(torch_too=not text_only)
             if load_encoder:
-                self.ensure_encoder(spec)
+                encoder = self.ensure_encoder(spec)
+                if text_only:  # the vocabulary and the ONNX session, so the first answer is quick
+                    encoder.encode_texts([""])
             if model_key is not None:
                 # Load and check it now, not on the first search.
                 library.vector_index(model_key, progress=ctx.progress)
-            return detected
+            if text_only:
+                return None  # telling the device would import torch
+            from engine.models.encoders import choose_device
 
-        def loaded(detected: str) -> None:
-            self.detected_device = detected
+            return choose_device("auto")
+
+        def loaded(detected: str | None) -> None:
+            self.detected_device = detected or self.detected_device
             self.engine_loaded = True
             self.update_ready()
 
@@ -258,16 +287,54 @@ class LibrarySession(QObject):
         self.update_ready()
 
     def ensure_encoder(self, spec: str | None = None) -> Encoder:
-        """The encoder for `spec` (default: the search model), loading it if needed.
-        Blocks: call from a worker."""
+        """The encoder searches use for `spec` (default: the search model), loading it if
+        needed: the ONNX text tower alone when the library's model has one in the store and the
+        runtime allows it (no torch), else the model (`model_encoder`). Blocks: call from a
+        worker."""
         spec = spec or self.search_model()
-        import_engine()
         with self._lock:
             if self._encoder is None or self._encoder_spec != spec:
-                log.info("loading model %s on %s", spec, self.settings.device)
-                self._encoder = self._load_encoder(spec, self.settings.device)
+                text_only = self._text_encoder(spec)
+                if text_only is not None:
+                    log.info("searching %s with its ONNX text tower", spec)
+                self._encoder = text_only or self._model_locked(spec)
                 self._encoder_spec = spec
             return self._encoder
+
+    def model_encoder(self, spec: str | None = None) -> Encoder:
+        """The model itself for `spec` (default: the search model), as the runtime setting
+        says (torch, or both ONNX towers): what indexing encodes photos with. Blocks: call
+        from a worker."""
+        with self._lock:
+            return self._model_locked(spec or self.search_model())
+
+    def _model_locked(self, spec: str) -> Encoder:
+        wanted = (spec, self.settings.runtime)
+        if self._model is None or self._model_as != wanted:
+            import_engine()
+            if self.detected_device is None:  # torch is imported now: telling costs nothing
+                from engine.models.encoders import choose_device
+
+                self.detected_device = choose_device("auto")
+            log.info("loading model %s on %s", spec, self.settings.device)
+            self._model = self._load_encoder(spec, self.settings.device)
+            self._model_as = wanted
+        return self._model
+
+    def _text_encoder(self, spec: str) -> Encoder | None:
+        """The torch-free text encoder of the library's own model (`onnx_text_encoder`), when
+        the settings let ONNX encode on the CPU (runtime auto or onnx, device auto or cpu;
+        the vectors are the same whichever runtime encodes them)."""
+        settings = self.settings
+        if (
+            spec != self.library_spec
+            or self.model_key is None
+            or settings.device not in ("auto", "cpu")
+        ):
+            return None
+        return onnx_text_encoder(
+            self.model_key, spec, settings.runtime, lambda: self.model_encoder(spec)
+        )
 
     @property
     def encoder(self) -> Encoder | None:
@@ -331,7 +398,14 @@ class LibrarySession(QObject):
         self.readyChanged.emit(ready, message)
 
     def apply_settings(self, settings: Settings) -> None:
+        old = self.settings
         self.settings = settings
+        if self._queries is not None and settings.judge_name != old.judge_name:
+            self._queries.user = settings.judge_name or None  # the next judgment is theirs
+        if (settings.runtime, settings.device) != (old.runtime, old.device):
+            with self._lock:  # the next search loads the encoder the new settings ask for
+                self._encoder = self._encoder_spec = None
+                self._model = self._model_as = None
         if self.library is not None:  # the next indexing run builds within the new budget
             self.library.index_memory_budget = index_memory_bytes(settings.index_memory_gb)
             # The next result, thumbnail or re-scan opens the folders where they are mapped now.
@@ -356,7 +430,7 @@ class LibrarySession(QObject):
         if store is None or store.library is not self.library:
             from engine.judgments.queries import QueryStore
 
-            store = self._queries = QueryStore(self.library)
+            store = self._queries = QueryStore(self.library, self.settings.judge_name or None)
         return store
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Date,
     DateTime,
     Float,
@@ -111,6 +112,8 @@ class Image(Base):
         # latitude) on PostgreSQL, made by the migration (neither is a model's).
         Index("ix_images_observed_date_status", "observed_date", "observed_month", "status"),
         Index("ix_images_observed_month_status", "observed_month", "status"),
+        Index("ix_images_event", "event_id"),
+        Index("ix_images_deployment", "deployment_id"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
@@ -140,8 +143,28 @@ class Image(Base):
     # The observer's own words about the photo (a COCO record's "notes", "description" or
     # "remarks"); searched with the taxon's names through the FTS5 table `record_text`.
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Keywords from the photo's XMP sidecar and its embedded XMP/IPTC, one per line (flat or
+    # hierarchical "A|B|C"), searched as words of the record; the XMP rating (-1 rejected,
+    # 0..5); and what they were read from, so a re-scan reads only changed files (migration
+    # 0015, engine/indexing/keywords.py).
+    keywords: Mapped[str | None] = mapped_column(Text, nullable=True)
+    rating: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    keywords_source: Mapped[str | None] = mapped_column(Text, nullable=True)
     # The id the photo has in its source data set (COCO image id; INQUIRE judgments use it).
     external_id: Mapped[int | None] = mapped_column(BigInt, nullable=True)
+    # The camera as EXIF names it, what EXIF held that was dropped as impossible (bits of
+    # engine.indexing.exif), the camera clock's reading when it is the photo's time
+    # (`observed_at` is it plus the deployment's clock offset), the deployment and the event
+    # (the id of its first frame; a frame set apart is an event of its own) (migration 0014).
+    camera_make: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    camera_model: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    camera_serial: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    exif_flags: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    camera_time: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # No foreign key (see migration 0014): engine.indexing.deployments keeps it true.
+    deployment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    event_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    event_apart: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default=STATUS_OK)
     skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     missing_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -150,6 +173,29 @@ class Image(Base):
 
     collection: Mapped[Collection] = relationship(back_populates="images")
     taxon: Mapped[Taxon | None] = relationship()
+
+
+class Deployment(Base):
+    """A camera at a place: a folder of a collection and, when EXIF names one, a camera serial
+    ('' when none). Made after indexing (`engine.indexing.deployments`); `marked` when its
+    folder lies in a tree the user marked as deployments. `clock_offset_s` is added to the
+    camera's clock for every time shown, filtered and exported; the previous offset is kept so
+    a change can be undone (migration 0014)."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (
+        UniqueConstraint(
+            "collection_id", "folder", "camera_serial", name="uq_deployments_folder_serial"
+        ),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    collection_id: Mapped[int] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    folder: Mapped[str] = mapped_column(Text)
+    camera_serial: Mapped[str] = mapped_column(String(128), default="")
+    name: Mapped[str] = mapped_column(Text)
+    marked: Mapped[bool] = mapped_column(Boolean, default=False)
+    clock_offset_s: Mapped[int] = mapped_column(Integer, default=0)
+    previous_clock_offset_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Embedding(Base):
@@ -263,6 +309,88 @@ class JudgmentEvent(Base):
     relevance: Mapped[int | None] = mapped_column(Integer, nullable=True)
     judged_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     judged_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # "judgment" (a judge's own) or "adjudication" (settles a disagreement; migration 0017).
+    # The server's default only: a statement that names no kind stays valid against a catalog
+    # of an older revision (the upgrade tests write through these classes).
+    kind: Mapped[str] = mapped_column(String(16), server_default="judgment")
+
+
+class DoubleJudging(Base):
+    """A photo of a query offered blind to a second judge (migration 0017): judging it, a judge
+    sees only their own marks (`engine/judgments/adjudication.py`)."""
+
+    __tablename__ = "double_judging"
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True
+    )
+    image_id: Mapped[int] = mapped_column(
+        ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
+    )
+    offered_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    offered_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class RecallCertificate(Base):
+    """A query's recall certified by a stopping rule (migration 0017): the target, the
+    confidence, the judgments it took and the rule, kept for exports and method texts."""
+
+    __tablename__ = "recall_certificates"
+    __table_args__ = (Index("ix_recall_certificates_query", "query_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete="CASCADE"))
+    target: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    judged: Mapped[int] = mapped_column(Integer)
+    sample_judged: Mapped[int] = mapped_column(Integer)
+    stop_rank: Mapped[int] = mapped_column(Integer)
+    found: Mapped[int] = mapped_column(Integer)
+    rule: Mapped[str] = mapped_column(Text)
+    certified_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    certified_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class JudgmentAttribute(Base):
+    """What was seen in a photo judged for a query, one Darwin Core term a row (`behavior`,
+    `lifeStage`, ...): the newest value, with who set it and when (migration 0013). Every change
+    is kept in `attribute_events`; `engine/judgments/attributes.py` writes both."""
+
+    __tablename__ = "judgment_attributes"
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True
+    )
+    image_id: Mapped[int] = mapped_column(
+        ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
+    )
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    set_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    set_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AttributeEvent(Base):
+    """Every attribute change as it was made, by whom and when (value NULL: cleared)."""
+
+    __tablename__ = "attribute_events"
+    __table_args__ = (Index("ix_attribute_events_query_image", "query_id", "image_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete="CASCADE"))
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"))
+    term: Mapped[str] = mapped_column(String(64))
+    value: Mapped[str | None] = mapped_column(Text, nullable=True)
+    changed_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    changed_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AttributePreset(Base):
+    """A value a query gives the photos judged relevant for it ("flowering" ->
+    reproductiveCondition=flowering), one Darwin Core term a row."""
+
+    __tablename__ = "attribute_presets"
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True
+    )
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class Subquery(Base):

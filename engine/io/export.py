@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -35,6 +36,13 @@ from engine.evaluation.evaluate import Judgment as FileJudgment
 from engine.evaluation.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
 from engine.files import atomic_output, atomic_write_bytes, csv_field, csv_record, csv_row
 from engine.indexing.collections import PhotoDetails, photo_details
+from engine.judgments.adjudication import adjudicated_photos
+from engine.judgments.attributes import (
+    DWC_ATTRIBUTE_TERMS,
+    attributes_for_query,
+    normalize_value,
+    write_changes,
+)
 from engine.judgments.queries import QueryStore, find_query, insert_query
 
 log = logging.getLogger(__name__)
@@ -213,9 +221,25 @@ JUDGMENT_COLUMNS = [
     "query_text",
     "query_name",
     "query_notes",
+    *DWC_ATTRIBUTE_TERMS,
+    "judge",
+    "judged_as",
+    "recall_certificate",
 ]
 """An exported judgments CSV (docs/SPEC.md §4): the INQUIRE columns first, then what makes the file
-readable alone and its paths unambiguous across collections."""
+readable alone and its paths unambiguous across collections, then the judgment's attributes as
+columns named by their Darwin Core terms (`behavior`, `lifeStage`, ...; empty where none), then
+who judged (`judge`: the judge, the adjudicator, or "majority"), which judgments the file holds
+(`judged_as`: judgment, adjudication, majority) and the query's certified recall, if any."""
+
+
+@dataclass(frozen=True)
+class JudgeColumns:
+    """Who made an exported judgment, of which kind, and its query's certified recall."""
+
+    judge: str = ""
+    judged_as: str = "judgment"
+    certificate: str = ""
 
 
 @dataclass(frozen=True)
@@ -250,16 +274,61 @@ def _shared_external_ids(library: Library) -> set[int]:
         )
 
 
-def _file_judgments(
-    library: Library, query_ids: Sequence[int] | None
-) -> tuple[list[FileJudgment], dict[str, QueryColumns]]:
+class _JudgmentRow(NamedTuple):
+    query_id: int
+    image_id: int
+    relevance: int
+    who: JudgeColumns
+
+
+def _judgment_rows(
+    library: Library, query_ids: Sequence[int] | None, view: str
+) -> list[_JudgmentRow]:
+    """(query id, photo, relevance, who and how) of the judgments `view` takes
+    (`engine.judgments.adjudication.judgment_view`; "newest" uses adjudications where they
+    exist), by query and photo."""
+    from engine.judgments.adjudication import MAJORITY, NEWEST, adjudications, judgment_view
+
     with library.catalog.session() as s:
-        stmt = select(Judgment.query_id, Judgment.image_id, Judgment.relevance).order_by(
-            Judgment.query_id, Judgment.image_id
-        )
+        stmt = select(
+            Judgment.query_id, Judgment.image_id, Judgment.relevance, Judgment.judged_by
+        ).order_by(Judgment.query_id, Judgment.image_id)
         if query_ids is not None:
             stmt = stmt.where(Judgment.query_id.in_(list(query_ids)))
-        rows = s.execute(stmt).all()
+        newest = s.execute(stmt).all()
+    out: list[_JudgmentRow] = []
+    if view == NEWEST:
+        settled = {qid: adjudications(library, qid) for qid in {r.query_id for r in newest}}
+        for query_id, image_id, relevance, judge in newest:
+            kind = "adjudication" if image_id in settled[query_id] else "judgment"
+            out.append(_JudgmentRow(query_id, image_id, relevance, JudgeColumns(judge or "", kind)))
+        return out
+    for query_id in sorted(set(query_ids or ()) or {r.query_id for r in newest}):
+        shown = judgment_view(library, query_id, view)
+        settled_here = adjudications(library, query_id)
+        for image_id in sorted(shown.judgments):
+            if image_id in settled_here:
+                who = JudgeColumns("", "adjudication")
+            elif view == MAJORITY:
+                who = JudgeColumns("majority", "majority")
+            else:
+                who = JudgeColumns(view, "judgment")
+            out.append(_JudgmentRow(query_id, image_id, shown.judgments[image_id], who))
+    return out
+
+
+def _file_judgments(
+    library: Library, query_ids: Sequence[int] | None, view: str = "newest"
+) -> tuple[
+    list[FileJudgment], dict[str, QueryColumns], list[dict[str, str]], list[JudgeColumns]
+]:  # fmt: skip
+    """The judgments as files write them, the queries they describe, each judgment's
+    attributes and who made it (in the judgments' order)."""
+    from engine.judgments.adjudication import certificates
+
+    rows = _judgment_rows(library, query_ids, view)
+    certified = certificates(library, sorted({r.query_id for r in rows}))
+    with library.catalog.session() as s:
         queries = {
             str(q.id): QueryColumns(q.text, q.name or "", q.notes or "")
             for q in s.scalars(select(Query).where(Query.id.in_({r.query_id for r in rows})))
@@ -274,8 +343,11 @@ def _file_judgments(
     records = photo_details(library, [r.image_id for r in rows])
     labels = collection_labels(library)
     shared = _shared_external_ids(library)
+    values = {qid: attributes_for_query(library, qid) for qid in {r.query_id for r in rows}}
     out = []
-    for query_id, image_id, relevance in rows:
+    attributes = []
+    judges = []
+    for query_id, image_id, relevance, who in rows:
         record = records.get(image_id)
         if record is None:
             continue
@@ -284,16 +356,28 @@ def _file_judgments(
         docid = str(record.external_id) if unique else catalog_docid(image_id)
         label = labels.get(collection_of.get(image_id, -1), record.collection)
         out.append(FileJudgment(str(query_id), docid, record.rel_path, relevance, label))
-    return out, queries
+        attributes.append(values[query_id].get(image_id, {}))
+        certificate = certified.get(query_id)
+        text = certificate.text() if certificate is not None else ""
+        judges.append(JudgeColumns(who.judge, who.judged_as, text))
+    return out, queries, attributes, judges
 
 
-def judgments_csv_text(judgments: Sequence[FileJudgment], queries: dict[str, QueryColumns]) -> str:
-    """The judgments CSV of JUDGMENT_COLUMNS."""
+def judgments_csv_text(
+    judgments: Sequence[FileJudgment],
+    queries: dict[str, QueryColumns],
+    attributes: Sequence[Mapping[str, str]] | None = None,
+    judges: Sequence[JudgeColumns] | None = None,
+) -> str:
+    """The judgments CSV of JUDGMENT_COLUMNS; `attributes[i]` holds judgment i's Darwin Core
+    values and `judges[i]` who made it (none given: empty cells)."""
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(JUDGMENT_COLUMNS)
-    for j in judgments:
+    for index, j in enumerate(judgments):
         query = queries.get(j.query_id, QueryColumns(""))
+        values = attributes[index] if attributes is not None else {}
+        who = judges[index] if judges is not None else JudgeColumns()
         writer.writerow(
             csv_row(
                 [
@@ -305,6 +389,10 @@ def judgments_csv_text(judgments: Sequence[FileJudgment], queries: dict[str, Que
                     query.text,
                     query.name,
                     query.notes,
+                    *(values.get(term, "") for term in DWC_ATTRIBUTE_TERMS),
+                    who.judge,
+                    who.judged_as,
+                    who.certificate,
                 ]
             )
         )
@@ -312,16 +400,22 @@ def judgments_csv_text(judgments: Sequence[FileJudgment], queries: dict[str, Que
 
 
 def export_judgments(
-    library: Library, path: str | Path, query_ids: Sequence[int] | None = None, fmt: str = "csv"
+    library: Library,
+    path: str | Path,
+    query_ids: Sequence[int] | None = None,
+    fmt: str = "csv",
+    view: str = "newest",
 ) -> int:
     """Write the user's judgments as CSV (JUDGMENT_COLUMNS: INQUIRE's columns with `relevant`,
-    the collection and the query's text, name and notes) or as TREC qrels (`fmt="qrels"`);
-    query ids are the library's saved-query ids. Returns rows written."""
+    the collection and the query's text, name and notes, who judged) or as TREC qrels
+    (`fmt="qrels"`); query ids are the library's saved-query ids. `view`: "newest" (adjudicated
+    where settled), "majority", "adjudicated" or a judge's name. Returns rows written."""
     if fmt not in ("csv", "qrels"):
         raise BadInputError(f"unknown judgment format {fmt!r}; use csv or qrels")
-    judgments, queries = _file_judgments(library, query_ids)
+    judgments, queries, attributes, judges = _file_judgments(library, query_ids, view)
     if fmt == "csv":
-        export_text(path, judgments_csv_text(judgments, queries), "the judgments")
+        text = judgments_csv_text(judgments, queries, attributes, judges)
+        export_text(path, text, "the judgments")
     else:
         export_text(path, trec_qrels_text(judgments), "the qrels")
     return len(judgments)
@@ -362,6 +456,43 @@ def read_query_columns(path: str | Path) -> dict[str, QueryColumns]:
                 out[query_id] = QueryColumns(
                     text, cell(row, "query_name"), cell(row, "query_notes")
                 )
+    except csv.Error:
+        return {}  # load_judgments has said what is wrong with the file
+    return out
+
+
+def read_attribute_columns(path: str | Path) -> dict[int, dict[str, str]]:
+    """line -> {Darwin Core term: value} of a judgments CSV's attribute columns (the line is
+    the record's last line, as `load_judgment_lines` numbers it); only the cells that hold a
+    value. Empty for a file with no such column (or no CSV)."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return {}  # load_judgments has said what is wrong with the file
+    known = {term.lower(): term for term in DWC_ATTRIBUTE_TERMS}
+    reader = csv.reader(io.StringIO(text, newline=""))
+    out: dict[int, dict[str, str]] = {}
+    columns: dict[int, str] | None = None
+    try:
+        for row in reader:
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if columns is None:
+                header = [csv_field(cell.strip()).lower() for cell in row]
+                if "query_id" not in header:
+                    return {}  # TREC qrels: no columns
+                columns = {i: known[name] for i, name in enumerate(header) if name in known}
+                if not columns:
+                    return {}
+                continue
+            values = {
+                term: csv_field(row[i].strip())
+                for i, term in columns.items()
+                if i < len(row) and row[i].strip()
+            }
+            if values:
+                out[reader.line_num] = values
     except csv.Error:
         return {}  # load_judgments has said what is wrong with the file
     return out
@@ -430,8 +561,41 @@ _IMPORT_LOCK = (0x51554144, 0x494D5054)
 _FLUSH_EVERY = 500  # judgments sent to the database at a time, inside the one transaction
 
 
+def read_judge_column(path: str | Path) -> dict[int, str]:
+    """line -> the judge a judgments CSV names for the record ending on that line (its `judge`
+    column, as `export_judgments` writes it); empty for a file without one. "majority" and an
+    empty cell name no judge."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return {}  # load_judgments has said what is wrong with the file
+    reader = csv.reader(io.StringIO(text, newline=""))
+    column: int | None = None
+    out: dict[int, str] = {}
+    try:
+        for row in reader:
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if column is None:
+                header = [csv_field(cell.strip()).lower() for cell in row]
+                if "query_id" not in header or "judge" not in header:
+                    return {}
+                column = header.index("judge")
+                continue
+            name = csv_field(row[column].strip()) if column < len(row) else ""
+            if name and name != "majority":
+                out[reader.line_num] = name
+    except csv.Error:
+        return {}  # load_judgments has said what is wrong with the file
+    return out
+
+
 def import_benchmark(
-    library: Library, queries_path: str | Path | None, judgments_path: str | Path | None = None
+    library: Library,
+    queries_path: str | Path | None,
+    judgments_path: str | Path | None = None,
+    judge: str | None = None,
 ) -> ImportReport:
     """Turn benchmark queries (and their judgments) into saved queries of the library, so they
     can be opened, searched and judged further in the window.
@@ -446,6 +610,9 @@ def import_benchmark(
     its line), a backup of the catalog is taken (`reason="before-import"`), and every query and
     judgment is written in one transaction, so an import stopped at any moment leaves the
     library as it was.
+
+    Each judgment is recorded as made by the judge its `judge` column names, else `judge`,
+    else the default judge (`QueryStore.user`): a second judge's file imports as theirs.
     """
     if queries_path is None and judgments_path is None:
         raise BadInputError("give a queries file, a judgments file, or both")
@@ -461,13 +628,15 @@ def import_benchmark(
                 "(not relevant) or a positive grade such as 1 (relevant); nothing was imported"
             )
     judgments = [j for _, j in lines]
+    attribute_cells = read_attribute_columns(judgments_path) if judgments_path is not None else {}
     described = (
         read_query_columns(judgments_path)
         if queries_path is None and judgments_path is not None
         else {}
     )
     resolver = JudgmentResolver(library) if judgments else None
-    user = QueryStore(library).user
+    user = judge or QueryStore(library).user
+    judge_cells = read_judge_column(judgments_path) if judgments_path is not None else {}
     backup = safety_backup(library.root, library.catalog.engine.url, reason="before-import")
     catalog = library.catalog
     with catalog.session() as s:
@@ -486,34 +655,44 @@ def import_benchmark(
             )
         }
         now = utcnow()
-        for j in judgments:
+        settled = adjudicated_photos(s, set(mapping.values()))
+        for line, j in lines:
             saved = mapping.get(j.query_id)
             image_id = resolver(j) if saved is not None and resolver is not None else None
             if saved is None or image_id is None:
                 unresolved += 1
                 continue
+            who = judge_cells.get(line, user)
             # As `QueryStore.judge` records a judgment: the act, and the newest per photo.
             s.add(
                 JudgmentEvent(
                     query_id=saved,
                     image_id=image_id,
                     relevance=j.relevant,
-                    judged_by=user,
+                    judged_by=who,
                     judged_at=now,
                 )
             )
             row = rows.get((saved, image_id))
-            if row is None:
+            if (saved, image_id) in settled:
+                pass  # an adjudicated photo keeps its adjudication (the act is kept above)
+            elif row is None:
                 row = rows[saved, image_id] = Judgment(
                     query_id=saved,
                     image_id=image_id,
                     relevance=j.relevant,
-                    judged_by=user,
+                    judged_by=who,
                     judged_at=now,
                 )
                 s.add(row)
             else:
-                row.relevance, row.judged_by, row.judged_at = j.relevant, user, now
+                row.relevance, row.judged_by, row.judged_at = j.relevant, who, now
+            cells = attribute_cells.get(line)
+            if cells:
+                # A value sets the term (an event, as an edit in the window); an empty cell
+                # leaves the library's value alone: a file never clears what was typed.
+                changes = {term: normalize_value(term, value) for term, value in cells.items()}
+                write_changes(s, saved, image_id, changes, who, now)
             judged += 1
             if judged % _FLUSH_EVERY == 0:
                 s.flush()

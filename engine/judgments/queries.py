@@ -9,9 +9,8 @@ and when (`judgment_events`), and the newest one of a photo counts.
 
 from __future__ import annotations
 
-import getpass
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -25,6 +24,8 @@ from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.errors import BadInputError
 from engine.evaluation.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
+from engine.judgments.attributes import AttributeChange, preset_changes, write_changes
+from engine.judgments.judges import default_judge
 from engine.judgments.runs import SavedRunParams
 
 if TYPE_CHECKING:
@@ -92,12 +93,14 @@ class JudgmentRecord:
 
 @dataclass(frozen=True)
 class JudgmentChange:
-    """What one judgment call changed; `previous` makes undo exact."""
+    """What one judgment call changed; `previous` makes undo exact, and `attributes` the
+    values the query's presets filled or took back with it (None: none)."""
 
     query_id: int
     image_id: int
     previous: int | None
     current: int | None
+    attributes: AttributeChange | None = None
 
 
 @dataclass(frozen=True)
@@ -111,12 +114,31 @@ class LiveMetrics:
     precision_curve: list[float]  # P@i for i = 1..min(k, len(run))
 
 
-class QueryStore:
-    """Queries, runs and judgments of one library."""
+JUDGMENT = "judgment"  # `judgment_events.kind` of a judge's own judgment
+ADJUDICATION = "adjudication"  # ... of the judgment that settles judges' disagreement
 
-    def __init__(self, library: Library, user: str | None = None) -> None:
+
+class QueryStore:
+    """Queries, runs and judgments of one library, judged as `user` (the judge: by default
+    the server login on a PostgreSQL catalog, else the OS user). A `blind` store reads only
+    its judge's own marks (blind double judging: no other judge's mark shows)."""
+
+    def __init__(self, library: Library, user: str | None = None, *, blind: bool = False) -> None:
         self.library = library
-        self.user = user or _user_name()
+        self._user = user or None
+        self.blind = blind
+
+    @property
+    def user(self) -> str:
+        """Who judges: the name given, else `default_judge` (asked of a PostgreSQL server on
+        first use, so making a store never waits on the catalog)."""
+        if self._user is None:
+            self._user = default_judge(self.library)
+        return self._user
+
+    @user.setter
+    def user(self, name: str | None) -> None:
+        self._user = name or None
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -267,7 +289,10 @@ class QueryStore:
     # -- judgments ---------------------------------------------------------------------------
 
     def judgments(self, query_id: int) -> dict[int, int]:
-        """image id -> relevance for every judged photo of the query."""
+        """image id -> relevance for every judged photo of the query: the newest judgment of
+        each photo, or its adjudicated one where there is one; a blind store's own only."""
+        if self.blind:
+            return own_judgments(self.library, query_id, self.user)
         with self.library.catalog.session() as s:
             return dict(
                 s.execute(
@@ -277,16 +302,34 @@ class QueryStore:
                 ).all()
             )
 
-    def judge(self, query_id: int, image_id: int, relevance: int | None) -> JudgmentChange:
+    def judge(
+        self,
+        query_id: int,
+        image_id: int,
+        relevance: int | None,
+        *,
+        attributes: Mapping[str, str | None] | None = None,
+        kind: str = JUDGMENT,
+    ) -> JudgmentChange:
         """Mark a photo relevant (1) / not relevant (0) for a query, or clear it (None).
 
         Committed before returning, with who and when, in `judgments` (the newest per photo)
         and `judgment_events` (every act). Safe when several people judge the same query at
         once: the newest judgment of a photo wins and every act is kept. The returned change
         carries the previous value for undo.
+
+        The query's attribute presets follow the judgment in the same transaction (judged
+        relevant: filled; no longer relevant: taken back, `attributes.preset_changes`);
+        `attributes` given instead sets exactly those values (what undo puts back).
+
+        `kind` ADJUDICATION records the judgment that settles a disagreement: it becomes the
+        photo's judgment in `judgments`, and later judges' judgments no longer replace it
+        there (they are kept as events); clearing it brings back the newest judgment.
         """
         if relevance is not None and relevance < 0:
             raise BadInputError("relevance must be 0 (not relevant) or a positive grade")
+        if kind not in (JUDGMENT, ADJUDICATION):
+            raise BadInputError(f"unknown kind of judgment {kind!r}")
         catalog = self.library.catalog
         with catalog.session() as s:
             # Several people may judge this photo at once: one at a time, each reading the
@@ -296,6 +339,21 @@ class QueryStore:
             now = utcnow()
             row = s.get(Judgment, (query_id, image_id))
             previous = row.relevance if row is not None else None
+            shown = relevance  # what `judgments` holds for the photo after this act
+            kept = kind == JUDGMENT and (
+                _newest_event(s, query_id, image_id, ADJUDICATION) is not None
+            )  # an adjudicated photo keeps its adjudication in `judgments`
+            if kind == ADJUDICATION and relevance is None:
+                shown = _newest_event(s, query_id, image_id, JUDGMENT)
+            if self.blind and kind == JUDGMENT:
+                # The judge's own previous mark: what undo puts back, never another's.
+                previous = _newest_event(s, query_id, image_id, JUDGMENT, self.user)
+            changes = (
+                dict(attributes)
+                if attributes is not None
+                else preset_changes(s, query_id, image_id, previous, relevance)
+            )
+            filled = write_changes(s, query_id, image_id, changes, self.user, now)
             s.add(
                 JudgmentEvent(
                     query_id=query_id,
@@ -303,9 +361,12 @@ class QueryStore:
                     relevance=relevance,
                     judged_by=self.user,
                     judged_at=now,
+                    kind=kind,
                 )
             )
-            if relevance is None:
+            if kept:
+                pass
+            elif shown is None:
                 if row is not None:
                     s.delete(row)
             elif row is None:
@@ -313,17 +374,19 @@ class QueryStore:
                     Judgment(
                         query_id=query_id,
                         image_id=image_id,
-                        relevance=relevance,
+                        relevance=shown,
                         judged_by=self.user,
                         judged_at=now,
                     )
                 )
             else:
-                row.relevance, row.judged_by, row.judged_at = relevance, self.user, now
+                row.relevance, row.judged_by, row.judged_at = shown, self.user, now
         # Committed pages into the catalog file itself: a plain copy of the file taken now (a
         # user's own backup while the window is open) holds this judgment, not only the -wal.
         catalog.checkpoint_wal()
-        return JudgmentChange(query_id, image_id, previous, relevance)
+        return JudgmentChange(
+            query_id, image_id, previous, relevance, filled if filled.changed else None
+        )
 
     def judgment_history(self, query_id: int) -> list[JudgmentRecord]:
         """Every judgment made for a query, oldest first: who judged which photo how, and
@@ -342,8 +405,13 @@ class QueryStore:
         return [JudgmentRecord(*row) for row in rows]
 
     def undo(self, change: JudgmentChange) -> JudgmentChange:
-        """Put back the judgment a change replaced."""
-        return self.judge(change.query_id, change.image_id, change.previous)
+        """Put back the judgment a change replaced, with the attribute values its presets
+        changed. A change that does not say (one the window made before its write returned)
+        applies the presets' rules on the way back, which takes back what they filled."""
+        previous_values = change.attributes.previous if change.attributes is not None else None
+        return self.judge(
+            change.query_id, change.image_id, change.previous, attributes=previous_values
+        )
 
     def clear_judgments(self, query_id: int) -> int:
         with self.library.catalog.session() as s:
@@ -418,11 +486,38 @@ def insert_query(s: Session, text: str, image_path: str | None = None) -> tuple[
     return found, inserted
 
 
-def _user_name() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name on some sandboxes
-        return "user"
+def _newest_event(
+    s: Session, query_id: int, image_id: int, kind: str, judge: str | None = None
+) -> int | None:
+    """The relevance of the newest event of `kind` for a photo (by `judge`, if given); None
+    when there is none or it cleared the judgment."""
+    stmt = select(JudgmentEvent.relevance).where(
+        JudgmentEvent.query_id == query_id,
+        JudgmentEvent.image_id == image_id,
+        JudgmentEvent.kind == kind,
+    )
+    if judge is not None:
+        stmt = stmt.where(JudgmentEvent.judged_by == judge)
+    return s.scalar(stmt.order_by(JudgmentEvent.id.desc()).limit(1))
+
+
+def own_judgments(library: Library, query_id: int, judge: str) -> dict[int, int]:
+    """image id -> relevance of one judge's own newest judgment of each photo of a query
+    (adjudications left out; a cleared judgment is none)."""
+    with library.catalog.session() as s:
+        rows = s.execute(
+            select(JudgmentEvent.image_id, JudgmentEvent.relevance)
+            .where(
+                JudgmentEvent.query_id == query_id,
+                JudgmentEvent.judged_by == judge,
+                JudgmentEvent.kind == JUDGMENT,
+            )
+            .order_by(JudgmentEvent.id)
+        ).all()
+    marks: dict[int, int | None] = {}
+    for image_id, relevance in rows:
+        marks[int(image_id)] = relevance
+    return {image_id: int(v) for image_id, v in marks.items() if v is not None}
 
 
 def saved_runs(library: Library) -> list[RunInfo]:

@@ -6,7 +6,8 @@ with a run through `to_params`/`from_params` and shown as chips through `describ
 `filtered_ids` turns it into the sorted id array the vector search takes as its filter; every
 common filter runs inside SQLite, and only "near" finishes in numpy (exact great-circle
 distances over the candidates of a bounding box). Dates, months and a box alone are read from
-the indexes of migration 0012 (`engine.search.filter_index`), not from every row.
+the indexes of migration 0012 (`engine.search.filter_index`), not from every row, or at
+millions of photos from the columns cached in memory (`engine.search.filter_cache`).
 
 `facet_counts`, `month_counts`, `locations` and `taxon_suggestions` describe a result set or
 the catalog for the window's chips, histogram and map.
@@ -39,6 +40,8 @@ from sqlalchemy.orm import Session
 from engine.catalog import Catalog, Collection, Image, Judgment, Taxon
 from engine.catalog.filter_columns import filter_columns_filled
 from engine.errors import BadInputError
+from engine.indexing.keywords import clean_keyword, keyword_condition
+from engine.search.filter_cache import cached_ids
 from engine.search.filter_index import STATUS_OK as _STATUS_OK
 from engine.search.filter_index import answered_by_indexes, indexed_ids
 from engine.search.filter_index import fetch_ids as _fetch_ids
@@ -227,6 +230,11 @@ class SearchFilters:
     collection_ids: tuple[int, ...] = ()
     judged: str | None = None  # None, "judged" or "unjudged" ...
     judged_query_id: int | None = None  # ... for this saved query (both or neither)
+    keyword: str | None = None  # an XMP/IPTC keyword, any case, whole or a level of a path
+    deployment_ids: tuple[int, ...] = ()  # camera deployments (engine.indexing.deployments)
+    # (first, last) hour 0..23 of the photo's local time, inclusive; first > last wraps
+    # midnight: (20, 5) = 20:00 to 05:59, the night (diel activity).
+    hours: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         def put(name: str, value: object) -> None:
@@ -282,6 +290,21 @@ class SearchFilters:
             put("judged_query_id", query_id)
         if (self.judged is None) != (query_id is None):
             raise _fail("judged", "needs both judged or unjudged and the saved query it is about")
+        if self.keyword is not None and not isinstance(self.keyword, str):
+            raise _fail("keyword", f"expected text, got {self.keyword!r:.60}")
+        keyword = clean_keyword(self.keyword) if self.keyword else None
+        if keyword is None and self.keyword and self.keyword.strip(" |"):
+            raise _fail("keyword", f"not a keyword (too long?): {self.keyword!r:.60}")
+        put("keyword", keyword)
+        deployments = {
+            _as_int("deployment_ids", d) for d in _sequence("deployment_ids", self.deployment_ids)
+        }
+        put("deployment_ids", tuple(sorted(deployments)))
+        if self.hours is not None:
+            hours = tuple(_as_int("hours", h) for h in _sequence("hours", self.hours))
+            if len(hours) != 2 or not all(0 <= h <= 23 for h in hours):
+                raise _fail("hours", f"expected two hours 0..23, got {list(hours)}")
+            put("hours", hours)
 
     @property
     def active(self) -> bool:
@@ -353,6 +376,14 @@ class SearchFilters:
             chips.append(("collection_ids", f"{word} {', '.join(map(str, self.collection_ids))}"))
         if self.judged:
             chips.append(("judged", f"{self.judged} for query {self.judged_query_id}"))
+        if self.keyword:
+            chips.append(("keyword", f"keyword “{self.keyword}”"))
+        if self.deployment_ids:
+            word = "deployment" if len(self.deployment_ids) == 1 else "deployments"
+            chips.append(("deployment_ids", f"{word} {', '.join(map(str, self.deployment_ids))}"))
+        if self.hours:
+            first, last = self.hours
+            chips.append(("hours", f"{first:02d}:00–{last:02d}:59"))
         return chips
 
     def without(self, key: str) -> SearchFilters:
@@ -364,7 +395,7 @@ class SearchFilters:
         names = {f.name: f for f in fields(self)}
         if key not in names:
             raise ValueError(f"no filter {key!r}; the filters are {', '.join(names)}")
-        empty: Any = () if key in ("licenses", "collection_ids") else None
+        empty: Any = () if key in ("licenses", "collection_ids", "deployment_ids") else None
         return replace(self, **{key: empty})
 
 
@@ -526,7 +557,30 @@ def _conditions(session: Session, filters: SearchFilters) -> list[ColumnElement[
     if filters.judged:
         judged = select(Judgment.image_id).where(Judgment.query_id == filters.judged_query_id)
         terms.append(Image.id.in_(judged) if filters.judged == JUDGED else Image.id.not_in(judged))
+    if filters.keyword:
+        terms.append(keyword_condition(filters.keyword))
+    if filters.deployment_ids:
+        terms.append(_in_ids(Image.deployment_id, filters.deployment_ids))
+    if filters.hours:
+        hour = _hour_of(session)
+        first, last = (_hour_value(session, h) for h in filters.hours)
+        terms.append(Image.observed_at.is_not(None))
+        if filters.hours[0] <= filters.hours[1]:
+            terms.append(hour.between(first, last))
+        else:  # across midnight: 20..5
+            terms.append(or_(hour >= first, hour <= last))
     return terms
+
+
+def _hour_of(session: Session) -> Any:
+    """The hour of the photo's local time in SQL (its two characters of text on SQLite)."""
+    if _sqlite(session):
+        return func.substr(Image.observed_at, 12, 2)
+    return extract("hour", Image.observed_at)
+
+
+def _hour_value(session: Session, hour: int) -> int | str:
+    return f"{hour:02d}" if _sqlite(session) else hour
 
 
 def _month_of(session: Session) -> Any:
@@ -552,8 +606,12 @@ def _month_value(session: Session, month: int) -> int | str:
 def filtered_ids(catalog: Catalog, filters: SearchFilters) -> np.ndarray:
     """Sorted int64 ids of the status-ok photos that pass every filter."""
     with catalog.session() as s:
-        if answered_by_indexes(filters) and filter_columns_filled(s):
-            return indexed_ids(s, filters)
+        if answered_by_indexes(filters):
+            cached = cached_ids(catalog, s, filters)
+            if cached is not None:
+                return cached
+            if filter_columns_filled(s):
+                return indexed_ids(s, filters)
         terms = _conditions(s, filters)
         if terms is None:
             return np.empty(0, dtype=np.int64)
