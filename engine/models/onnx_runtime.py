@@ -419,18 +419,17 @@ def _is_clip_bpe(encoder: OpenClipEncoder) -> bool:
 
 
 def open_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
-    """An onnxruntime CPU session on `threads` threads, with every graph optimisation and no
-    spinning threads."""
+    """An onnxruntime CPU session on `threads` threads, with every graph optimisation."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # Waiting threads sleep instead of spinning: they share the cores with the decode threads
-    # (and on a busy machine with everything else). Measured side by side at 2 threads on the
-    # busy 2-core machine: 1.68x torch without spinning, 1.24x with it.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Waiting threads spin (onnxruntime's default). Turning spinning off helped only on a
+    # machine loaded far beyond its cores (1.68x torch against 1.24x at 2 threads); on a
+    # quieter one it once took all of the second thread's gain (10.9 img/s at 2 threads
+    # against 18.0 with spinning) and once changed nothing (docs/BENCHMARKS.md).
     options.log_severity_level = 3  # its warnings about unused initialisers mean nothing here
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
