@@ -1,7 +1,7 @@
 """`quadrat agreement`, `quadrat adjudicate` and `quadrat certify`: how far judges agree,
 settling their disagreements, and recall with a guarantee.
 
-    quadrat agreement --query ID_OR_TEXT [--json]
+    quadrat agreement --query ID_OR_TEXT [--term TERM] [--json]
     quadrat adjudicate --query ID_OR_TEXT (--list | --image ID (--relevant | --not-relevant |
         --clear)) [--judge NAME] [--json]
     quadrat certify --query ID_OR_TEXT [--target 0.9] [--confidence 0.95] [--next N] [--record]
@@ -9,7 +9,9 @@ settling their disagreements, and recall with a guarantee.
 
 `agreement` reads each judge's newest judgment of each photo (`judgment_events`) and prints raw
 agreement, Fleiss' kappa and Krippendorff's alpha with bootstrap intervals, and per pair of
-judges Cohen's kappa and the confusion table. `certify` says where the query stands against a
+judges Cohen's kappa and the confusion table, then one line per Darwin Core term two judges gave
+values for; `--term lifeStage` measures that term's values instead (each judge's newest value
+per photo, `attribute_events`). `certify` says where the query stands against a
 recall target by the quantile stopping rule (engine/judgments/certified_recall.py): which
 photos of the random sample, or of the ranking's top, to judge next, or that the target is
 reached with the guarantee (`--record` keeps a certified result with the query, for exports).
@@ -73,6 +75,10 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     )
     agreement.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")
     agreement.add_argument("--library", type=Path, help="library folder")
+    agreement.add_argument(
+        "--term", metavar="TERM",
+        help="agreement on a Darwin Core attribute (lifeStage, sex, ...) instead of relevance",
+    )  # fmt: skip
     agreement.add_argument("--json", action="store_true", help="print one JSON object")
     agreement.set_defaults(func=run_agreement_command)
 
@@ -125,16 +131,38 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
 
 
 def run_agreement_command(args: argparse.Namespace) -> int:
-    from engine.judgments.agreement import judge_ratings, measure_agreement
+    from engine.judgments.agreement import (
+        attribute_agreements,
+        attribute_ratings,
+        judge_ratings,
+        measure_agreement,
+    )
+    from engine.judgments.attributes import check_term
 
+    term = check_term(args.term) if args.term else None
     with open_library(args.library) as library:
         query_id = saved_query_id(library, args.query)
+        if term is not None:
+            ratings = attribute_ratings(library, query_id, term)
+            agreement = measure_agreement(ratings, seed=query_id)
+            if args.json:
+                print(json.dumps({"query_id": query_id, "term": term, **agreement.to_json()}))
+                return EXIT_OK
+            print(f"{term}:")
+            for line in agreement.summary_lines():
+                print(line)
+            return EXIT_OK
         agreement = measure_agreement(judge_ratings(library, query_id), seed=query_id)
+        terms = attribute_agreements(library, query_id)
     if args.json:
-        print(json.dumps({"query_id": query_id, **agreement.to_json()}))
+        out = {"query_id": query_id, **agreement.to_json()}
+        out["attributes"] = {name: a.to_json() for name, a in terms.items()}
+        print(json.dumps(out))
         return EXIT_OK
     for line in agreement.summary_lines():
         print(line)
+    for name, attribute in terms.items():
+        print(f"{name}: {attribute.one_line()}")
     return EXIT_OK
 
 

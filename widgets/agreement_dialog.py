@@ -1,6 +1,8 @@
 """Judge › Agreement…: how far the open query's judges agree (kappa and alpha with their
 intervals, each pair's confusion table) and the photos they disagree on, side by side, each
-with buttons that record the adjudicated judgment. Also the judges' entries of the Judge menu
+with buttons that record the adjudicated judgment. A picker switches from relevance to a
+Darwin Core attribute two judges gave values for (lifeStage, sex, ...): the same statistics
+over the values, and the photos with differing values (nothing to adjudicate there). Also the judges' entries of the Judge menu
 and the status bar's "Judge: NAME" (`JudgesActions`).
 
 Plain data in (`AgreementReport`), signals out; `app/controllers/agreement.py` does the rest.
@@ -17,6 +19,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QAbstractScrollArea,
     QBoxLayout,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QHBoxLayout,
@@ -62,6 +65,8 @@ class AgreementReport:
     pairs: list[PairView] = field(default_factory=list)
     judges: list[str] = field(default_factory=list)
     disagreements: list[DisagreementRow] = field(default_factory=list)
+    term: str = ""  # the attribute measured; "" for relevance
+    terms: list[str] = field(default_factory=list)  # attributes with two judges' values
 
 
 class AgreementDialog(QDialog):
@@ -69,6 +74,7 @@ class AgreementDialog(QDialog):
 
     adjudicateRequested = Signal(int, object)  # image id, relevance (None: take it back)
     refreshRequested = Signal()
+    termChosen = Signal(str)  # an attribute's Darwin Core term; "" for relevance
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -76,6 +82,20 @@ class AgreementDialog(QDialog):
         self.setWindowTitle("Agreement among judges")
         self.resize(760, 560)
         layout = QVBoxLayout(self)
+        picker_row = QHBoxLayout()
+        picker_row.addWidget(QLabel("Agreement on:", self))
+        self.term_picker = QComboBox(self)
+        self.term_picker.setObjectName("agreementTerm")
+        self.term_picker.setToolTip(
+            "Relevance, or an attribute (Darwin Core term) that two judges gave values for"
+        )
+        self.term_picker.addItem("Relevance", "")
+        self.term_picker.currentIndexChanged.connect(
+            lambda _i: self.termChosen.emit(self.term_picker.currentData() or "")
+        )
+        picker_row.addWidget(self.term_picker)
+        picker_row.addStretch(1)
+        layout.addLayout(picker_row)
         self.title = QLabel(self)
         self.title.setObjectName("agreementTitle")
         self.title.setWordWrap(True)
@@ -110,6 +130,7 @@ class AgreementDialog(QDialog):
     def show_report(self, report: AgreementReport) -> None:
         """Show one query's agreement and disagreements."""
         self.title.setText(f"“{report.title}”: {report.note}" if report.note else report.title)
+        self._show_terms(report)
         rows = "".join(
             f"<tr><td>{name}</td><td style='padding-left:12px'>{value}</td></tr>"
             for name, value in report.statistics
@@ -117,6 +138,19 @@ class AgreementDialog(QDialog):
         self.statistics.setText(f"<table>{rows}</table>" if rows else "")
         self._show_pairs(report.pairs)
         self._show_disagreements(report)
+
+    def _show_terms(self, report: AgreementReport) -> None:
+        """Relevance and the attributes there are, the measured one chosen (no signal)."""
+        terms = list(report.terms)
+        if report.term and report.term not in terms:
+            terms.append(report.term)
+        self.term_picker.blockSignals(True)
+        self.term_picker.clear()
+        self.term_picker.addItem("Relevance", "")
+        for term in terms:
+            self.term_picker.addItem(term, term)
+        self.term_picker.setCurrentIndex(max(self.term_picker.findData(report.term), 0))
+        self.term_picker.blockSignals(False)
 
     def _show_pairs(self, pairs: Sequence[PairView]) -> None:
         while self.pairs_layout.count():
@@ -143,6 +177,14 @@ class AgreementDialog(QDialog):
                     grid.setItem(r, c, cell)
             grid.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
             grid.setMaximumHeight(30 + 30 * len(pair.categories))
+            grid.resizeColumnsToContents()
+            # Wide enough for every column: attribute values make longer headers than marks.
+            frame = 2 * grid.frameWidth() + 4
+            grid.setMinimumWidth(
+                grid.verticalHeader().sizeHint().width()
+                + sum(grid.columnWidth(c) for c in range(len(pair.categories)))
+                + frame
+            )
             grid.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
             column.addWidget(grid)
             self.pairs_layout.addWidget(box)
@@ -150,6 +192,20 @@ class AgreementDialog(QDialog):
 
     def _show_disagreements(self, report: AgreementReport) -> None:
         rows = report.disagreements
+        if report.term:  # values differ: shown side by side, nothing to adjudicate
+            self.disagreements_label.setText(
+                f"{len(rows)} photo{'s' * (len(rows) != 1)} with different {report.term} values"
+            )
+            self.table.clear()
+            self.table.setColumnCount(1 + len(report.judges))
+            self.table.setHorizontalHeaderLabels(["Photo", *report.judges])
+            self.table.setRowCount(len(rows))
+            for r, row in enumerate(rows):
+                self.table.setItem(r, 0, QTableWidgetItem(row.photo))
+                for c, judge in enumerate(report.judges, start=1):
+                    self.table.setItem(r, c, QTableWidgetItem(row.marks.get(judge, "—")))
+            self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+            return
         self.disagreements_label.setText(
             f"{len(rows)} photo{'s' * (len(rows) != 1)} the judges disagree on"
             + (": settle each with Relevant or Not relevant" if rows else "")

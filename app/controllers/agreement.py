@@ -96,6 +96,7 @@ class AgreementController(QObject):
         self.parent_widget = parent
         self.view = NEWEST
         self.dialog: AgreementDialog | None = None
+        self.term = ""  # the attribute the dialog measures; "" for relevance
         actions.agreementRequested.connect(self.open_dialog)
         actions.offerRequested.connect(self.ask_offer)
         actions.blindToggled.connect(self.set_blind)
@@ -269,10 +270,17 @@ class AgreementController(QObject):
         dialog = self.dialog = AgreementDialog(self.parent_widget)
         dialog.adjudicateRequested.connect(self.adjudicate)
         dialog.refreshRequested.connect(self.read_agreement)
+        dialog.termChosen.connect(self.choose_term)
+        self.term = ""
         dialog.finished.connect(lambda _result: self._dialog_closed(dialog))
         dialog.open()
         self.read_agreement()
         return dialog
+
+    def choose_term(self, term: str) -> TaskHandle | None:
+        """Measure agreement on an attribute's values ("": on relevance)."""
+        self.term = term
+        return self.read_agreement()
 
     def _dialog_closed(self, dialog: AgreementDialog) -> None:
         if self.dialog is dialog:
@@ -282,10 +290,10 @@ class AgreementController(QObject):
         library, query_id = self.session.library, self.judging.query_id
         if library is None or query_id is None or self.dialog is None:
             return None
-        title = self.judging.query_title
+        title, term = self.judging.query_title, self.term
 
         def read(ctx: TaskContext) -> AgreementReport:
-            return agreement_report(library, query_id, title)
+            return agreement_report(library, query_id, title, term)
 
         return self.runner.submit(
             read,
@@ -331,24 +339,47 @@ class AgreementController(QObject):
         )
 
 
-def agreement_report(library: Library, query_id: int, title: str) -> AgreementReport:
-    """The dialog's data for one query (runs in a worker: it reads the catalog)."""
+def agreement_report(
+    library: Library, query_id: int, title: str, term: str = ""
+) -> AgreementReport:
+    """The dialog's data for one query, on relevance or on an attribute's values (`term`);
+    runs in a worker: it reads the catalog."""
     from engine.indexing.collections import photo_details
     from engine.judgments.adjudication import disagreements
-    from engine.judgments.agreement import judge_ratings, measure_agreement
+    from engine.judgments.agreement import (
+        attribute_ratings_by_term,
+        judge_ratings,
+        measure_agreement,
+    )
 
-    agreement = measure_agreement(judge_ratings(library, query_id), seed=query_id)
-    split = disagreements(library, query_id)
-    details = photo_details(library, [d.image_id for d in split])
-    rows = []
-    for d in split:
-        record = details.get(d.image_id)
-        photo = Path(record.rel_path).name if record is not None else f"photo {d.image_id}"
-        marks = {
-            m.judge: mark_word(m.relevance) + (f" ({m.note})" if m.note else "") for m in d.marks
-        }
-        settled = "" if d.adjudicated is None else mark_word(d.adjudicated)
-        rows.append(DisagreementRow(d.image_id, photo, marks, settled))
+    by_term = attribute_ratings_by_term(library, query_id)
+    terms = sorted(
+        name for name, ratings in by_term.items() if any(len(m) >= 2 for m in ratings.values())
+    )
+    if term:
+        ratings = by_term.get(term, {})
+        agreement = measure_agreement(ratings, seed=query_id)
+        differing = [i for i, marks in sorted(ratings.items()) if len(set(marks.values())) > 1]
+        details = photo_details(library, differing)
+        rows = [
+            DisagreementRow(i, _photo_name(details.get(i), i), dict(ratings[i]), "")
+            for i in differing
+        ]
+    else:
+        agreement = measure_agreement(judge_ratings(library, query_id), seed=query_id)
+        split = disagreements(library, query_id)
+        details = photo_details(library, [d.image_id for d in split])
+        rows = []
+        for d in split:
+            marks = {
+                m.judge: mark_word(m.relevance) + (f" ({m.note})" if m.note else "")
+                for m in d.marks
+            }
+            settled = "" if d.adjudicated is None else mark_word(d.adjudicated)
+            rows.append(
+                DisagreementRow(d.image_id, _photo_name(details.get(d.image_id), d.image_id),
+                                marks, settled)
+            )  # fmt: skip
     percent = round(agreement.level * 100)
     statistics = []
     if agreement.photos:
@@ -360,6 +391,8 @@ def agreement_report(library: Library, query_id: int, title: str) -> AgreementRe
             ("Intervals", f"{percent} % bootstrap over photos"),
         ]
     note = agreement.note or f"{len(agreement.judges)} judges: {', '.join(agreement.judges)}"
+    if term:
+        note = f"{term}: {note}"
     return AgreementReport(
         title,
         statistics,
@@ -367,13 +400,20 @@ def agreement_report(library: Library, query_id: int, title: str) -> AgreementRe
         [_pair_view(pair) for pair in agreement.pairs],
         list(agreement.judges),
         rows,
+        term,
+        terms,
     )
+
+
+def _photo_name(record: object | None, image_id: int) -> str:
+    rel_path = getattr(record, "rel_path", None)
+    return Path(rel_path).name if rel_path else f"photo {image_id}"
 
 
 def _pair_view(pair: PairTable) -> PairView:
     return PairView(
         f"{pair.first} / {pair.second}: {pair.photos} photos, Cohen's kappa {pair.kappa.text()}",
-        tuple(mark_word(c) for c in pair.categories),
+        tuple(c if isinstance(c, str) else mark_word(c) for c in pair.categories),
         pair.first,
         pair.second,
         pair.table,

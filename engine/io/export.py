@@ -43,7 +43,7 @@ from engine.judgments.attributes import (
     normalize_value,
     write_changes,
 )
-from engine.judgments.queries import QueryStore, find_query, insert_query
+from engine.judgments.queries import ADJUDICATION, JUDGMENT, QueryStore, find_query, insert_query
 
 log = logging.getLogger(__name__)
 
@@ -565,6 +565,17 @@ def read_judge_column(path: str | Path) -> dict[int, str]:
     """line -> the judge a judgments CSV names for the record ending on that line (its `judge`
     column, as `export_judgments` writes it); empty for a file without one. "majority" and an
     empty cell name no judge."""
+    names = _read_column(path, "judge")
+    return {line: name for line, name in names.items() if name != "majority"}
+
+
+def read_adjudicated_lines(path: str | Path) -> set[int]:
+    """The lines of a judgments CSV whose `judged_as` is "adjudication"."""
+    return {line for line, kind in _read_column(path, "judged_as").items() if kind == ADJUDICATION}
+
+
+def _read_column(path: str | Path, name: str) -> dict[int, str]:
+    """line -> the non-empty cell of column `name` for the record ending on that line."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             text = handle.read()
@@ -579,13 +590,13 @@ def read_judge_column(path: str | Path) -> dict[int, str]:
                 continue
             if column is None:
                 header = [csv_field(cell.strip()).lower() for cell in row]
-                if "query_id" not in header or "judge" not in header:
+                if "query_id" not in header or name not in header:
                     return {}
-                column = header.index("judge")
+                column = header.index(name)
                 continue
-            name = csv_field(row[column].strip()) if column < len(row) else ""
-            if name and name != "majority":
-                out[reader.line_num] = name
+            cell = csv_field(row[column].strip()) if column < len(row) else ""
+            if cell:
+                out[reader.line_num] = cell
     except csv.Error:
         return {}  # load_judgments has said what is wrong with the file
     return out
@@ -637,6 +648,7 @@ def import_benchmark(
     resolver = JudgmentResolver(library) if judgments else None
     user = judge or QueryStore(library).user
     judge_cells = read_judge_column(judgments_path) if judgments_path is not None else {}
+    adjudicated = read_adjudicated_lines(judgments_path) if judgments_path is not None else set()
     backup = safety_backup(library.root, library.catalog.engine.url, reason="before-import")
     catalog = library.catalog
     with catalog.session() as s:
@@ -663,7 +675,9 @@ def import_benchmark(
                 unresolved += 1
                 continue
             who = judge_cells.get(line, user)
-            # As `QueryStore.judge` records a judgment: the act, and the newest per photo.
+            # As `QueryStore.judge` records a judgment or an adjudication: the act, and the
+            # newest per photo (an adjudication settles the photo from here on).
+            kind = ADJUDICATION if line in adjudicated else JUDGMENT
             s.add(
                 JudgmentEvent(
                     query_id=saved,
@@ -671,10 +685,19 @@ def import_benchmark(
                     relevance=j.relevant,
                     judged_by=who,
                     judged_at=now,
+                    kind=kind,
                 )
             )
             row = rows.get((saved, image_id))
-            if (saved, image_id) in settled:
+            if kind == ADJUDICATION:
+                settled.add((saved, image_id))
+                if row is not None:
+                    row.relevance, row.judged_by, row.judged_at = j.relevant, who, now
+                else:
+                    row = rows[saved, image_id] = Judgment(query_id=saved, image_id=image_id,
+                        relevance=j.relevant, judged_by=who, judged_at=now)  # fmt: skip
+                    s.add(row)
+            elif (saved, image_id) in settled:
                 pass  # an adjudicated photo keeps its adjudication (the act is kept above)
             elif row is None:
                 row = rows[saved, image_id] = Judgment(

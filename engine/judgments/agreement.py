@@ -1,6 +1,8 @@
 """How far judges agree on a query's photos: raw agreement, Cohen's kappa (two judges), Fleiss'
 kappa and Krippendorff's alpha (any number, missing values allowed), each with a bootstrap
-interval over the photos, and the confusion table of every pair of judges.
+interval over the photos, and the confusion table of every pair of judges. The same statistics
+measure agreement on a Darwin Core attribute (lifeStage, sex, ...): the categories are then the
+values judges gave (nominal), each judge's newest value per photo from `attribute_events`.
 
 Each judge's judgment of a photo is their newest act in `judgment_events` (a cleared judgment
 is no judgment). A photo counts towards agreement when at least two judges judged it.
@@ -19,12 +21,15 @@ from sqlalchemy import select
 
 from engine.catalog import JudgmentEvent
 from engine.catalog.library import Library
+from engine.catalog.models import AttributeEvent
 
 LEVEL = 0.95
 RESAMPLES = 1000
 
-# photo id -> judge -> relevance (or any category as an int)
-Ratings = Mapping[int, Mapping[str, int]]
+# A relevance grade, or an attribute's value (nominal either way).
+Category = int | str
+# photo id -> judge -> category
+Ratings = Mapping[int, Mapping[str, Category]]
 
 
 def judge_ratings(library: Library, query_id: int) -> dict[int, dict[str, int]]:
@@ -47,7 +52,52 @@ def judge_ratings(library: Library, query_id: int) -> dict[int, dict[str, int]]:
     return {image_id: marks for image_id, marks in ratings.items() if marks}
 
 
-def _counts(ratings: Ratings, categories: Sequence[int]) -> np.ndarray:
+def attribute_ratings(library: Library, query_id: int, term: str) -> dict[int, dict[str, str]]:
+    """Each judge's newest value of a Darwin Core term on each photo of a query, from the
+    attribute events (a cleared value is no value)."""
+    return attribute_ratings_by_term(library, query_id, (term,)).get(term, {})
+
+
+def attribute_ratings_by_term(
+    library: Library, query_id: int, terms: Sequence[str] | None = None
+) -> dict[str, dict[int, dict[str, str]]]:
+    """term -> photo -> judge -> newest value, for `terms` (all terms with a value: None)."""
+    stmt = (
+        select(AttributeEvent.term, AttributeEvent.image_id, AttributeEvent.changed_by,
+               AttributeEvent.value)
+        .where(AttributeEvent.query_id == query_id)
+        .order_by(AttributeEvent.id)
+    )  # fmt: skip
+    if terms is not None:
+        stmt = stmt.where(AttributeEvent.term.in_(list(terms)))
+    with library.catalog.session() as s:
+        rows = s.execute(stmt).all()
+    by_term: dict[str, dict[int, dict[str, str]]] = {}
+    for term, image_id, judge, value in rows:
+        marks = by_term.setdefault(term, {}).setdefault(int(image_id), {})
+        name = judge or "unknown"
+        if value is None or not str(value).strip():
+            marks.pop(name, None)
+        else:
+            marks[name] = str(value)
+    return {
+        term: {image_id: marks for image_id, marks in photos.items() if marks}
+        for term, photos in by_term.items()
+    }
+
+
+def attribute_agreements(
+    library: Library, query_id: int, *, resamples: int = RESAMPLES
+) -> dict[str, Agreement]:
+    """term -> agreement, for every term of which some photo has two judges' values."""
+    out: dict[str, Agreement] = {}
+    for term, ratings in attribute_ratings_by_term(library, query_id).items():
+        if any(len(marks) >= 2 for marks in ratings.values()):
+            out[term] = measure_agreement(ratings, resamples=resamples, seed=query_id)
+    return dict(sorted(out.items()))
+
+
+def _counts(ratings: Ratings, categories: Sequence[Category]) -> np.ndarray:
     """Photos judged by two or more judges × categories: how many judges chose each."""
     column = {c: j for j, c in enumerate(categories)}
     rows = []
@@ -99,7 +149,7 @@ def krippendorff_alpha(counts: np.ndarray) -> float | None:
 
 
 def cohen_kappa(
-    first: Sequence[int] | np.ndarray, second: Sequence[int] | np.ndarray
+    first: Sequence[Category] | np.ndarray, second: Sequence[Category] | np.ndarray
 ) -> float | None:
     """Cohen's kappa of two judges' judgments of the same photos, in the same order."""
     a, b = np.asarray(first), np.asarray(second)
@@ -152,7 +202,7 @@ class PairTable:
 
     first: str
     second: str
-    categories: tuple[int, ...]
+    categories: tuple[Category, ...]
     table: tuple[tuple[int, ...], ...]
     kappa: Statistic
 
@@ -182,6 +232,15 @@ class Agreement:
     level: float = LEVEL
     note: str = ""
 
+    def one_line(self) -> str:
+        """The gist: photos, judges, raw agreement and alpha."""
+        if self.photos == 0:
+            return self.note
+        return (
+            f"{self.photos} photos by {len(self.judges)} judges: raw agreement "
+            f"{self.raw.text()}, Krippendorff's alpha {self.krippendorff_alpha.text()}"
+        )
+
     def summary_lines(self) -> list[str]:
         if self.photos == 0:
             return [self.note]
@@ -198,10 +257,10 @@ class Agreement:
                 f"{pair.first} / {pair.second}: {pair.photos} photos, Cohen's kappa "
                 f"{pair.kappa.text()}"
             )
-            header = "".join(f"{c:>8}" for c in pair.categories)
+            header = "".join(f"{str(c)[:7]:>8}" for c in pair.categories)
             lines.append(f"    {pair.first[:10]:>10} \\ {pair.second[:10]:<10}{header}")
             for category, row in zip(pair.categories, pair.table, strict=True):
-                lines.append(f"    {category:>23}" + "".join(f"{v:>8}" for v in row))
+                lines.append(f"    {str(category)[:23]:>23}" + "".join(f"{v:>8}" for v in row))
         if self.note:
             lines.append(self.note)
         return lines
@@ -246,7 +305,7 @@ def _with_interval(
 
 
 def _pair_table(
-    ratings: Ratings, first: str, second: str, categories: Sequence[int], level: float,
+    ratings: Ratings, first: str, second: str, categories: Sequence[Category], level: float,
     resamples: int, seed: int,
 ) -> PairTable | None:  # fmt: skip
     both = [(m[first], m[second]) for m in ratings.values() if first in m and second in m]

@@ -210,6 +210,11 @@ def write_changes(
     for term, value in changes.items():
         old = before.get(term)
         if old == value:
+            if value is not None and _set_by(s, query_id, image_id, term) != who:
+                # Another judge gives the same value: kept as their act (agreement counts it),
+                # though the value itself does not change.
+                s.add(AttributeEvent(query_id=query_id, image_id=image_id, term=term,
+                                     value=value, changed_by=who, changed_at=now))  # fmt: skip
             continue
         previous[term], current[term] = old, value
         s.add(
@@ -241,6 +246,12 @@ def write_changes(
             row.value, row.set_by, row.set_at = value, who, now
     s.flush()
     return AttributeChange(query_id, image_id, previous, current)
+
+
+def _set_by(s: Session, query_id: int, image_id: int, term: str) -> str | None:
+    """Who gave a term its current value on a photo (None: no value)."""
+    row = s.get(JudgmentAttribute, (query_id, image_id, term))
+    return row.set_by if row is not None else None
 
 
 def preset_changes(

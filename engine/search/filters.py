@@ -7,7 +7,9 @@ with a run through `to_params`/`from_params` and shown as chips through `describ
 common filter runs inside SQLite, and only "near" finishes in numpy (exact great-circle
 distances over the candidates of a bounding box). Dates, months and a box alone are read from
 the indexes of migration 0012 (`engine.search.filter_index`), not from every row, or at
-millions of photos from the columns cached in memory (`engine.search.filter_cache`).
+millions of photos from the columns cached in memory (`engine.search.filter_cache`). The
+newer kinds (keyword, deployment, hour of day) are checked and built in
+`engine.search.filter_kinds`, with the SQL pieces all filters share.
 
 `facet_counts`, `month_counts`, `locations` and `taxon_suggestions` describe a result set or
 the catalog for the window's chips, histogram and map.
@@ -21,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, timedelta
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -29,8 +31,6 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     and_,
-    bindparam,
-    extract,
     func,
     or_,
     select,
@@ -40,12 +40,24 @@ from sqlalchemy.orm import Session
 from engine.catalog import Catalog, Collection, Image, Judgment, Taxon
 from engine.catalog.filter_columns import filter_columns_filled
 from engine.errors import BadInputError
-from engine.indexing.keywords import clean_keyword, keyword_condition
 from engine.search.filter_cache import cached_ids
 from engine.search.filter_index import STATUS_OK as _STATUS_OK
 from engine.search.filter_index import answered_by_indexes, indexed_ids
 from engine.search.filter_index import fetch_ids as _fetch_ids
 from engine.search.filter_index import is_sqlite as _sqlite
+from engine.search.filter_kinds import LITERAL_LIST as _LITERAL_LIST
+from engine.search.filter_kinds import as_int as _as_int
+from engine.search.filter_kinds import as_sequence as _sequence
+from engine.search.filter_kinds import (
+    check_newer_kinds,
+    newer_kind_chips,
+    newer_kind_conditions,
+)
+from engine.search.filter_kinds import fail as _fail
+from engine.search.filter_kinds import in_ids as _in_ids
+from engine.search.filter_kinds import month_of as _month_of
+from engine.search.filter_kinds import month_value as _month_value
+from engine.search.filter_kinds import year_of as _year_of
 
 EARTH_RADIUS_KM = 6371.0088  # the mean radius (IUGG)
 MAX_RADIUS_KM = 20_000.0  # about half the circumference: further than that is everywhere
@@ -55,8 +67,6 @@ UNKNOWN_KEY, UNKNOWN_LABEL = "", "unknown"
 
 # Ids per IN (...) list: SQLite builds before 3.32 allow at most 999 bound variables.
 _CHUNK = 900
-# Above this many ids an IN list is written as literal integers instead of bound variables.
-_LITERAL_LIST = 500
 # Longer taxon texts are matched in Python: SQLite refuses LIKE patterns over 50,000 bytes.
 _SQL_NEEDLE = 10_000
 # The higher ranks of `taxa`, broadest first, with the name each has in suggestions.
@@ -136,19 +146,6 @@ def license_label(code: str) -> str:
 
 
 # -- the filters ------------------------------------------------------------------------------
-
-
-def _fail(key: str, message: str) -> BadInputError:
-    return BadInputError(f"filter {key}: {message}")
-
-
-def _as_int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral | str):
-        raise _fail(key, f"expected a whole number, got {value!r:.60}")
-    try:
-        return int(value)
-    except ValueError:
-        raise _fail(key, f"expected a whole number, got {value!r:.60}") from None
 
 
 def _as_float(key: str, value: object) -> float:
@@ -290,21 +287,12 @@ class SearchFilters:
             put("judged_query_id", query_id)
         if (self.judged is None) != (query_id is None):
             raise _fail("judged", "needs both judged or unjudged and the saved query it is about")
-        if self.keyword is not None and not isinstance(self.keyword, str):
-            raise _fail("keyword", f"expected text, got {self.keyword!r:.60}")
-        keyword = clean_keyword(self.keyword) if self.keyword else None
-        if keyword is None and self.keyword and self.keyword.strip(" |"):
-            raise _fail("keyword", f"not a keyword (too long?): {self.keyword!r:.60}")
+        keyword, deployments, hours = check_newer_kinds(
+            self.keyword, self.deployment_ids, self.hours
+        )
         put("keyword", keyword)
-        deployments = {
-            _as_int("deployment_ids", d) for d in _sequence("deployment_ids", self.deployment_ids)
-        }
-        put("deployment_ids", tuple(sorted(deployments)))
-        if self.hours is not None:
-            hours = tuple(_as_int("hours", h) for h in _sequence("hours", self.hours))
-            if len(hours) != 2 or not all(0 <= h <= 23 for h in hours):
-                raise _fail("hours", f"expected two hours 0..23, got {list(hours)}")
-            put("hours", hours)
+        put("deployment_ids", deployments)
+        put("hours", hours)
 
     @property
     def active(self) -> bool:
@@ -376,14 +364,7 @@ class SearchFilters:
             chips.append(("collection_ids", f"{word} {', '.join(map(str, self.collection_ids))}"))
         if self.judged:
             chips.append(("judged", f"{self.judged} for query {self.judged_query_id}"))
-        if self.keyword:
-            chips.append(("keyword", f"keyword “{self.keyword}”"))
-        if self.deployment_ids:
-            word = "deployment" if len(self.deployment_ids) == 1 else "deployments"
-            chips.append(("deployment_ids", f"{word} {', '.join(map(str, self.deployment_ids))}"))
-        if self.hours:
-            first, last = self.hours
-            chips.append(("hours", f"{first:02d}:00–{last:02d}:59"))
+        chips += newer_kind_chips(self.keyword, self.deployment_ids, self.hours)
         return chips
 
     def without(self, key: str) -> SearchFilters:
@@ -409,25 +390,7 @@ def longitude_text(lon: float, digits: int = 1) -> str:
     return f"{abs(lon):.{digits}f}°{'W' if lon < 0 else 'E'}"
 
 
-def _sequence(key: str, value: object) -> tuple[object, ...]:
-    """A list or tuple as a tuple; one string counts as a list of one (licence codes)."""
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, bytes) or not isinstance(value, Iterable):
-        raise _fail(key, f"expected a list, got {value!r:.60}")
-    return tuple(value)
-
-
 # -- filtering --------------------------------------------------------------------------------
-
-
-def _in_ids(column: Any, ids: Sequence[int]) -> ColumnElement[bool]:
-    """`column IN (ids)`; a long list is written into the SQL as integers, since SQLite caps
-    the number of bound variables (the values are ints, so nothing can be injected)."""
-    values = [int(i) for i in ids]
-    if len(values) <= _LITERAL_LIST:
-        return column.in_(values)  # type: ignore[no-any-return]
-    return column.in_(bindparam("ids", values, expanding=True, literal_execute=True))  # type: ignore[no-any-return]
 
 
 def taxon_ids(session: Session, text: str) -> list[int]:
@@ -557,50 +520,8 @@ def _conditions(session: Session, filters: SearchFilters) -> list[ColumnElement[
     if filters.judged:
         judged = select(Judgment.image_id).where(Judgment.query_id == filters.judged_query_id)
         terms.append(Image.id.in_(judged) if filters.judged == JUDGED else Image.id.not_in(judged))
-    if filters.keyword:
-        terms.append(keyword_condition(filters.keyword))
-    if filters.deployment_ids:
-        terms.append(_in_ids(Image.deployment_id, filters.deployment_ids))
-    if filters.hours:
-        hour = _hour_of(session)
-        first, last = (_hour_value(session, h) for h in filters.hours)
-        terms.append(Image.observed_at.is_not(None))
-        if filters.hours[0] <= filters.hours[1]:
-            terms.append(hour.between(first, last))
-        else:  # across midnight: 20..5
-            terms.append(or_(hour >= first, hour <= last))
+    terms += newer_kind_conditions(session, filters.keyword, filters.deployment_ids, filters.hours)
     return terms
-
-
-def _hour_of(session: Session) -> Any:
-    """The hour of the photo's local time in SQL (its two characters of text on SQLite)."""
-    if _sqlite(session):
-        return func.substr(Image.observed_at, 12, 2)
-    return extract("hour", Image.observed_at)
-
-
-def _hour_value(session: Session, hour: int) -> int | str:
-    return f"{hour:02d}" if _sqlite(session) else hour
-
-
-def _month_of(session: Session) -> Any:
-    """The observation month in SQL. SQLite keeps a date as "YYYY-MM-DD HH:MM:SS.ffffff"
-    text, and comparing its two month characters is twice as fast as strftime's number."""
-    if _sqlite(session):
-        return func.substr(Image.observed_at, 6, 2)
-    return extract("month", Image.observed_at)
-
-
-def _year_of(session: Session) -> Any:
-    """The observation year in SQL (text on SQLite, as `_month_of`)."""
-    if _sqlite(session):
-        return func.substr(Image.observed_at, 1, 4)
-    return extract("year", Image.observed_at)
-
-
-def _month_value(session: Session, month: int) -> int | str:
-    """A month as `_month_of` gives it: "06" on SQLite, 6 elsewhere."""
-    return f"{month:02d}" if _sqlite(session) else month
 
 
 def filtered_ids(catalog: Catalog, filters: SearchFilters) -> np.ndarray:
