@@ -151,6 +151,7 @@ def reset(window: QMainWindow) -> None:
     w.query_list.set_queries(_queries()[:2])
     w.library_dock.raise_()
     w.metrics_dock.raise_()
+    w.place_pane.set_mode(0)  # Where and when: the results
 
 
 def state_text(window: QMainWindow) -> None:
@@ -211,6 +212,30 @@ def state_filters_and_map(window: QMainWindow) -> None:
     w.show_place_pane()
 
 
+def state_relevant_analyses(window: QMainWindow) -> None:
+    """Where and when › Relevant photos of this query: map, months, hours, taxa, export."""
+    from widgets.map_view import MapPoint
+    from widgets.place_pane import RELEVANT, RelevantView
+
+    w: Any = window
+    w.show_place_pane()
+    w.place_pane.set_mode(RELEVANT)
+    taxa = [(f"Circulus species {n} (a long common name {n})", 40 - 3 * n) for n in range(10)]
+    w.place_pane.relevant.show_view(
+        RelevantView(
+            title="red circle",
+            points=[MapPoint(n, 50.0 - n, -120.0 + 9 * n, 1) for n in range(20)],
+            months=[3, 5, 9, 14, 20, 18, 12, 8, 4, 2, 1, 0],
+            undated=2,
+            hours=[0, 0, 0, 0, 1, 3, 8, 12, 10, 7, 5, 4, 4, 3, 5, 6, 8, 9, 6, 2, 1, 0, 0, 0],
+            no_time=5,
+            taxa=taxa,
+            summary="96 relevant photos: 94 dated, 91 with a time of day, 96 with a taxon, "
+            "96 with a place",
+        )
+    )
+
+
 def state_long_query(window: QMainWindow) -> None:
     """A 300-character query: in the bar, the metrics' title, the status line, the list."""
     w: Any = window
@@ -242,6 +267,7 @@ STATES: dict[str, Callable[[QMainWindow], None]] = {
     "rerank": state_rerank,
     "rerank-after-visret": state_rerank_after_visret,
     "filters-map": state_filters_and_map,
+    "relevant-analyses": state_relevant_analyses,
     "long-query": state_long_query,
     "many-runs": state_many_runs,
     "queries": state_queries,

@@ -53,9 +53,8 @@ from widgets.filmstrip import Filmstrip
 from widgets.filter_bar import FilterBar
 from widgets.fitting import ElidedLabel, PanelStack, VerticalScroll
 from widgets.library_panel import LibraryPanel
-from widgets.map_view import MapView
 from widgets.metrics_panel import MetricsPanel
-from widgets.month_histogram import MonthHistogram
+from widgets.place_pane import PlacePane
 from widgets.query_bar import QueryBar
 from widgets.query_list import QueryListPanel
 from widgets.results import (
@@ -129,6 +128,7 @@ class MainWindow(QMainWindow):
     exportRecordsRequested = Signal()  # Judge › Export records… (Darwin Core)
     askQuestionRequested = Signal()  # Judge › Ask an attribute question…
     backupsRequested = Signal()  # File › Backups…
+    deploymentsRequested = Signal()  # Library › Deployments… (clock offsets, event gap)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -216,15 +216,10 @@ class MainWindow(QMainWindow):
             "Metrics", "metricsDock", self.metrics_panel, Qt.DockWidgetArea.BottomDockWidgetArea
         )
         # Where and when the results were seen: a tab beside the metrics.
-        self.place_pane = QWidget(self)
-        self.place_pane.setObjectName("placePane")
-        self.map_view = MapView(self.place_pane)
-        self.month_histogram = MonthHistogram(self.place_pane)
-        place_layout = QHBoxLayout(self.place_pane)
-        place_layout.setContentsMargins(6, 6, 6, 4)
-        place_layout.setSpacing(10)
-        place_layout.addWidget(self.map_view, 3)
-        place_layout.addWidget(self.month_histogram, 2)
+        # Results | Relevant photos of this query (their analyses: see widgets/place_pane).
+        self.place_pane = PlacePane(self)
+        self.map_view = self.place_pane.map_view
+        self.month_histogram = self.place_pane.month_histogram
         # Scrolled when the dock is short, so its minimum never makes the window taller.
         place_scroll = VerticalScroll(self.place_pane, DOCK_LEAST_HEIGHT, self)
         self.metrics_dock.installEventFilter(self)
@@ -369,6 +364,16 @@ class MainWindow(QMainWindow):
         self.group_events_action = QAction("&Group results by event", self)
         self.group_events_action.setShortcut(QKeySequence("Ctrl+E"))
         view_menu.addAction(self.group_events_action)
+
+        library_menu = self.menuBar().addMenu("&Library")
+        self.deployments_action = QAction("&Deployments…", self)
+        self.deployments_action.setToolTip(
+            "The library's camera deployments: clock offsets and the event gap"
+        )
+        self.deployments_action.triggered.connect(
+            lambda _checked=False: self.deploymentsRequested.emit()
+        )
+        library_menu.addAction(self.deployments_action)
 
         self.judge_menu = self.menuBar().addMenu("&Judge")
         tools_menu = self.menuBar().addMenu("&Tools")

@@ -3,7 +3,7 @@ Darwin Core Archive for GBIF or a flat Darwin Core CSV, or its judged camera-tra
 Camtrap DP package (a folder).
 
 Presentation only: the dialog gathers the format, whether photos with a restricted licence
-go in, and the file; `exportRequested` hands a `RecordsRequest` to the records controller
+go in, the file, and for Camtrap DP the scientific name; `exportRequested` hands a `RecordsRequest` to the records controller
 (`app/controllers/records.py`), which writes in a worker and says the outcome in one line.
 """
 
@@ -39,11 +39,12 @@ _FILTER = {DWCA: "Darwin Core Archive (*.zip)", DWC_CSV: "CSV (*.csv)"}
 @dataclass(frozen=True)
 class RecordsRequest:
     """What to write: `fmt` DWCA, DWC_CSV or CAMTRAP_DP, restricted photos in or out, and
-    where (a file, or the package's folder)."""
+    where (a file, or the package's folder); for Camtrap DP, the scientific name typed."""
 
     fmt: str
     include_restricted: bool
     path: str
+    scientific_name: str = ""  # Camtrap DP: the observations' taxon where photos name none
 
 
 class RecordsDialog(QDialog):
@@ -88,6 +89,25 @@ class RecordsDialog(QDialog):
         self.restricted_box.setToolTip(
             "All rights reserved, or no licence recorded: left out and counted unless ticked"
         )
+        # Camtrap DP only: the taxon of observations whose photos name none (prefilled by the
+        # controller with the one the relevant photos share, when they share one).
+        self.name_label = QLabel("Scientific name:", self)
+        self.name_edit = QLineEdit(self)
+        self.name_edit.setObjectName("scientificName")
+        self.name_edit.setPlaceholderText("e.g. Capreolus capreolus")
+        self.name_label.setBuddy(self.name_edit)
+        name_row = QHBoxLayout()
+        name_row.addWidget(self.name_label)
+        name_row.addWidget(self.name_edit, 1)
+        self.name_hint = QLabel(
+            "Without a name, observations whose photos name no taxon have none", self
+        )
+        self.name_hint.setObjectName("scientificNameHint")
+        self.name_hint.setWordWrap(True)
+        # Its room is kept while hidden, so the dialog never changes height under the user.
+        hint_policy = self.name_hint.sizePolicy()
+        hint_policy.setRetainSizeWhenHidden(True)
+        self.name_hint.setSizePolicy(hint_policy)
         self.path_edit = QLineEdit(self)
         self.path_edit.setObjectName("recordsPath")
         self.path_edit.setPlaceholderText("The file to write")
@@ -108,6 +128,8 @@ class RecordsDialog(QDialog):
         self.formats.buttonToggled.connect(
             lambda *_: self.restricted_box.setEnabled(self.fmt != CAMTRAP_DP)
         )
+        self.formats.buttonToggled.connect(lambda *_: self._update_name())
+        self.name_edit.textChanged.connect(lambda _text: self._update_name())
         self.path_edit.textChanged.connect(lambda _text: self._update_button())
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
@@ -115,11 +137,14 @@ class RecordsDialog(QDialog):
         layout.addWidget(self.csv_button)
         layout.addWidget(self.camtrap_button)
         layout.addWidget(self.restricted_box)
+        layout.addLayout(name_row)
+        layout.addWidget(self.name_hint)
         layout.addLayout(path_row)
         layout.addWidget(self.buttons)
         self.export_button.setEnabled(relevant > 0)
         self._relevant = relevant
         self._update_button()
+        self._update_name()
 
     @property
     def fmt(self) -> str:
@@ -129,9 +154,22 @@ class RecordsDialog(QDialog):
 
     def request(self) -> RecordsRequest:
         """What the dialog shows now."""
+        name = self.name_edit.text().strip() if self.fmt == CAMTRAP_DP else ""
         return RecordsRequest(
-            self.fmt, self.restricted_box.isChecked(), self.path_edit.text().strip()
+            self.fmt, self.restricted_box.isChecked(), self.path_edit.text().strip(), name
         )
+
+    def suggest_scientific_name(self, name: str) -> None:
+        """Prefill the scientific name, unless the user has typed one."""
+        if name and not self.name_edit.text().strip():
+            self.name_edit.setText(name)
+
+    def _update_name(self) -> None:
+        camtrap = self.fmt == CAMTRAP_DP
+        self.name_label.setEnabled(camtrap)
+        self.name_edit.setEnabled(camtrap)
+        # The hint says what an empty name means; a name given makes it moot.
+        self.name_hint.setVisible(camtrap and not self.name_edit.text().strip())
 
     def _suggested(self, title: str) -> str:
         stem = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-") or "records"

@@ -12,10 +12,12 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 
 from app import paths
 from app.controllers.agreement import AgreementController, CertifyController
+from app.controllers.analyses import AnalysesController
 from app.controllers.attribute_questions import AttributeQuestionsController
 from app.controllers.attributes import AttributesController
 from app.controllers.backups import BackupsController
 from app.controllers.benchmark import BenchmarkController
+from app.controllers.deployments import DeploymentsController
 from app.controllers.errors import ErrorReporter
 from app.controllers.events import EventsController
 from app.controllers.feedback import FeedbackController
@@ -182,6 +184,9 @@ class Application:
             self.runner, self.session, lambda title, text: w.ask_yes_no(title, text)
         )
         w.backupsRequested.connect(lambda: self.backups.open_dialog(w))
+        # Library › Deployments…: clock offsets and the event gap; times and events read again.
+        self.deployments = DeploymentsController(self.runner, self.session)
+        w.deploymentsRequested.connect(lambda: self.deployments.open_dialog(w))
         self.backups.restored.connect(self._show_restored)
         # Space: the selected photo at full resolution, judged with the same keys.
         self.full_view = FullViewController(
@@ -252,6 +257,11 @@ class Application:
         self.certify = CertifyController(
             self.runner, self.session, self.judging, self.feedback, w.judges, w
         )
+        # "Where and when" › Relevant photos of this query: their analyses, and their export.
+        self.analyses = AnalysesController(
+            self.runner, self.session, self.judging, w.place_pane, lambda c: w.ask_folder(c)
+        )
+        self.analyses.message.connect(w.set_status)
         self.queries.runFiltersShown.connect(self.filters.restore)
         self.judging.queryOpened.connect(self.filters.query_opened)
         self.search.searchFinished.connect(self.queries.on_search_finished)
@@ -282,6 +292,9 @@ class Application:
             self.settings.group_by_event,
             self._remember_group_by_event,
         )
+        # A clock offset or event gap moved the events: the toggle and per-event metrics follow.
+        self.deployments.cameraDataChanged.connect(self.events.check_library)
+        self.deployments.cameraDataChanged.connect(self.events.refresh_units)
         w.relevant_action.triggered.connect(lambda: self.judging.judge_current(1))
         w.not_relevant_action.triggered.connect(lambda: self.judging.judge_current(0))
         w.clear_judgment_action.triggered.connect(lambda: self.judging.judge_current(None))
@@ -312,6 +325,7 @@ class Application:
             self.feedback.message,
             self.thumbnails.problem,
             self.backups.message,
+            self.deployments.message,
             self.full_view.message,
             self.attributes.message,
             self.agreement.message,

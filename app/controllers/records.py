@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.controllers.judging import JudgingController
 from app.controllers.session import LibrarySession
-from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
+from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.file_dialogs import FolderMemory
 from widgets.records_dialog import CAMTRAP_DP, DWCA, RecordsDialog, RecordsRequest
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 WINDOW_HINT = "tick “Include photos whose licence does not allow reuse” to include them"
 # Where the window's Camtrap DP export takes observations' taxon from, when photos name none.
-NAME_HINT = "name it with 'quadrat export camtrap-dp --scientific-name'"
+NAME_HINT = "type one in Export records' Scientific name field"
 
 
 class RecordsController(QObject):
@@ -64,7 +64,46 @@ class RecordsController(QObject):
         )
         dialog.exportRequested.connect(self.export)
         dialog.open()
+        self._suggest_scientific_name(dialog)
         return dialog
+
+    def _suggest_scientific_name(self, dialog: RecordsDialog) -> TaskHandle | None:
+        """Prefill the dialog's scientific name with the taxon every relevant photo that
+        names one shares (read in the read pool); nothing when they name two or none."""
+        library = self.session.library
+        relevant = sorted(i for i, value in self.judging.judgments.items() if value > 0)
+        if library is None or not relevant:
+            return None
+
+        def read(ctx: TaskContext) -> str:
+            from sqlalchemy import select
+
+            from engine.catalog.models import Image, Taxon
+
+            names: set[str] = set()
+            with library.catalog.session() as s:
+                for start in range(0, len(relevant), 500):  # SQLite's bound-parameter limit
+                    chunk = relevant[start : start + 500]
+                    names.update(
+                        s.scalars(
+                            select(Taxon.name)
+                            .join(Image, Image.taxon_id == Taxon.id)
+                            .where(Image.id.in_(chunk))
+                            .distinct()
+                        )
+                    )
+                    if len(names) > 1:
+                        return ""
+            return next(iter(names), "")
+
+        def shown(name: str) -> None:
+            if self.dialog is dialog:
+                dialog.suggest_scientific_name(name)
+
+        return self.runner.submit(
+            read, title="Reading the relevant photos' taxa", pool=READ, group="records-taxon",
+            on_success=shown,
+        )  # fmt: skip
 
     def export(self, request: RecordsRequest) -> TaskHandle | None:
         """Write the open query's records as `request` says, in the write pool."""
@@ -83,7 +122,9 @@ class RecordsController(QObject):
             from engine.io.dwc import export_dwc_csv, export_dwca
 
             if request.fmt == CAMTRAP_DP:
-                return export_camtrap_dp(library, query_id, path)
+                return export_camtrap_dp(
+                    library, query_id, path, scientific_name=request.scientific_name or None
+                )
             writer = export_dwca if request.fmt == DWCA else export_dwc_csv
             return writer(library, query_id, path, include_restricted=include)
 
