@@ -36,6 +36,7 @@ from app.cli_common import (
     confirm,
     load_encoder_for,
     method_from_args,
+    one_query_argument,
     open_library,
     quick_text_encoder,
     reset_settings,
@@ -476,8 +477,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             rows = export_judgments(library, args.out, queries, fmt=args.format, view=view)
             print(f"{rows} judgments written to {args.out}")
             return EXIT_OK
-        if not queries or len(queries) != 1:
-            raise BadInputError("relevant-photos needs exactly one --query ID_OR_TEXT")
+        one_query_argument(args, "relevant-photos")
+        assert queries is not None  # one, resolved above
         copied = copy_relevant_photos(library, queries[0], args.out)
         print(f"{len(copied)} photos copied to {args.out}")
         if copied.missing:

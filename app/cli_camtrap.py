@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
-from engine.errors import BadInputError
+from app.cli_common import EXIT_OK, one_query_argument, open_library, saved_query_id
 
 CAMTRAP_KIND = "camtrap-dp"
 """The kind of `quadrat export` that writes a Camtrap DP package into the folder OUT."""
@@ -26,10 +25,9 @@ def cmd_export_camtrap(args: argparse.Namespace) -> int:
     """Write the Camtrap DP package of one saved query (its id or its text) into OUT."""
     from engine.io.camtrap_dp import export_camtrap_dp
 
-    if not args.query or len(args.query) != 1:
-        raise BadInputError(f"{CAMTRAP_KIND} needs exactly one --query ID_OR_TEXT")
+    query = one_query_argument(args, CAMTRAP_KIND)
     with open_library(args.library) as library:
-        query_id = saved_query_id(library, args.query[0])
+        query_id = saved_query_id(library, query)
         report = export_camtrap_dp(
             library, query_id, args.out, scientific_name=args.scientific_name
         )

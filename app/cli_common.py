@@ -92,6 +92,14 @@ def saved_query_id(library: Library, id_or_text: str) -> int:
     return int(found)
 
 
+def one_query_argument(args: argparse.Namespace, command: str) -> str:
+    """The one `--query ID_OR_TEXT` a command about a single saved query was given; a one-line
+    BadInputError naming `command` when it was given none or several."""
+    if not args.query or len(args.query) != 1:
+        raise BadInputError(f"{command} needs exactly one --query ID_OR_TEXT")
+    return str(args.query[0])
+
+
 def resolve_model_spec(requested: str | None, library: Library) -> str:
     """The model to use: the one asked for, else the library's, else the settings' default."""
     return requested or library.model_spec or user_settings().model

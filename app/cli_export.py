@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
-from engine.errors import BadInputError
+from app.cli_common import EXIT_OK, one_query_argument, open_library, saved_query_id
 
 DWC_KINDS = ("dwca", "dwc-csv")
 """What `quadrat export` writes as Darwin Core: an archive for GBIF, or a flat CSV."""
@@ -35,10 +34,9 @@ def cmd_export_records(args: argparse.Namespace) -> int:
     """Write the Darwin Core archive or CSV of one saved query (its id or its text)."""
     from engine.io.dwc import export_dwc_csv, export_dwca
 
-    if not args.query or len(args.query) != 1:
-        raise BadInputError(f"{args.what} needs exactly one --query ID_OR_TEXT")
+    query = one_query_argument(args, args.what)
     with open_library(args.library) as library:
-        query_id = saved_query_id(library, args.query[0])
+        query_id = saved_query_id(library, query)
         write = export_dwca if args.what == "dwca" else export_dwc_csv
         report = write(
             library,

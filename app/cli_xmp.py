@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
+from app.cli_common import EXIT_OK, one_query_argument, open_library, saved_query_id
 from engine.errors import BadInputError
 
 
@@ -27,14 +27,13 @@ def cmd_export_xmp(args: argparse.Namespace) -> int:
     """Write the sidecars and say what was written, and where, in a few lines."""
     from engine.io.xmp import write_sidecars
 
-    if not args.query or len(args.query) != 1:
-        raise BadInputError("export xmp needs exactly one --query ID_OR_TEXT")
+    query = one_query_argument(args, "export xmp")
     if args.out is not None:
         raise BadInputError(
             "export xmp writes beside the photos and takes no OUT (a mirror is --mirror DIR)"
         )
     with open_library(args.library) as library:
-        query_id = saved_query_id(library, str(args.query[0]))
+        query_id = saved_query_id(library, query)
         report = write_sidecars(library, query_id, mirror=args.mirror)
     first, *rest = report.lines()
     print(first)
