@@ -23,7 +23,6 @@ full or read-only disk fails in one line (`engine.io.export.write_failure`).
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import mimetypes
 import os
@@ -43,9 +42,9 @@ from engine import quadrat_version
 from engine.catalog import Judgment, LibraryMeta, Query, Run, RunResult
 from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.files import atomic_write_bytes, csv_record
+from engine.files import csv_record
 from engine.indexing.collections import PhotoDetails, photo_details
-from engine.io.export import free_bytes, plain_write_errors, write_failure
+from engine.io.export import export_bytes
 from engine.judgments.attributes import DWC_ATTRIBUTE_TERMS, attributes_for_query
 from engine.judgments.queries import QueryStore
 from engine.methods.registry import run_label
@@ -468,7 +467,7 @@ def export_dwc_csv(
         row = {**record.occurrence, "associatedMedia": record.multimedia["identifier"]}
         writer.writerow(csv_record(row))
     target = Path(path).expanduser()
-    _write_whole(target, buffer.getvalue().encode("utf-8"), "the Darwin Core CSV")
+    export_bytes(target, buffer.getvalue().encode("utf-8"), "the Darwin Core CSV")
     return DwcReport(target, len(kept), restricted, incomplete, include_restricted)
 
 
@@ -625,18 +624,5 @@ def export_dwca(
         archive.writestr("occurrence.txt", _tsv(occurrences, OCCURRENCE_TERMS))
         archive.writestr("multimedia.txt", _tsv(media, (("coreid", ""), *MULTIMEDIA_TERMS)))
     target = Path(path).expanduser()
-    _write_whole(target, buffer.getvalue(), "the Darwin Core Archive")
+    export_bytes(target, buffer.getvalue(), "the Darwin Core Archive")
     return DwcReport(target, len(kept), restricted, incomplete, include_restricted, licence[1])
-
-
-def _write_whole(target: Path, data: bytes, what: str) -> None:
-    """Write `data` to `target` atomically; a full or read-only disk is one line and leaves no
-    partial file (and any earlier file of that name as it was)."""
-    folder = target.absolute().parent
-    free = free_bytes(folder)
-    if free is not None and len(data) > free:
-        raise write_failure(
-            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
-        )
-    with plain_write_errors(target, what, len(data)):
-        atomic_write_bytes(target, data)

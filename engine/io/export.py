@@ -113,9 +113,13 @@ def plain_write_errors(
 
 
 def export_text(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Write a whole export file of text (UTF-8) atomically, as `export_bytes` does."""
+    export_bytes(path, text.encode("utf-8"), what)
+
+
+def export_bytes(path: str | os.PathLike[str], data: bytes, what: str) -> None:
     """Write a whole export file atomically; a full or read-only disk gives one line and leaves
-    any earlier file of that name as it was."""
-    data = text.encode("utf-8")
+    no partial file, and any earlier file of that name as it was."""
     folder = Path(path).expanduser().absolute().parent
     free = free_bytes(folder)
     if free is not None and len(data) > free:
