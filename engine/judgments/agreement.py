@@ -111,14 +111,20 @@ def _counts(ratings: Ratings, categories: Sequence[Category]) -> np.ndarray:
     return np.asarray(rows).reshape(-1, len(categories))
 
 
+def _pairable(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of a units × categories table whose unit has two judgments or more (a pair to
+    compare), and each one's number of judgments."""
+    counts = np.asarray(counts, dtype=float)
+    per_unit = counts.sum(axis=1)
+    keep = per_unit >= 2
+    return counts[keep], per_unit[keep]
+
+
 def fleiss_kappa(counts: np.ndarray) -> float | None:
     """Fleiss' kappa from a units × categories table of counts; units may have different
     numbers of judges (each needs two), the observed agreement being each unit's share of
     agreeing pairs. None when every judgment is in one category."""
-    counts = np.asarray(counts, dtype=float)
-    per_unit = counts.sum(axis=1)
-    counts = counts[per_unit >= 2]
-    per_unit = per_unit[per_unit >= 2]
+    counts, per_unit = _pairable(counts)
     if len(counts) == 0:
         return None
     observed = float(np.mean(((counts**2).sum(axis=1) - per_unit) / (per_unit * (per_unit - 1))))
@@ -133,10 +139,7 @@ def krippendorff_alpha(counts: np.ndarray) -> float | None:
     """Krippendorff's alpha for nominal data from a units × categories table of counts
     (missing judgments are simply not counted; units with one value are not pairable).
     alpha = 1 - (n - 1) * sum(off-diagonal coincidences) / sum over c != k of n_c * n_k."""
-    counts = np.asarray(counts, dtype=float)
-    per_unit = counts.sum(axis=1)
-    counts = counts[per_unit >= 2]
-    per_unit = per_unit[per_unit >= 2]
+    counts, per_unit = _pairable(counts)
     if len(counts) == 0:
         return None
     disagreeing = float(np.sum((per_unit**2 - (counts**2).sum(axis=1)) / (per_unit - 1)))
