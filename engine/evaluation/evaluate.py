@@ -188,8 +188,13 @@ def load_judgments(path: StrPath) -> list[Judgment]:
     return [judgment for _, judgment in load_judgment_lines(path)]
 
 
-def load_judgment_lines(path: StrPath) -> list[tuple[int, Judgment]]:
-    """`load_judgments` with the line each judgment was read from (for messages)."""
+def load_judgment_lines(
+    path: StrPath, judge_of_line: Callable[[int], str] | None = None
+) -> list[tuple[int, Judgment]]:
+    """`load_judgments` with the line each judgment was read from (for messages).
+
+    With `judge_of_line` (line -> who made the judgment on it), a file may hold several judges'
+    marks of one photo: repeats are checked per judge, per photo, and each judge's are kept."""
     text = _read_text(path)
     first_line = next(
         (line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")),
@@ -210,24 +215,28 @@ def load_judgment_lines(path: StrPath) -> list[tuple[int, Judgment]]:
         judgments = _load_trec_qrels(path, text)
     if not judgments:
         raise BadInputError(f"{os.fspath(path)}: no judgments in the file (empty)")
-    return _without_repeats(path, judgments)
+    return _without_repeats(path, judgments, judge_of_line)
 
 
 _REPEATS_NAMED = 5  # repeated lines a warning names before it says "and N more"
 
 
 def _without_repeats(
-    path: StrPath, judgments: Sequence[tuple[int, Judgment]]
+    path: StrPath,
+    judgments: Sequence[tuple[int, Judgment]],
+    judge_of_line: Callable[[int], str] | None = None,
 ) -> list[tuple[int, Judgment]]:
-    """Each (query, photo) once. A photo is the same when its image id or its image path is
-    (within the same collection, when the file names collections); a repeat that agrees is
-    dropped (one warning for the file), one that disagrees is an error."""
-    first: dict[tuple[str, str, str, str], tuple[int, Judgment]] = {}
+    """Each (query, photo) once, or once per judge with `judge_of_line`. A photo is the same
+    when its image id or its image path is (within the same collection, when the file names
+    collections); a repeat that agrees is dropped (one warning for the file), one that
+    disagrees is an error."""
+    first: dict[tuple[str, str, str, str, str], tuple[int, Judgment]] = {}
     repeats: list[tuple[int, int]] = []
     kept: list[tuple[int, Judgment]] = []
     for line, judgment in judgments:
+        judge = judge_of_line(line) if judge_of_line is not None else ""
         keys = [
-            (judgment.query_id, judgment.collection or "", kind, value)
+            (judge, judgment.query_id, judgment.collection or "", kind, value)
             for kind, value in (("id", judgment.image_id), ("path", judgment.image_path))
             if value
         ]
@@ -242,8 +251,9 @@ def _without_repeats(
             raise _fail(
                 path,
                 line,
-                f"query {judgment.query_id}, image {shared[3]} judged "
-                f"{judgment.relevant} here but {earlier_judgment.relevant} on line {earlier_line}",
+                f"query {judgment.query_id}, image {shared[4]} judged "
+                f"{judgment.relevant} here but {earlier_judgment.relevant} on line {earlier_line}"
+                + (f" by {judge}" if judge else ""),
             )
         repeats.append((line, earlier_line))
     if repeats:
