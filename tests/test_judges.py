@@ -300,6 +300,9 @@ def test_quadrat_agreement_measures_an_imported_file_of_two_judges(
     assert out["pairs"][0]["cohen_kappa"]["value"] == pytest.approx(1 / 3, abs=1e-4)
     assert out["pairs"][0]["table"] == [[2, 1], [1, 2]]
     assert out["krippendorff_alpha"]["value"] == pytest.approx(7 / 18, abs=1e-4)
+    # Each attribute's line names it as the window does.
+    assert main(["agreement", "--query", "bittern", "--library", root]) == 0
+    assert "Life stage (lifeStage): 2 photos by 2 judges" in capsys.readouterr().out
 
 
 def test_the_judge_setting_is_stored_and_read_back(tmp_path):
