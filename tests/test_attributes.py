@@ -3,6 +3,8 @@ when, query presets filled on judging, undo, vocabularies and off-vocabulary val
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select
 
@@ -154,6 +156,82 @@ def test_vocabulary_values_are_normalized_and_others_flagged_but_kept():
             "behavior": "anything at all",
         }
     ) == {"lifeStage": ["instar III"], "reproductiveCondition": ["seeding"]}
+
+
+# The suggestions as Quadrat offered them before issue 34 (iNaturalist's annotation values):
+# values stored from them stay valid, never flagged and never rewritten.
+EARLIER_VOCABULARIES = {
+    "lifeStage": ("adult", "teneral", "pupa", "nymph", "larva", "egg", "juvenile", "subimago"),
+    "sex": ("female", "male", "cannot be determined"),
+    "reproductiveCondition": ("flowering", "fruiting", "budding", "no evidence of flowering"),
+    "vitality": ("alive", "dead", "cannot be determined"),
+}
+
+
+def test_life_stages_fit_every_kingdom_and_sex_has_hermaphrodite():
+    from engine.judgments.attributes import VOCABULARIES
+
+    stages = set(VOCABULARIES["lifeStage"])
+    # GBIF's LifeStage vocabulary (rs.gbif.org/vocabulary/gbif/life_stage): every kingdom.
+    assert {"zygote", "embryo", "larva", "juvenile", "adult", "pupa"} <= stages
+    assert {"sporophyte", "gametophyte", "spore", "gamete"} <= stages  # ferns, mosses, fungi
+    # GBIF's Sex vocabulary (rs.gbif.org/vocabulary/gbif/sex) has hermaphrodite.
+    assert "hermaphrodite" in VOCABULARIES["sex"]
+    for term, earlier in EARLIER_VOCABULARIES.items():
+        assert set(earlier) <= set(VOCABULARIES[term]), term
+    assert normalize_value("sex", " Hermaphrodite") == "hermaphrodite"
+    assert off_vocabulary(
+        {"sex": "hermaphrodite", "lifeStage": "sporophyte | Spore", "vitality": "mixedLot"}
+    ) == {"vitality": ["mixedLot"]}
+
+
+def test_values_an_earlier_version_stored_still_read_as_they_were(library, tmp_path):
+    import csv
+
+    from engine.catalog.models import JudgmentAttribute
+    from engine.io.export import export_judgments
+
+    store = QueryStore(library, user="ann")
+    qid = store.find_or_create_query("odonata emerging")
+    a, b = image_ids(library)[:2]
+    store.judge(qid, a, 1)
+    store.judge(qid, b, 1)
+    stored = {
+        a: {"lifeStage": "teneral", "sex": "cannot be determined", "vitality": "alive"},
+        # "instar III" was off the vocabulary then and is now: kept, and flagged.
+        b: {"lifeStage": "nymph | instar III", "reproductiveCondition": "budding"},
+    }
+    with library.catalog.session() as s:  # as an earlier version left the rows
+        for image_id, values in stored.items():
+            for term, value in values.items():
+                s.add(JudgmentAttribute(
+                    query_id=qid, image_id=image_id, term=term, value=value, set_by="ann"
+                ))  # fmt: skip
+    assert attributes_for_query(library, qid) == stored
+    assert off_vocabulary(stored[a]) == {}
+    assert off_vocabulary(stored[b]) == {"lifeStage": ["instar III"]}
+    out = tmp_path / "j.csv"
+    export_judgments(library, out, [qid])
+    with open(out, encoding="utf-8", newline="") as handle:
+        rows = {row["image_id"]: row for row in csv.DictReader(handle)}
+    assert sorted(row["lifeStage"] for row in rows.values()) == ["nymph | instar III", "teneral"]
+    assert attributes_for_query(library, qid) == stored  # reading rewrote nothing
+
+
+def test_the_command_line_names_the_terms_as_the_window_does(capsys):
+    from app.cli import main
+    from app.controllers.attributes import attribute_fields
+    from engine.judgments.dwc_terms import DWC_ATTRIBUTE_TERMS
+
+    assert main(["attributes", "terms", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["terms"]
+    assert list(listed) == list(DWC_ATTRIBUTE_TERMS)
+    assert "hermaphrodite" in listed["sex"]["values"]
+    assert main(["attributes", "terms"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for field, line in zip(attribute_fields(), lines, strict=True):
+        assert line.startswith(field.label + "  ")  # the pane's label, as the CLI prints it
+        assert field.term.casefold() in field.label.casefold()
 
 
 def test_judgments_csv_carries_attributes_as_darwin_core_columns_and_round_trips(library, tmp_path):

@@ -74,8 +74,23 @@ class AttributeForm(QWidget):
             box.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             box.setToolTip(spec.tooltip)
             self._tooltips[spec.term] = spec.tooltip
-            form.addRow(f"{spec.label}:", box)
+            form.addRow(self._label(spec.label), box)
             self._inputs[spec.term] = box
+
+    def _label(self, caption: str) -> QLabel:
+        """A row's label: the caption, the Darwin Core term it names in brackets on a line of
+        its own, so a narrow pane keeps its fields wide."""
+        label = QLabel(caption.replace(" (", "\n(", 1), self)
+        label.setObjectName("attributeLabel")
+        label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        return label
+
+    def label(self, term: str) -> str:
+        """The caption a term's row shows, on one line."""
+        form = self.layout()
+        assert isinstance(form, QFormLayout)
+        shown = form.labelForField(self._inputs[term])
+        return " ".join(shown.text().split()) if isinstance(shown, QLabel) else ""
 
     def input(self, term: str) -> QComboBox | QLineEdit:
         return self._inputs[term]

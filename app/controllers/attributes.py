@@ -26,18 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How the window names each term (its Darwin Core name is in the tooltip), and the hint of a
-# free-text one.
-TERM_LABELS: dict[str, tuple[str, str]] = {
-    "behavior": ("Behaviour", "foraging | courtship"),
-    "lifeStage": ("Life stage", ""),
-    "sex": ("Sex", ""),
-    "reproductiveCondition": ("Phenology", ""),
-    "vitality": ("Alive or dead", ""),
-    "associatedTaxa": ("Associated taxa", "visits flowers of: Salvia"),
-    "occurrenceRemarks": ("Remarks", ""),
-}
-
 NO_QUERY_NOTE = "Run a search or open a saved query to describe its photos."
 NO_PHOTO_NOTE = "Select a photo to describe it."
 
@@ -45,32 +33,29 @@ PresetsAsker = Callable[[Sequence[AttributeField], str, dict[str, str]], "dict[s
 
 
 def attribute_fields() -> list[AttributeField]:
-    """The editor's inputs: every Darwin Core term, with iNaturalist's values where it has them."""
-    from engine.judgments.attributes import (
-        DWC_ATTRIBUTE_TERMS,
-        INATURALIST_ANNOTATIONS,
-        VOCABULARIES,
-    )
+    """The editor's inputs: every Darwin Core term, labelled and with the suggested values of
+    `engine.judgments.dwc_terms` (the one table the dialogs and the command line read too)."""
+    from engine.judgments.dwc_terms import ATTRIBUTE_TERMS
 
     fields = []
-    for term in DWC_ATTRIBUTE_TERMS:
-        label, hint = TERM_LABELS.get(term, (term, ""))
-        source = INATURALIST_ANNOTATIONS.get(term)
-        tooltip = f"Darwin Core: {term}" + (f" (iNaturalist's {source})" if source else "")
-        if term == "behavior":
+    for spec in ATTRIBUTE_TERMS:
+        tooltip = f"Darwin Core: {spec.term}" + (
+            f"; values from {spec.source}" if spec.source else ""
+        )
+        if spec.term == "behavior":
             tooltip += "; several as a pipe list, dominant first"
-        fields.append(AttributeField(term, label, VOCABULARIES.get(term, ()), hint, tooltip))
+        fields.append(AttributeField(spec.term, spec.caption, spec.vocabulary, spec.hint, tooltip))
     return fields
 
 
 def flag_reasons(values: dict[str, str]) -> dict[str, str]:
     """term -> why its value is marked: the parts its vocabulary does not list."""
-    from engine.judgments.attributes import INATURALIST_ANNOTATIONS, off_vocabulary
+    from engine.judgments.attributes import off_vocabulary
+    from engine.judgments.dwc_terms import caption
 
     return {
         term: (
-            f"Not among iNaturalist's {INATURALIST_ANNOTATIONS.get(term, term)} values "
-            f"({', '.join(parts)}): kept as typed"
+            f"Not among the suggested {caption(term)} values ({', '.join(parts)}): kept as typed"
         )
         for term, parts in off_vocabulary(values).items()
     }
@@ -78,9 +63,11 @@ def flag_reasons(values: dict[str, str]) -> dict[str, str]:
 
 def presets_text(presets: dict[str, str]) -> str:
     """The line under the form naming the open query's presets."""
+    from engine.judgments.dwc_terms import caption
+
     if not presets:
         return "No presets for this query."
-    shown = ", ".join(f"{TERM_LABELS.get(t, (t, ''))[0].lower()} = {v}" for t, v in presets.items())
+    shown = ", ".join(f"{caption(t)} = {v}" for t, v in presets.items())
     return f"Relevant photos get: {shown}"
 
 

@@ -3,12 +3,12 @@
 Values are kept per (query, photo, term) in `judgment_attributes` (the newest), every change
 with who and when in `attribute_events` (migration 0013 says why a table of its own).
 
-Vocabularies: where the community has one, iNaturalist's annotation values are the suggestions
-(Life Stage, Sex, Plant Phenology, Alive or Dead), written as Darwin Core prefers them, in
-lower case. A value outside a vocabulary is kept as typed and flagged (`off_vocabulary`), never
-refused: an expert may need a stage iNaturalist does not list. `behavior` is free text or a pipe
-list, dominant first ("foraging | courtship"); a controlled term may hold a pipe list too
-("flowering | fruiting"), each part checked.
+The terms, their labels and their vocabularies are one table, `engine.judgments.dwc_terms`
+(iNaturalist's annotation values and GBIF's vocabularies, in lower case). A value outside a
+vocabulary is kept as typed and flagged (`off_vocabulary`), never refused: an expert may need a
+stage no vocabulary lists, and a value stored by an earlier version stays as it was.
+`behavior` is free text or a pipe list, dominant first ("foraging | courtship"); a controlled
+term may hold a pipe list too ("flowering | fruiting"), each part checked.
 
 Presets: a query may preset values ("flowering" -> reproductiveCondition=flowering). Judging a
 photo relevant fills the preset terms the photo has no value for; marking it not relevant or
@@ -36,49 +36,12 @@ from engine.catalog.models import (
     utcnow,
 )
 from engine.errors import BadInputError
+from engine.judgments.dwc_terms import DWC_ATTRIBUTE_TERMS as DWC_ATTRIBUTE_TERMS  # re-exported
+from engine.judgments.dwc_terms import VOCABULARIES as VOCABULARIES  # re-exported
 from engine.judgments.judges import default_judge
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
-
-# The Darwin Core terms a judgment can carry, in the order exports write them.
-DWC_ATTRIBUTE_TERMS: tuple[str, ...] = (
-    "behavior",
-    "lifeStage",
-    "sex",
-    "reproductiveCondition",
-    "vitality",
-    "associatedTaxa",
-    "occurrenceRemarks",
-)
-
-# iNaturalist's annotation values for the terms that have them, as Darwin Core writes them.
-VOCABULARIES: dict[str, tuple[str, ...]] = {
-    "lifeStage": (
-        "adult",
-        "teneral",
-        "pupa",
-        "nymph",
-        "larva",
-        "egg",
-        "juvenile",
-        "subimago",
-    ),
-    "sex": ("female", "male", "cannot be determined"),
-    "reproductiveCondition": ("flowering", "fruiting", "budding", "no evidence of flowering"),
-    "vitality": ("alive", "dead", "cannot be determined"),
-}
-
-# The iNaturalist annotation each controlled term comes from (labels in the window).
-INATURALIST_ANNOTATIONS: dict[str, str] = {
-    "lifeStage": "Life Stage",
-    "sex": "Sex",
-    "reproductiveCondition": "Plant Phenology",
-    "vitality": "Alive or Dead",
-}
-
-# Terms whose values are free text (behavior as a pipe list, dominant first).
-FREE_TEXT_TERMS: tuple[str, ...] = ("behavior", "associatedTaxa", "occurrenceRemarks")
 
 PIPE = " | "  # Darwin Core's recommended separator of a list in one term
 

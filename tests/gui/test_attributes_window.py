@@ -9,7 +9,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLineEdit
 
 from app.controllers.application import Application
-from engine.judgments.attributes import attribute_history, attributes_of
+from engine.judgments.attributes import attribute_history, attributes_of, set_attributes
+from engine.judgments.queries import QueryStore
+from tests.gui.test_agreement_window import judges_app, top_ids  # noqa: F401
 from tests.gui.test_judging import focus_grid, open_search
 from tests.gui.test_window import indexed_app
 
@@ -72,7 +74,7 @@ def test_editing_a_field_in_the_pane_stores_it_for_the_shown_photo(qtbot, descri
     select(qtbot, app, 1)
     assert form.text("lifeStage") == "juvenile"
 
-    # A stage iNaturalist does not list is kept as typed, and marked.
+    # A stage no vocabulary lists is kept as typed, and marked.
     type_into(qtbot, form.input("lifeStage"), "instar III")
     qtbot.waitUntil(
         lambda: attributes_of(library, query_id, image_id).get("lifeStage") == "instar III",
@@ -106,7 +108,10 @@ def test_a_query_preset_fills_a_photo_judged_relevant_and_undo_takes_it_back(qtb
     with qtbot.waitSignal(app.attributes.presetsSaved, timeout=5_000):
         app.attributes.editor.presets_button.click()
     assert asked == [{}]
-    assert "phenology = flowering" in app.attributes.editor.presets_label.text()
+    assert (
+        "Reproductive condition (reproductiveCondition) = flowering"
+        in app.attributes.editor.presets_label.text()
+    )
 
     focus_grid(qtbot, app, 0)
     qtbot.keyClick(app.window.results, Qt.Key.Key_R)
@@ -124,3 +129,48 @@ def test_a_query_preset_fills_a_photo_judged_relevant_and_undo_takes_it_back(qtb
     qtbot.waitUntil(lambda: attributes_of(library, query_id, image_id) == {}, timeout=5_000)
     assert app.judging.store.judgments(query_id) == {}
     qtbot.waitUntil(lambda: form.text("reproductiveCondition") == "", timeout=5_000)
+
+
+def test_the_pane_and_every_dialog_name_each_term_alike(qtbot, judges_app):  # noqa: F811
+    """Issue 34: the pane said Behaviour, Phenology, Alive or dead where the dialogs and files
+    said behavior, reproductiveCondition, vitality. Now one caption per term, naming it."""
+    from engine.judgments.dwc_terms import DWC_ATTRIBUTE_TERMS
+    from widgets.attributes_editor import PresetsDialog
+
+    app = judges_app
+    image_id = top_ids(app, 1)[0]
+    query_id = app.judging.query_id
+    library = app.session.library
+    values = {
+        "behavior": "foraging", "lifeStage": "adult", "sex": "hermaphrodite",
+        "reproductiveCondition": "flowering", "vitality": "alive",
+        "associatedTaxa": "Salvia", "occurrenceRemarks": "on a wall",
+    }  # fmt: skip
+    for judge in ("ann", "bob"):  # two judges' values: the agreement dialog offers every term
+        QueryStore(library, user=judge).judge(query_id, image_id, 1)
+        set_attributes(library, query_id, image_id, values, judge)
+
+    pane = {term: app.attributes.editor.form.label(term) for term in DWC_ATTRIBUTE_TERMS}
+    presets = PresetsDialog(app.attributes.fields, "red circle", {})
+    qtbot.addWidget(presets)
+    agreement = app.agreement.open_dialog()
+    assert agreement is not None
+    picker = agreement.term_picker
+    qtbot.waitUntil(lambda: picker.count() == 1 + len(DWC_ATTRIBUTE_TERMS), timeout=20_000)
+    question = app.questions.open_dialog()
+    assert question is not None
+    qtbot.addWidget(question)
+    for term in DWC_ATTRIBUTE_TERMS:
+        shown = {
+            pane[term],
+            presets.form.label(term),
+            picker.itemText(picker.findData(term)),
+            question.term_box.itemText(question.term_box.findData(term)),
+        }
+        assert len(shown) == 1, shown
+        assert term.casefold() in pane[term].casefold()  # a user finds the file's column
+    assert pane["reproductiveCondition"] == "Reproductive condition (reproductiveCondition)"
+    assert pane["vitality"] == "Vitality" and pane["behavior"] == "Behavior"
+    question.term_box.setCurrentIndex(question.term_box.findData("vitality"))
+    question.value_edit.setText("dead")
+    assert question.question() == ("vitality", "dead")
