@@ -1,11 +1,15 @@
 """Camtrap DP 1.0 packages checked against the standard's own published schemas, offline.
 
-tests/data/camtrap_dp/ holds the profile and the three table schemas of Camtrap DP 1.0 as
-tdwg/camtrap-dp publishes them (tag 1.0; MIT licence, in LICENSE there). The tables are checked
-field by field as a Frictionless validator would (header, required, type, format, enum,
-minimum/maximum, pattern, unique, primary and foreign keys); datapackage.json with jsonschema
-against the profile, the Data Package and GeoJSON schemas it refers to by URL standing in as
-open schemas (no network)."""
+resources/camtrap_dp/ holds the profile and the three table schemas of Camtrap DP 1.0 as
+tdwg/camtrap-dp publishes them (tag 1.0; MIT licence, in LICENSE.txt there). The tables are
+checked here field by field as a Frictionless validator would (header, required, type, format,
+enum, minimum/maximum, pattern, unique, primary and foreign keys), independently of the
+export's own pre-flight check; datapackage.json with jsonschema against the profile, the Data
+Package and GeoJSON schemas it refers to by URL standing in as open schemas (no network).
+
+The times are checked against the standard's own example package (deployments 00a2c20d and
+62c200a9 of tdwg/camtrap-dp's example/: Reconyx frames in Belgium whose EXIF gives no UTC
+offset), rebuilt here in that shape."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from engine.io.camtrap_dp import export_camtrap_dp, iso
 from engine.io.export import import_benchmark
 from engine.judgments.attributes import set_attributes
 
-SCHEMAS = Path(__file__).parent / "data" / "camtrap_dp"
+SCHEMAS = Path(__file__).parent.parent / "resources" / "camtrap_dp"
 DEER = SPECIES[0].scientific_name
 
 
@@ -164,7 +168,11 @@ def test_a_package_meets_the_standards_schemas(camera_trap_library: Path) -> Non
     with Library.open(camera_trap_library / "lib") as library:
         query_id = _query_id(library, f"a {SPECIES[0].colour} circle: ")
         report = export_camtrap_dp(
-            library, query_id, camera_trap_library / "pkg", scientific_name=DEER
+            library,
+            query_id,
+            camera_trap_library / "pkg",
+            scientific_name=DEER,
+            include_restricted=True,  # the demo's frames record no licence
         )
     folder = camera_trap_library / "pkg"
     tables = validate_package(folder)
@@ -187,6 +195,8 @@ def test_a_package_meets_the_standards_schemas(camera_trap_library: Path) -> Non
         assert (row["mediaID"] == "") == (row["observationLevel"] == "event")
     # Event times span the burst; media timestamps keep the camera's offset.
     assert all(row["timestamp"].endswith("+02:00") for row in tables["media"])
+    assert {row["timestampIssues"] for row in tables["deployments"]} == {"false"}
+    assert report.timestamp_issues == 0
     by_event = {
         row["eventID"]: row for row in tables["observations"] if row["observationLevel"] == "event"
     }
@@ -210,8 +220,17 @@ def test_attributes_go_to_camtrap_vocabularies(camera_trap_library: Path, tmp_pa
             library, query_id, first, {"lifeStage": "juvenile", "sex": "female",
                                        "behavior": "foraging"}, judge="alice"
         )  # fmt: skip
-        set_attributes(library, query_id, second, {"lifeStage": "larva"}, judge="alice")
-        export_camtrap_dp(library, query_id, tmp_path / "pkg", scientific_name="Vulpes vulpes")
+        set_attributes(
+            library, query_id, second, {"lifeStage": "larva", "sex": "hermaphrodite"},
+            judge="alice",
+        )  # fmt: skip
+        export_camtrap_dp(
+            library,
+            query_id,
+            tmp_path / "pkg",
+            scientific_name="Vulpes vulpes",
+            include_restricted=True,
+        )
     tables = validate_package(tmp_path / "pkg")
     media_ids = {row["mediaID"]: row for row in tables["observations"] if row["mediaID"]}
     assert len(media_ids) == len(judged)
@@ -219,14 +238,15 @@ def test_attributes_go_to_camtrap_vocabularies(camera_trap_library: Path, tmp_pa
     described = [r for r in rows if r["lifeStage"] or r["observationComments"]]
     assert {(r["lifeStage"], r["sex"], r["behavior"], r["observationComments"])
             for r in described} == {("juvenile", "female", "foraging", ""),
-                                    ("", "", "", "lifeStage: larva")}  # fmt: skip
+                                    ("", "", "", "lifeStage: larva | sex: hermaphrodite")}  # fmt: skip
 
 
 def test_the_command_line_writes_a_package(camera_trap_library: Path, tmp_path: Path, capsys):
     lib = str(camera_trap_library / "lib")
     out = tmp_path / "package"
     code = main(["export", "camtrap-dp", str(out), "--query", "a blue circle: wild boar",
-                 "--library", lib, "--scientific-name", "Sus scrofa"])  # fmt: skip
+                 "--library", lib, "--scientific-name", "Sus scrofa",
+                 "--include-restricted"])  # fmt: skip
     printed = capsys.readouterr().out
     assert code == 0 and "Camtrap DP package written" in printed
     assert sorted(p.name for p in out.iterdir()) == [
@@ -240,7 +260,7 @@ def test_the_command_line_writes_a_package(camera_trap_library: Path, tmp_path: 
 def test_observations_without_a_name_are_counted(camera_trap_library: Path, tmp_path: Path):
     with Library.open(camera_trap_library / "lib") as library:
         query_id = _query_id(library, f"a {SPECIES[2].colour} circle: ")
-        report = export_camtrap_dp(library, query_id, tmp_path / "pkg")
+        report = export_camtrap_dp(library, query_id, tmp_path / "pkg", include_restricted=True)
         with pytest.raises(BadInputError):
             export_camtrap_dp(library, 10_000, tmp_path / "none")
     assert report.unnamed == report.observations > 0

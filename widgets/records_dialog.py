@@ -124,10 +124,6 @@ class RecordsDialog(QDialog):
         self.buttons.accepted.connect(self._export)
         self.buttons.rejected.connect(self.reject)
         self.formats.buttonToggled.connect(lambda *_: self._match_suffix())
-        # A Camtrap DP package names its media by path and publishes none of them.
-        self.formats.buttonToggled.connect(
-            lambda *_: self.restricted_box.setEnabled(self.fmt != CAMTRAP_DP)
-        )
         self.formats.buttonToggled.connect(lambda *_: self._update_name())
         self.name_edit.textChanged.connect(lambda _text: self._update_name())
         self.path_edit.textChanged.connect(lambda _text: self._update_button())

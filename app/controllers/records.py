@@ -123,7 +123,11 @@ class RecordsController(QObject):
 
             if request.fmt == CAMTRAP_DP:
                 return export_camtrap_dp(
-                    library, query_id, path, scientific_name=request.scientific_name or None
+                    library,
+                    query_id,
+                    path,
+                    scientific_name=request.scientific_name or None,
+                    include_restricted=include,
                 )
             writer = export_dwca if request.fmt == DWCA else export_dwc_csv
             return writer(library, query_id, path, include_restricted=include)

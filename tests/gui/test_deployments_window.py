@@ -125,6 +125,7 @@ def test_camtrap_dp_export_takes_the_scientific_name_typed(qtbot, make_app, tmp_
     assert dialog.name_hint.isVisibleTo(dialog)
     dialog.name_edit.setText("Capreolus capreolus")
     assert not dialog.name_hint.isVisibleTo(dialog)
+    dialog.restricted_box.setChecked(True)  # the demo's frames record no licence
     dialog.export_button.click()
     status = app.window.status_line
     qtbot.waitUntil(lambda: "Camtrap DP package written" in status.text(), timeout=10_000)

@@ -91,6 +91,7 @@ def test_the_dialog_writes_a_camtrap_dp_package(qtbot, make_app, tmp_path):
     dialog.path_edit.setText(str(tmp_path / "deer.zip"))
     dialog.camtrap_button.setChecked(True)  # a folder: the suffix goes
     assert dialog.path_edit.text() == str(tmp_path / "deer")
+    dialog.restricted_box.setChecked(True)  # the demo's frames record no licence
     dialog.export_button.click()
     status = app.window.status_line
     qtbot.waitUntil(lambda: "Camtrap DP package written" in status.text(), timeout=10_000)
