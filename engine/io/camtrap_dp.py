@@ -49,10 +49,15 @@ from types import TracebackType
 
 from engine.catalog.library import Library
 from engine.catalog.privacy import PlacePolicy
-from engine.errors import QuadratError
+from engine.errors import BadInputError, QuadratError
 from engine.files import atomic_output
 from engine.io.camtrap_check import ERROR, WARNING, Problem, check_package
-from engine.io.camtrap_sources import read_sources, resolve_zone, taxon_lineage
+from engine.io.camtrap_sources import (
+    deployment_names,
+    read_sources,
+    resolve_zone,
+    taxon_lineage,
+)
 from engine.io.camtrap_tables import (
     DEPLOYMENT_FIELDS,
     MEDIA_FIELDS,
@@ -260,11 +265,9 @@ def _build(
             resolve_zone(zone)  # a bad zone fails before anything is read
     sources = read_sources(library, query_id)
     unknown = set(options.deployment_timezones) - {
-        name for d in sources.deployments.values() for name in (d.key, d.row.name)
+        name for d in sources.deployments.values() for name in deployment_names(d)
     }
     if unknown:
-        from engine.errors import BadInputError
-
         raise BadInputError("no deployment of this package is named " + ", ".join(sorted(unknown)))
     options = replace(options, creator=options.creator or QueryStore(library).user)
     certified = certificates(library, [query_id]).get(query_id)

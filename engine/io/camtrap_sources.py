@@ -271,11 +271,17 @@ def _offset_text(offset: timedelta) -> str:
     return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
+def deployment_names(deployment: CameraDeployment) -> tuple[str, ...]:
+    """What a user may call a deployment: its deploymentID, its name, its folder."""
+    return tuple(n for n in (deployment.key, deployment.row.name, deployment.row.folder) if n)
+
+
 def zone_for(
     deployment: CameraDeployment, default: str | None, per_deployment: Mapping[str, str]
 ) -> str | None:
-    """The time zone the user gave for a deployment (by its name or its deploymentID)."""
-    for name in (deployment.key, deployment.row.name):
+    """The time zone the user gave for a deployment: by its deploymentID, its name, or its
+    folder (every deployment of that folder)."""
+    for name in deployment_names(deployment):
         if name and name in per_deployment:
             return per_deployment[name]
     return default
