@@ -137,8 +137,8 @@ class CamtrapReport:
         ]
         if self.generalised or self.withheld:
             parts.append(
-                f"{self.generalised:,} deployment places generalised, {self.withheld:,} withheld "
-                "(left out with their photos)"
+                f"deployment places: {self.generalised:,} generalised, {self.withheld:,} "
+                "withheld (left out with their photos)"
             )
         if self.restricted:
             n = self.restricted
