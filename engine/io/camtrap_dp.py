@@ -474,14 +474,21 @@ def write_package(target: Path, files: Mapping[str, bytes]) -> None:
     free = free_bytes(parent)
     if free is not None and total > free:
         raise write_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), parent, WHAT, total)
-    with plain_write_errors(target / FILES[-1], WHAT, total):
-        target.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temps(target)
-        with contextlib.ExitStack() as stack:
-            # Entered descriptor first: the stack renames in reverse, so it is renamed last.
-            for name in reversed(FILES):
-                handle, _ = stack.enter_context(atomic_output(target / name))
-                handle.write(files[name])
-                handle.flush()
-                os.fsync(handle.fileno())  # a full disk shows here, before any rename
-            stack.enter_context(_RemoveOldDescriptor(target / FILES[-1]))
+    made = not target.exists()
+    try:
+        with plain_write_errors(target / FILES[-1], WHAT, total):
+            target.mkdir(parents=True, exist_ok=True)
+            _remove_stale_temps(target)
+            with contextlib.ExitStack() as stack:
+                # Entered descriptor first: the stack renames in reverse, so it is renamed last.
+                for name in reversed(FILES):
+                    handle, _ = stack.enter_context(atomic_output(target / name))
+                    handle.write(files[name])
+                    handle.flush()
+                    os.fsync(handle.fileno())  # a full disk shows here, before any rename
+                stack.enter_context(_RemoveOldDescriptor(target / FILES[-1]))
+    except BaseException:
+        if made:  # the folder this export made, empty again: taken back
+            with contextlib.suppress(OSError):
+                target.rmdir()
+        raise
