@@ -19,8 +19,8 @@ def add_dwc_options(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--include-restricted",
         action="store_true",
-        help="dwca, dwc-csv: include photos whose licence does not allow reuse (all rights "
-        "reserved, none recorded); they are left out and counted otherwise",
+        help="dwca, dwc-csv, camtrap-dp: include photos whose licence does not allow reuse (all "
+        "rights reserved, none recorded); they are left out and counted otherwise",
     )
     export.add_argument(
         "--media-url",
