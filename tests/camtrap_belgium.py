@@ -75,9 +75,9 @@ def write_frames(folder: Path) -> Path:
     return folder
 
 
-def build(root: Path, encoder: object) -> Belgium:
+def build(root: Path, encoder: object, database_url: str | None = None) -> Belgium:
     photos = write_frames(root / "photos")
-    with Library.open(root / "lib") as library:
+    with Library.open(root / "lib", database_url=database_url) as library:
         Indexer(library, encoder).run(photos)  # type: ignore[arg-type]
         with library.catalog.session() as s:
             s.execute(update(Image).values(license=CC_BY))

@@ -31,6 +31,7 @@ from engine.judgments.adjudication import adjudicate, record_certificate
 from engine.judgments.certified_recall import Certification
 from engine.judgments.queries import QueryStore
 from tests.camtrap_belgium import MALLARD, SPRING, SUMMER, Belgium, build, copy_of
+from tests.catalogs import folder_url
 from tests.test_camtrap_dp import validate_descriptor, validate_package
 
 ZONE = "Europe/Brussels"
@@ -453,3 +454,27 @@ _EXAMPLE_DESCRIPTOR = {  # the standard's example/datapackage.json, its required
     "temporal": {"start": "2020-05-30", "end": "2021-04-18"},
     "taxonomic": [{"scientificName": "Anas platyrhynchos", "taxonRank": "species"}],
 }  # fmt: skip
+
+
+def test_the_package_is_the_same_on_each_database(
+    tmp_path: Path, demo_encoder, catalog_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Times, places, licences and judges read through the catalog on SQLite and PostgreSQL."""
+    url = None if catalog_url.startswith("sqlite") else folder_url(catalog_url, monkeypatch)
+    belgium = build(tmp_path, demo_encoder, url)
+    first = _frame(belgium, "20200709093328-RCNX0001.JPG")
+    with Library.open(belgium.root) as library:
+        set_sensitive_taxa(library.catalog, [checked_rule(MALLARD, "generalise", 10.0)])
+        QueryStore(library, user="bob").judge(belgium.query_id, first, 0)
+        adjudicate(library, belgium.query_id, first, 1, by="carol")
+    _set(belgium, [_frame(belgium, "20200709093330-RCNX0120.JPG")], license=None)
+    report = _export(belgium, tmp_path / "pkg")
+    tables = validate_package(tmp_path / "pkg")
+    descriptor = validate_descriptor(tmp_path / "pkg")
+    starts = sorted(row["deploymentStart"] for row in tables["deployments"])
+    assert starts == ["2020-05-30T04:57:37+02:00", "2021-03-27T21:38:18+01:00"]
+    assert (report.generalised, report.restricted, report.media) == (2, 1, 5)
+    assert [o["classifiedBy"] for o in tables["observations"] if o["observationTags"]] == [
+        "carol", "carol"
+    ]  # fmt: skip
+    assert "1 photo where judges disagreed" in descriptor["project"]["description"]
