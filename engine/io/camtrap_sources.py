@@ -148,7 +148,9 @@ def _frames(library: Library, wanted: set[int]) -> dict[int, CameraDeployment]:
             .order_by(Image.deployment_id, Image.observed_at, Image.id)
         ).all()
         for image, root, taxon in rows:
-            deployment = deployments[image.deployment_id]
+            deployment = deployments.get(image.deployment_id or 0)
+            if deployment is None:  # no row for it (no foreign key): not a deployment to write
+                continue
             lineage = tuple(
                 str(name) for column in _RANK_COLUMNS if (name := getattr(taxon, column, None))
             )
