@@ -73,7 +73,8 @@ class Problem:
     def line(self) -> str:
         """The problem as one line for the command line and the window."""
         file = self.table if self.table == DESCRIPTOR else f"{self.table}.csv"
-        where = f"{file} {self.record}" + (f" ({self.photo})" if self.photo else "")
+        where = " ".join(part for part in (file, self.record) if part)
+        where += f" ({self.photo})" if self.photo else ""
         column = f" {self.column}:" if self.column else ":"
         return f"{self.severity}: {where}{column} {self.message}"
 
@@ -94,43 +95,56 @@ def field_names(name: str) -> tuple[str, ...]:
 # --- the tables ----------------------------------------------------------------------------------
 
 
+def _number_problem(kind: str, value: str) -> tuple[float | None, str]:
+    """A number or integer cell's value, or what is wrong with it."""
+    if kind == "integer":
+        if not re.fullmatch(r"[+-]?\d+", value):
+            return None, f"{value!r} is not an integer"
+        return int(value), ""
+    try:
+        number = float(value)
+    except ValueError:
+        return None, f"{value!r} is not a number"
+    if not math.isfinite(number):
+        return None, f"{value!r} is not a finite number"
+    return number, ""
+
+
+def _datetime_problem(value: str, form: str) -> str:
+    try:
+        parsed = datetime.strptime(value, form)
+    except ValueError:
+        return f"{value!r} is not a date and time as YYYY-MM-DDThh:mm:ss±hh:mm"
+    return "" if parsed.tzinfo is not None else f"{value!r} has no UTC offset"
+
+
+def _json_object_problem(value: str) -> str:
+    try:
+        return "" if isinstance(json.loads(value), dict) else "not a JSON object"
+    except ValueError:
+        return "not valid JSON"
+
+
 def _type_problem(field: Mapping[str, Any], value: str) -> str:
     """What is wrong with a non-empty cell under its field's type and constraints ("" if
     nothing)."""
     kind, limits = field["type"], field.get("constraints", {})
     number: float | None = None
-    if kind == "number":
-        try:
-            number = float(value)
-        except ValueError:
-            return f"{value!r} is not a number"
-        if not math.isfinite(number):
-            return f"{value!r} is not a finite number"
-    elif kind == "integer":
-        if not re.fullmatch(r"[+-]?\d+", value):
-            return f"{value!r} is not an integer"
-        number = int(value)
-    elif kind == "boolean":
-        if value not in ("true", "false"):
-            return f"{value!r} is not true or false"
+    problem = ""
+    if kind in ("number", "integer"):
+        number, problem = _number_problem(kind, value)
+    elif kind == "boolean" and value not in ("true", "false"):
+        problem = f"{value!r} is not true or false"
     elif kind == "datetime":
-        try:
-            parsed = datetime.strptime(value, field.get("format", _DATETIME_FORMAT))
-        except ValueError:
-            return f"{value!r} is not a date and time as YYYY-MM-DDThh:mm:ss±hh:mm"
-        if parsed.tzinfo is None:
-            return f"{value!r} has no UTC offset"
+        problem = _datetime_problem(value, field.get("format", _DATETIME_FORMAT))
     elif kind == "any" and field["name"] == "exifData":
-        try:
-            if not isinstance(json.loads(value), dict):
-                return "not a JSON object"
-        except ValueError:
-            return "not valid JSON"
-    if number is not None:
-        if "minimum" in limits and number < limits["minimum"]:
-            return f"{value} is below the minimum {limits['minimum']}"
-        if "maximum" in limits and number > limits["maximum"]:
-            return f"{value} is above the maximum {limits['maximum']}"
+        problem = _json_object_problem(value)
+    if problem:
+        return problem
+    if number is not None and "minimum" in limits and number < limits["minimum"]:
+        return f"{value} is below the minimum {limits['minimum']}"
+    if number is not None and "maximum" in limits and number > limits["maximum"]:
+        return f"{value} is above the maximum {limits['maximum']}"
     if "enum" in limits and value not in limits["enum"]:
         return f"{value!r} is not one of {', '.join(map(str, limits['enum']))}"
     if "pattern" in limits and not re.fullmatch(limits["pattern"], value):
@@ -325,13 +339,52 @@ def _check_licences(licences: object) -> Iterable[Problem]:
             yield _descriptor_problem("licenses", f"has no licence of scope {scope}")
 
 
+def _check_contributors(contributors: object) -> Iterable[Problem]:
+    if not isinstance(contributors, list) or not contributors:
+        yield _descriptor_problem("contributors", "needs at least one contributor")
+        return
+    for index, person in enumerate(contributors):
+        if not isinstance(person, dict) or not person.get("title"):
+            yield _descriptor_problem(f"contributors[{index}]", "has no title")
+        elif person.get("role", "contributor") not in _CONTRIBUTOR_ROLES:
+            yield _descriptor_problem(f"contributors[{index}]", "role is not in the vocabulary")
+
+
+def _check_coverage(descriptor: Mapping[str, Any]) -> Iterable[Problem]:
+    """spatial, temporal and taxonomic."""
+    spatial = descriptor.get("spatial")
+    if not isinstance(spatial, dict) or "type" not in spatial:
+        yield _descriptor_problem("spatial", "must be a GeoJSON object")
+    temporal = descriptor.get("temporal", {})
+    for end in ("start", "end"):
+        if not isinstance(temporal, dict) or not _is_date(temporal.get(end)):
+            yield _descriptor_problem(f"temporal.{end}", "must be a date YYYY-MM-DD")
+    taxa = descriptor.get("taxonomic", [])
+    if not isinstance(taxa, list):
+        yield _descriptor_problem("taxonomic", "must be a list")
+        return
+    for index, taxon in enumerate(taxa):
+        if not isinstance(taxon, dict) or not isinstance(taxon.get("scientificName"), str):
+            yield _descriptor_problem(f"taxonomic[{index}]", "has no scientificName")
+        elif taxon.get("taxonRank", "species") not in _TAXON_RANKS:
+            yield _descriptor_problem(f"taxonomic[{index}]", "rank not allowed")
+
+
 def check_descriptor(descriptor: Mapping[str, Any]) -> list[Problem]:
     """What in datapackage.json the Camtrap DP 1.0 profile would reject."""
-    problems: list[Problem] = []
-    for needed in ("profile", "created", "contributors", "project", "spatial", "temporal",
-                   "taxonomic"):  # fmt: skip
-        if needed not in descriptor:
-            problems.append(_descriptor_problem(needed, "required, missing"))
+    problems = [
+        _descriptor_problem(needed, "required, missing")
+        for needed in (
+            "profile",
+            "created",
+            "contributors",
+            "project",
+            "spatial",
+            "temporal",
+            "taxonomic",
+        )  # fmt: skip
+        if needed not in descriptor
+    ]
     problems += _check_resources(descriptor)
     if not _VERSIONED.match(str(descriptor.get("profile", ""))):
         problems.append(_descriptor_problem("profile", "must be the URL of the 1.0 profile"))
@@ -340,34 +393,9 @@ def check_descriptor(descriptor: Mapping[str, Any]) -> list[Problem]:
         datetime.fromisoformat(str(created).replace("Z", "+00:00"))
     except ValueError:
         problems.append(_descriptor_problem("created", f"{created!r} is not a date and time"))
-    contributors = descriptor.get("contributors", [])
-    if not isinstance(contributors, list) or not contributors:
-        problems.append(_descriptor_problem("contributors", "needs at least one contributor"))
-    else:
-        for index, person in enumerate(contributors):
-            if not isinstance(person, dict) or not person.get("title"):
-                problems.append(_descriptor_problem(f"contributors[{index}]", "has no title"))
-            elif person.get("role", "contributor") not in _CONTRIBUTOR_ROLES:
-                problems.append(
-                    _descriptor_problem(f"contributors[{index}]", "role is not in the vocabulary")
-                )
+    problems += _check_contributors(descriptor.get("contributors", []))
     problems += _check_project(descriptor.get("project"))
-    spatial = descriptor.get("spatial")
-    if not isinstance(spatial, dict) or "type" not in spatial:
-        problems.append(_descriptor_problem("spatial", "must be a GeoJSON object"))
-    temporal = descriptor.get("temporal", {})
-    for end in ("start", "end"):
-        if not isinstance(temporal, dict) or not _is_date(temporal.get(end)):
-            problems.append(_descriptor_problem(f"temporal.{end}", "must be a date YYYY-MM-DD"))
-    taxa = descriptor.get("taxonomic", [])
-    if not isinstance(taxa, list):
-        problems.append(_descriptor_problem("taxonomic", "must be a list"))
-    else:
-        for index, taxon in enumerate(taxa):
-            if not isinstance(taxon, dict) or not isinstance(taxon.get("scientificName"), str):
-                problems.append(_descriptor_problem(f"taxonomic[{index}]", "has no scientificName"))
-            elif taxon.get("taxonRank", "species") not in _TAXON_RANKS:
-                problems.append(_descriptor_problem(f"taxonomic[{index}]", "rank not allowed"))
+    problems += _check_coverage(descriptor)
     if "licenses" in descriptor:
         problems += _check_licences(descriptor["licenses"])
     precision = descriptor.get("coordinatePrecision")

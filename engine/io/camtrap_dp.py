@@ -229,7 +229,15 @@ def _warnings(built: Built) -> list[Problem]:
         if not row.get("scientificName")
     ]
     if not built.tables["observations"]:
-        found.append(Problem("observations", "", "", "no observation to publish", ERROR))
+        found.append(
+            Problem(
+                "observations",
+                "",
+                "",
+                "nothing to publish: no observation (see the records left out, and why)",
+                ERROR,
+            )
+        )
     if "licenses" not in built.descriptor and built.tables["media"]:
         found.append(
             Problem(
