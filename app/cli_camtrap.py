@@ -123,19 +123,27 @@ def cmd_export_camtrap(args: argparse.Namespace) -> int:
     include = bool(getattr(args, "include_restricted", False))
     with open_library(args.library) as library:
         query_id = saved_query_id(library, query)
+        options = Options.of(
+            scientific_name=args.scientific_name,
+            timezone=zone,
+            deployment_timezones=zones,
+            include_restricted=include,
+            # --no-sensitive-taxa, where the Darwin Core kinds define it: the same choice here
+            sensitive_taxa=getattr(args, "sensitive_taxa", True),
+        )
         if getattr(args, "check", False):
             check = check_camtrap_dp(
                 library,
                 query_id,
-                scientific_name=args.scientific_name,
+                scientific_name=options.scientific_name,
                 timezone=zone,
                 deployment_timezones=zones,
                 include_restricted=include,
+                sensitive_taxa=options.sensitive_taxa,
             )
             print(check.report.summary())
             print_check(check)
             return EXIT_FAILURE if check.rejected else EXIT_OK
-        options = Options(args.scientific_name or None, "", None, zone, zones, include)
         try:
             report, check = export_checked(
                 library, query_id, args.out, options, write_anyway=args.write_anyway

@@ -102,6 +102,12 @@ def test_a_sensitive_taxon_generalises_the_deployments_and_the_spatial_coverage(
     assert descriptor["coordinatePrecision"] == round(cell, 6)
     assert report.generalised == 2 and report.withheld == 0
     assert "deployment places: 2 generalised, 0 withheld" in report.summary()
+    # Without the lab's list (as --no-sensitive-taxa asks): the true places, and said so.
+    _export(belgium, tmp_path / "open", sensitive_taxa=False)
+    rows = {row["locationID"]: row for row in validate_package(tmp_path / "open")["deployments"]}
+    assert (rows[SUMMER]["latitude"], rows[SUMMER]["longitude"]) == ("51.496", "4.774")
+    description = validate_descriptor(tmp_path / "open")["project"]["description"]
+    assert "sensitive-taxa list was not applied" in description
 
 
 def test_a_photo_of_a_sensitive_taxon_to_withhold_keeps_its_deployment_out(

@@ -281,7 +281,7 @@ def _build(
     certified = certificates(library, [query_id]).get(query_id)
     built = build_package(
         sources,
-        PlacePolicy.of(library.catalog),
+        PlacePolicy.of(library.catalog, use_list=options.sensitive_taxa),
         library_id(library),
         attributes_for_query(library, query_id),
         options,
@@ -321,24 +321,6 @@ def _build(
     return built, check
 
 
-def _options(
-    scientific_name: str | None,
-    creator: str | None,
-    now: datetime | None,
-    timezone: str | None,
-    deployment_timezones: Mapping[str, str] | None,
-    include_restricted: bool,
-) -> Options:
-    return Options(
-        scientific_name or None,
-        creator or "",
-        now,
-        timezone or None,
-        dict(deployment_timezones or {}),
-        include_restricted,
-    )
-
-
 def check_camtrap_dp(
     library: Library,
     query_id: int,
@@ -348,11 +330,17 @@ def check_camtrap_dp(
     timezone: str | None = None,
     deployment_timezones: Mapping[str, str] | None = None,
     include_restricted: bool = False,
+    sensitive_taxa: bool = True,
 ) -> CamtrapCheck:
     """The pre-flight check of a query's package, writing nothing: its problems per record
     (errors a validator would reject it for, warnings) and the records left out and why."""
-    options = _options(
-        scientific_name, creator, None, timezone, deployment_timezones, include_restricted
+    options = Options.of(
+        scientific_name=scientific_name,
+        creator=creator,
+        timezone=timezone,
+        deployment_timezones=deployment_timezones,
+        include_restricted=include_restricted,
+        sensitive_taxa=sensitive_taxa,
     )
     return _build(library, query_id, options)[1]
 
@@ -367,16 +355,22 @@ def camtrap_package(
     timezone: str | None = None,
     deployment_timezones: Mapping[str, str] | None = None,
     include_restricted: bool = False,
+    sensitive_taxa: bool = True,
 ) -> tuple[dict[str, bytes], CamtrapReport]:
     """The package's files (name -> bytes) for a saved query, and its report (its `folder`
     empty, `written` false). `scientific_name`: the taxon of the observations where the photos
     name none; `timezone`: an IANA zone or a UTC offset for frames without one (per deployment
-    name in `deployment_timezones`)."""
-    files, check = _package_files(
-        library,
-        query_id,
-        _options(scientific_name, creator, now, timezone, deployment_timezones, include_restricted),
+    name in `deployment_timezones`); `sensitive_taxa` False leaves the lab's list out."""
+    options = Options.of(
+        scientific_name=scientific_name,
+        creator=creator,
+        now=now,
+        timezone=timezone,
+        deployment_timezones=deployment_timezones,
+        include_restricted=include_restricted,
+        sensitive_taxa=sensitive_taxa,
     )
+    files, check = _package_files(library, query_id, options)
     return files, check.report
 
 
@@ -406,21 +400,22 @@ def export_camtrap_dp(
     timezone: str | None = None,
     deployment_timezones: Mapping[str, str] | None = None,
     include_restricted: bool = False,
+    sensitive_taxa: bool = True,
     write_anyway: bool = False,
 ) -> CamtrapReport:
     """Write the Camtrap DP package of a saved query into `folder` (made if missing), after its
     pre-flight check: a package the check finds invalid raises `PackageRejected` and writes
     nothing, unless `write_anyway`. The four files replace the earlier ones together (module
     docstring); a full or read-only disk fails in one line and leaves the earlier package."""
-    return export_checked(
-        library,
-        query_id,
-        folder,
-        _options(
-            scientific_name, creator, None, timezone, deployment_timezones, include_restricted
-        ),
-        write_anyway=write_anyway,
-    )[0]
+    options = Options.of(
+        scientific_name=scientific_name,
+        creator=creator,
+        timezone=timezone,
+        deployment_timezones=deployment_timezones,
+        include_restricted=include_restricted,
+        sensitive_taxa=sensitive_taxa,
+    )
+    return export_checked(library, query_id, folder, options, write_anyway=write_anyway)[0]
 
 
 def export_checked(

@@ -59,6 +59,30 @@ class Options:
     timezone: str | None = None  # for frames without a UTC offset, every deployment
     deployment_timezones: Mapping[str, str] = field(default_factory=dict)  # by name
     include_restricted: bool = False
+    sensitive_taxa: bool = True  # the lab's list applied to the places (§4.3)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        scientific_name: str | None = None,
+        creator: str | None = None,
+        now: datetime | None = None,
+        timezone: str | None = None,
+        deployment_timezones: Mapping[str, str] | None = None,
+        include_restricted: bool = False,
+        sensitive_taxa: bool = True,
+    ) -> Options:
+        """The options as the public functions take them (empty text counts as none)."""
+        return cls(
+            scientific_name or None,
+            creator or "",
+            now,
+            timezone or None,
+            dict(deployment_timezones or {}),
+            include_restricted,
+            sensitive_taxa,
+        )
 
 
 @dataclass(frozen=True)
@@ -524,6 +548,11 @@ def descriptor(
         f'Photos found with Quadrat for the query "{query.text}" and judged by people; '
         "observations are the events judged relevant."
     )  # then the measured quality
+    if not options.sensitive_taxa:
+        description += (
+            " The lab's sensitive-taxa list was not applied to the places (records that "
+            "withhold or obscure their place were respected)."
+        )
     package: dict[str, Any] = {
         "resources": [
             {
