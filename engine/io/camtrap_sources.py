@@ -131,9 +131,33 @@ def _relevant_deployments(
     return wanted, sorted(outside)
 
 
+_FRAME_COLUMNS = (
+    Image.id, Image.deployment_id, Image.rel_path, Image.event_id, Image.observed_at,
+    Image.observed_utc_offset, Image.latitude, Image.longitude, Image.license,
+    Image.geoprivacy, Image.taxon_geoprivacy, Image.coordinates_obscured,
+    Image.location_withheld, Image.public_location_uncertainty, Image.camera_make,
+    Image.camera_model, Image.taxon_id, Collection.root,
+)  # fmt: skip
+
+
+def _taxa(library: Library) -> dict[int, tuple[str, tuple[str, ...]]]:
+    """Every taxon's name and its higher names, by id."""
+    with library.catalog.session() as s:
+        return {
+            taxon.id: (
+                taxon.name,
+                tuple(str(n) for c in _RANK_COLUMNS if (n := getattr(taxon, c, None))),
+            )
+            for taxon in s.scalars(select(Taxon))
+        }
+
+
 def _frames(library: Library, wanted: set[int]) -> dict[int, CameraDeployment]:
-    """The deployments `wanted` with all their photos, in time order."""
+    """The deployments `wanted` with all their photos, in time order (columns, not rows: a
+    season of a camera is tens of thousands of frames)."""
     deployments: dict[int, CameraDeployment] = {}
+    taxa = _taxa(library)
+    licences: dict[str | None, Licence] = {}
     with library.catalog.session() as s:
         for row in s.scalars(
             select(Deployment).where(Deployment.id.in_(sorted(wanted))).order_by(Deployment.id)
@@ -141,45 +165,44 @@ def _frames(library: Library, wanted: set[int]) -> dict[int, CameraDeployment]:
             s.expunge(row)
             deployments[row.id] = CameraDeployment(row)
         rows = s.execute(
-            select(Image, Collection.root, Taxon)
+            select(*_FRAME_COLUMNS)
             .join(Collection, Collection.id == Image.collection_id)
-            .outerjoin(Taxon, Taxon.id == Image.taxon_id)
             .where(Image.deployment_id.in_(sorted(wanted)), Image.status == STATUS_OK)
             .order_by(Image.deployment_id, Image.observed_at, Image.id)
         ).all()
-        for image, root, taxon in rows:
-            deployment = deployments.get(image.deployment_id or 0)
-            if deployment is None:  # no row for it (no foreign key): not a deployment to write
-                continue
-            lineage = tuple(
-                str(name) for column in _RANK_COLUMNS if (name := getattr(taxon, column, None))
+    for row in rows:
+        deployment = deployments.get(row.deployment_id or 0)
+        if deployment is None:  # no row for it (no foreign key): not a deployment to write
+            continue
+        if row.license not in licences:
+            licences[row.license] = read_licence(row.license)
+        taxon, lineage = taxa.get(row.taxon_id or 0, (None, ()))
+        deployment.frames.append(
+            Frame(
+                row.id,
+                str(library.photo_root(row.root) / row.rel_path),
+                row.rel_path,
+                row.event_id,
+                row.observed_at,
+                row.observed_utc_offset,
+                row.latitude,
+                row.longitude,
+                taxon,
+                lineage,
+                licences[row.license],
+                PlaceFacts(
+                    row.geoprivacy,
+                    row.taxon_geoprivacy,
+                    row.coordinates_obscured,
+                    row.location_withheld,
+                    row.public_location_uncertainty,
+                ),
             )
-            deployment.frames.append(
-                Frame(
-                    image.id,
-                    str(library.photo_root(root) / image.rel_path),
-                    image.rel_path,
-                    image.event_id,
-                    image.observed_at,
-                    image.observed_utc_offset,
-                    image.latitude,
-                    image.longitude,
-                    taxon.name if taxon is not None else None,
-                    lineage,
-                    read_licence(image.license),
-                    PlaceFacts(
-                        image.geoprivacy,
-                        image.taxon_geoprivacy,
-                        image.coordinates_obscured,
-                        image.location_withheld,
-                        image.public_location_uncertainty,
-                    ),
-                )
-            )
-            if not deployment.camera and (image.camera_make or image.camera_model):
-                # Camtrap DP asks for "manufacturer-model".
-                parts = (image.camera_make, image.camera_model)
-                deployment.camera = "-".join(part for part in parts if part)
+        )
+        if not deployment.camera and (row.camera_make or row.camera_model):
+            # Camtrap DP asks for "manufacturer-model".
+            parts = (row.camera_make, row.camera_model)
+            deployment.camera = "-".join(part for part in parts if part)
     return deployments
 
 
