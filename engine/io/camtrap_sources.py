@@ -159,11 +159,11 @@ def _frames(library: Library, wanted: set[int]) -> dict[int, CameraDeployment]:
     taxa = _taxa(library)
     licences: dict[str | None, Licence] = {}
     with library.catalog.session() as s:
-        for row in s.scalars(
+        for made in s.scalars(
             select(Deployment).where(Deployment.id.in_(sorted(wanted))).order_by(Deployment.id)
         ):
-            s.expunge(row)
-            deployments[row.id] = CameraDeployment(row)
+            s.expunge(made)
+            deployments[made.id] = CameraDeployment(made)
         rows = s.execute(
             select(*_FRAME_COLUMNS)
             .join(Collection, Collection.id == Image.collection_id)
