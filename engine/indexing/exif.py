@@ -80,11 +80,13 @@ _MAX_TEXT = 128  # a make, model or serial longer than this is junk, not a name
 
 
 def _exif_text(value: object) -> str | None:
+    """An EXIF ASCII value: the text before its terminating NUL (cameras leave junk after it
+    in fixed-size fields), without the blanks around it."""
     if isinstance(value, bytes):
         value = value.decode("ascii", "replace")
     if not isinstance(value, str):
         return None
-    return value.strip("\x00 ") or None
+    return value.split("\x00", 1)[0].strip() or None
 
 
 def _name(value: object) -> str | None:
