@@ -31,6 +31,7 @@ from engine.catalog import Collection, Image, Judgment, Query
 from engine.catalog.models import STATUS_OK
 from engine.errors import BadInputError
 from engine.files import atomic_write_bytes
+from engine.indexing.embedded import NotARegularFile, open_regular
 from engine.indexing.keywords import (
     HIERARCHY_SEPARATOR,
     NS_DC,
@@ -42,6 +43,7 @@ from engine.indexing.keywords import (
     find_sidecar,
     sidecar_names,
 )
+from engine.indexing.xmp_packet import XMP_MAX_BYTES
 from engine.judgments.attributes import attributes_for_query
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 
@@ -54,7 +56,7 @@ ROOT_KEYWORD = "Quadrat"
 RELEVANT, NOT_RELEVANT = "relevant", "not relevant"
 _PACKET_BEGIN = '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
 _PACKET_END = '\n<?xpacket end="w"?>\n'
-_SIDECAR_MAX_BYTES = 16 * 1024 * 1024
+_SIDECAR_MAX_BYTES = XMP_MAX_BYTES
 
 
 def _level(text: str) -> str:
@@ -245,11 +247,15 @@ def default_mirror(library: Library) -> Path:
 
 
 def _read_existing(path: Path) -> bytes | None:
+    """The sidecar at `path` (None when there is none); `SidecarUnreadable` for one over the
+    bound or that is no regular file (a FIFO would block the write forever)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             data = handle.read(_SIDECAR_MAX_BYTES + 1)
     except FileNotFoundError:
         return None
+    except NotARegularFile:
+        raise SidecarUnreadable("not a regular file") from None
     if len(data) > _SIDECAR_MAX_BYTES:
         raise SidecarUnreadable(f"over {_SIDECAR_MAX_BYTES >> 20} MB")
     return data
