@@ -1,6 +1,7 @@
 """What a photo's own XMP and IPTC say, read at indexing: UTF-16 packets, IPTC keywords that XMP
-supersedes (the Metadata Working Group's rule, with the IPTC digest), licences, a FIFO named
-like a sidecar, and the bound on embedded packets.
+supersedes (the Metadata Working Group's rule, with the IPTC digest), dates from XMP/IPTC as a
+flagged fallback capture time, licences, a FIFO named like a sidecar, and the bound on embedded
+packets.
 
 The fixtures are built here in the formats' published shapes: JPEG APP1 (XMP) and APP13
 (Photoshop image resources holding the IPTC-IIM block and its MD5 digest, resource 0x0425), TIFF
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -27,12 +29,15 @@ from engine.catalog import Embedding
 from engine.catalog import Image as Row
 from engine.catalog.library import Library
 from engine.indexing.decode import decode_image
+from engine.indexing.deployments import undated_photos
 from engine.indexing.embedded import Embedded, embedded_facts
+from engine.indexing.exif import EXIF_DATE_FROM_XMP, flag_reasons, read_exif
 from engine.indexing.indexer import Indexer
 from engine.indexing.keywords import embedded_keywords, parse_xmp, read_sidecar
 from engine.io.xmp import write_sidecars
 from engine.judgments.queries import QueryStore
 
+NOW = datetime(2026, 6, 1, 12, 0, 0)
 XMP_NAMESPACES = (
     'xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
     'xmlns:dc="http://purl.org/dc/elements/1.1/" '
@@ -208,6 +213,88 @@ def test_exiftool_written_files_follow_the_digest(tmp_path: Path) -> None:
     assert embedded_keywords(photo).keywords == ["striped"]
     tool("-IPTC:Keywords+=edited")  # IPTC changed after: the stored digest no longer matches
     assert embedded_keywords(photo).keywords == ["nocturnal", "edited"]
+
+
+# -- dates from XMP or IPTC ---------------------------------------------------------------
+
+
+def _exif(path: Path):
+    with Image.open(path) as image:
+        return read_exif(image, now=NOW)
+
+
+def test_a_photo_without_an_exif_time_is_dated_from_xmp_and_flagged(tmp_path: Path) -> None:
+    photo = write_jpeg(
+        tmp_path / "scan.jpg",
+        xmp=xmp_packet("<photoshop:DateCreated>2019-06-12T14:30:00+02:00</photoshop:DateCreated>"),
+    )
+    exif = _exif(photo)
+    assert exif.observed_at == datetime(2019, 6, 12, 14, 30, tzinfo=timezone(timedelta(hours=2)))
+    assert exif.flags == EXIF_DATE_FROM_XMP
+    assert flag_reasons(exif.flags) == ["date from XMP/IPTC"]
+    # In a PNG (iTXt) as exif:DateTimeOriginal, an attribute of rdf:Description.
+    png = tmp_path / "export.png"
+    packet = xmp_packet().replace(
+        "rdf:about=''", "rdf:about='' exif:DateTimeOriginal='2021-08-03T06:15:00'"
+    )
+    Image.new("RGB", (16, 16)).save(png, pnginfo=_png_xmp(packet))
+    assert _exif(png).observed_at == datetime(2021, 8, 3, 6, 15)
+
+
+def _png_xmp(packet: str):
+    from PIL import PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", packet)
+    return info
+
+
+def test_iptc_date_and_time_are_the_last_fallback_and_exif_still_wins(tmp_path: Path) -> None:
+    iptc = iim((2, 55, b"20180520"), (2, 60, b"061500-0500"))
+    exif = _exif(write_jpeg(tmp_path / "iptc.jpg", iptc=iptc))
+    assert exif.observed_at == datetime(2018, 5, 20, 6, 15, tzinfo=timezone(timedelta(hours=-5)))
+    assert exif.flags == EXIF_DATE_FROM_XMP
+    both = write_jpeg(tmp_path / "both.jpg", iptc=iptc, exif_time="2020:01:02 03:04:05",
+                      xmp=xmp_packet("<xmp:CreateDate>2017-01-01</xmp:CreateDate>"))  # fmt: skip
+    assert (_exif(both).observed_at, _exif(both).flags) == (datetime(2020, 1, 2, 3, 4, 5), 0)
+    # XMP before IPTC while the digest says they are in step; IPTC first when it does not.
+    xmp = xmp_packet("<xmp:CreateDate>2017-01-01</xmp:CreateDate>")
+    synced = write_jpeg(tmp_path / "synced.jpg", xmp=xmp, iptc=iptc, digest="match")
+    assert _exif(synced).observed_at == datetime(2017, 1, 1)
+    edited = write_jpeg(tmp_path / "edited.jpg", xmp=xmp, iptc=iptc, digest=b"\x07" * 16)
+    assert _exif(edited).observed_at.date() == datetime(2018, 5, 20).date()
+
+
+def test_an_impossible_or_partial_xmp_date_leaves_the_photo_undated(tmp_path: Path) -> None:
+    future = write_jpeg(tmp_path / "f.jpg", xmp=xmp_packet(
+        "<photoshop:DateCreated>2091-01-01</photoshop:DateCreated>"))  # fmt: skip
+    assert _exif(future).observed_at is None
+    assert flag_reasons(_exif(future).flags) == ["capture time in the future"]
+    year_only = write_jpeg(tmp_path / "y.jpg", xmp=xmp_packet(
+        "<photoshop:DateCreated>2019</photoshop:DateCreated>"))  # fmt: skip
+    assert (_exif(year_only).observed_at, _exif(year_only).flags) == (None, 0)
+
+
+def test_indexing_stores_the_fallback_date_and_says_so(tmp_path: Path, demo_encoder) -> None:
+    folder = tmp_path / "scans"
+    write_jpeg(
+        folder / "slide.jpg",
+        xmp=xmp_packet("<photoshop:DateCreated>2019-06-12</photoshop:DateCreated>"),
+    )
+    write_jpeg(folder / "camera.jpg", exif_time="2024:05:01 21:00:00")
+    write_jpeg(folder / "nothing.jpg")  # fmt: skip
+    with Library.open(tmp_path / "lib") as library:
+        report = Indexer(library, demo_encoder).run(folder)
+        with library.catalog.session() as s:
+            rows = {r.rel_path: r for r in s.query(Row)}
+            slide = rows["slide.jpg"]
+            assert slide.observed_at == datetime(2019, 6, 12)
+            assert flag_reasons(slide.exif_flags) == ["date from XMP/IPTC"]
+            assert rows["camera.jpg"].exif_flags is None
+        undated = [Path(p).name for p, _ in undated_photos(library)]
+    assert undated == ["nothing.jpg"]
+    assert report.camera["dates_from_xmp"] == 1
+    assert "1 photo had no EXIF capture time and is dated from XMP/IPTC" in report.summary()
 
 
 # -- licences -------------------------------------------------------------------------------

@@ -174,7 +174,7 @@ def test_indexing_stores_the_camera_and_lists_undated_photos_with_reasons(
         undated = dict((Path(p).name, why) for p, why in undated_photos(library))
     assert undated == {
         "future.jpg": "capture time in the future",
-        "plain.jpg": "no capture time in the EXIF",
+        "plain.jpg": "no capture time in the EXIF, XMP or IPTC",
         "unset.jpg": "capture time unreadable",
     }
     assert report.camera["undated"] == 3
