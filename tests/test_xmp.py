@@ -81,9 +81,10 @@ def test_sidecars_are_read_back_by_exiftool_and_the_photos_are_untouched(judged)
         "Quadrat|striped owls|relevant",
         "Quadrat|lifeStage|juvenile",
     }
-    assert set(_as_list(tags["Subject"])) == {"relevant", "juvenile"}
+    assert _as_list(tags["Subject"]) == ["juvenile"]  # a verdict is no term on its own
     tags = _read_back(photos / f"{not_relevant}.xmp")
     assert _as_list(tags["HierarchicalSubject"]) == ["Quadrat|striped owls|not relevant"]
+    assert "Subject" not in tags
     assert {p: _digest(photos / p) for p in before} == before  # the originals' bytes
 
 
@@ -128,7 +129,7 @@ def test_an_existing_sidecar_keeps_its_content_and_foreign_namespaces(judged):
         "Quadrat|striped owls|relevant",
         "Quadrat|lifeStage|juvenile",
     }
-    assert set(_as_list(tags["Subject"])) == {"Coast", "relevant", "juvenile"}
+    assert set(_as_list(tags["Subject"])) == {"Coast", "juvenile"}
 
 
 def test_a_lightroom_sidecar_is_updated_in_place(judged):
@@ -233,6 +234,19 @@ def test_a_changed_sidecar_is_read_again_without_encoding_the_photo(
         sidecar.unlink()
         Indexer(library, demo_encoder).run(photos)
         assert text_ranked(library.catalog, "pond", 100) == []
+
+
+def test_flat_verdicts_of_an_earlier_version_are_removed_and_attribute_terms_kept():
+    # What earlier versions wrote: every leaf flat, the verdict too.
+    earlier = FOREIGN.replace(
+        "<rdf:li>Places|Coast</rdf:li>",
+        "<rdf:li>Places|Coast</rdf:li><rdf:li>Quadrat|owls|relevant</rdf:li>",
+    ).replace("<rdf:li>Coast</rdf:li>", "<rdf:li>Coast</rdf:li><rdf:li>relevant</rdf:li>")
+    assert parse_xmp(earlier.encode()).keywords[:2] == ["Coast", "relevant"]
+    keywords, replaces = xmp.judgment_keywords("owls", 0, {"lifeStage": "adult"})
+    merged = parse_xmp(xmp.merge_keywords(earlier.encode(), keywords, replaces)).keywords
+    assert merged == ["Coast", "adult", "Places|Coast", "Quadrat|owls|not relevant",
+                      "Quadrat|lifeStage|adult"]  # fmt: skip
 
 
 def test_parse_reads_digikam_tags_and_a_rating_element():

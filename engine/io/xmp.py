@@ -1,8 +1,14 @@
 """A query's judgments and attributes written as keywords into XMP sidecars, for digiKam,
 Lightroom, darktable and exiftool users: `Quadrat|<query>|relevant` (or `not relevant`) and
-`Quadrat|<term>|<value>` ("Quadrat|lifeStage|juvenile") in lr:hierarchicalSubject, their last
-levels in dc:subject (Lightroom's and digiKam's practice, so those tools tie the flat and the
-hierarchical keyword together).
+`Quadrat|<term>|<value>` ("Quadrat|lifeStage|juvenile") in lr:hierarchicalSubject.
+
+dc:subject, the flat keywords every tool reads, gets only the leaves that are terms about the
+photo on their own: an attribute's value ("juvenile"), as Lightroom and digiKam put a
+hierarchical keyword's leaf there. A verdict is not such a term: a bare "relevant" says nothing
+without its query, and a photo judged for two queries would carry both "relevant" and "not
+relevant". It stays in the hierarchy alone, where Lightroom (as for a keyword not included on
+export) and digiKam (which reads lr:hierarchicalSubject) show it under its query; the flat
+verdicts earlier versions wrote are removed when a sidecar is written again.
 
 The photo itself is never opened for writing. A sidecar the photo already has is parsed and
 updated (its other properties, keywords and foreign namespaces kept; this query's and these
@@ -85,6 +91,19 @@ def _leaf(keyword: str) -> str:
     return keyword.rsplit(HIERARCHY_SEPARATOR, 1)[-1]
 
 
+def _is_verdict(keyword: str) -> bool:
+    """Whether a hierarchical keyword is a Quadrat judgment (`Quadrat|<query>|relevant`)."""
+    return keyword.startswith(ROOT_KEYWORD + HIERARCHY_SEPARATOR) and _leaf(keyword) in (
+        RELEVANT,
+        NOT_RELEVANT,
+    )
+
+
+def _flat_term(keyword: str) -> str | None:
+    """What a hierarchical keyword puts in dc:subject: its leaf, except for a verdict."""
+    return None if _is_verdict(keyword) else _leaf(keyword)
+
+
 # -- the XMP document -------------------------------------------------------------------------
 
 
@@ -133,6 +152,12 @@ def _bag(rdf: ET.Element, namespace: str, name: str) -> ET.Element:
     return bag
 
 
+def _remove_property(rdf: ET.Element, namespace: str, name: str) -> None:
+    for description in rdf.iter(_q(NS_RDF, "Description")):
+        for prop in description.findall(_q(namespace, name)):
+            description.remove(prop)
+
+
 def _items(bag: ET.Element) -> list[ET.Element]:
     return bag.findall(_q(NS_RDF, "li"))
 
@@ -146,10 +171,11 @@ def merge_keywords(
     existing: bytes | None, keywords: Iterable[str], replaces: Iterable[str]
 ) -> bytes:
     """The sidecar `existing` (None: a new one) with `keywords` added to lr:hierarchicalSubject
-    and their last levels to dc:subject; hierarchical keywords starting with a prefix of
-    `replaces` are removed first, with their flat leaves where no other keyword holds them.
-    Everything else in the document is kept. Raises `SidecarUnreadable` for a document that
-    is not XMP."""
+    and their flat terms (`_flat_term`: leaves, verdicts excepted) to dc:subject; hierarchical
+    keywords starting with a prefix of `replaces` are removed first, with their flat leaves
+    where no other keyword holds them, and so are flat verdicts where a Quadrat verdict is
+    in the hierarchy. Everything else in the document is kept. Raises `SidecarUnreadable` for
+    a document that is not XMP."""
     keywords = list(keywords)
     replaces = tuple(replaces)
     if existing is None or not existing.strip(b"\x00 \t\r\n"):
@@ -168,27 +194,35 @@ def merge_keywords(
     if rdf is None:
         raise SidecarUnreadable("no rdf:RDF element")
     hierarchical = _bag(rdf, NS_LR, "hierarchicalSubject")
-    flat = _bag(rdf, NS_DC, "subject")
     removed: set[str] = set()
+    verdicts = False
     for item in _items(hierarchical):
         text = item.text or ""
         if text.startswith(replaces) and text not in keywords:
             hierarchical.remove(item)
             removed.add(_leaf(text))
+            verdicts = verdicts or _is_verdict(text)
     kept = {item.text or "" for item in _items(hierarchical)}
     for keyword in keywords:
         if keyword not in kept:
             _add_item(hierarchical, keyword)
             kept.add(keyword)
-    leaves = {_leaf(k) for k in kept}
-    for item in _items(flat):
-        if (item.text or "") in removed and item.text not in leaves:
-            flat.remove(item)
-    have = {item.text or "" for item in _items(flat)}
-    for keyword in keywords:
-        if _leaf(keyword) not in have:
-            _add_item(flat, _leaf(keyword))
-            have.add(_leaf(keyword))
+    verdicts = verdicts or any(_is_verdict(k) for k in kept)
+    terms = {t for t in (_flat_term(k) for k in kept) if t is not None}
+    stale = removed | ({RELEVANT, NOT_RELEVANT} if verdicts else set())
+    new_terms = [t for t in (_flat_term(k) for k in keywords) if t is not None]
+    if new_terms or rdf.find(f".//{_q(NS_DC, 'subject')}") is not None:
+        flat = _bag(rdf, NS_DC, "subject")
+        for item in _items(flat):
+            if (item.text or "") in stale and item.text not in terms:
+                flat.remove(item)
+        have = {item.text or "" for item in _items(flat)}
+        for term in new_terms:
+            if term not in have:
+                _add_item(flat, term)
+                have.add(term)
+        if not have:  # an emptied dc:subject goes, rather than stay an empty bag
+            _remove_property(rdf, NS_DC, "subject")
     ET.indent(root, space=" ")
     body = ET.tostring(root, encoding="unicode")
     return (_PACKET_BEGIN + body + _PACKET_END).encode("utf-8")
