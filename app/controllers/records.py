@@ -60,8 +60,7 @@ EXPORT_TIP = (
 WAITING_TEXT = "Export rec&ords… (waits: judging blind)"
 WAITING = (
     "Export waits while you judge blind: the records would carry every judge's marks, which "
-    "judging blind hides from you, and the count alone would tell you theirs. End the blind "
-    "round to see what would be written."
+    "judging blind hides from you. End the blind round to see what would be written."
 )
 END_BLIND_QUESTION = (
     "End the blind round? Every judge's marks show again in the grid and the metrics; the "
@@ -238,7 +237,7 @@ def _listed_note(check: RecordsCheck) -> str:
     if not check.problems:
         return ""
     n = len(check.problems)
-    return f" {n:,} {'is' if n == 1 else 'are'} written with a problem, listed below."
+    return f" {n:,} {'is' if n == 1 else 'are'} written with a note, listed below."
 
 
 # -- the outcome ---------------------------------------------------------------------------------
