@@ -59,6 +59,7 @@ class RecordsRequest:
 
 LEFT_OUT = "left out"
 WRITTEN = "written"
+STOPS = "stops the export"  # a problem the standard's readers would refuse the file for
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class RecordRow:
     and why it is listed."""
 
     photo: str
-    outcome: str  # LEFT_OUT or WRITTEN
+    outcome: str  # LEFT_OUT, WRITTEN or STOPS
     reason: str
 
 

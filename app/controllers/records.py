@@ -30,6 +30,7 @@ from widgets.records_dialog import (
     CAMTRAP_DP,
     DWCA,
     LEFT_OUT,
+    STOPS,
     WRITTEN,
     RecordRow,
     RecordsDialog,
@@ -83,7 +84,8 @@ class Listed:
 class RecordsCheck:
     """What an export would write, whichever writer: photos judged relevant, records
     (observations for Camtrap DP) to be written, those left out and those written with a
-    problem, each with its reason; `error` when the check itself failed (one line)."""
+    problem, each with its reason; problems that stop the export (nothing would be written);
+    how many places are generalised or withheld; `error` when the check itself failed."""
 
     fmt: str
     relevant: int
@@ -92,6 +94,8 @@ class RecordsCheck:
     problems: tuple[Listed, ...] = ()
     package: str = ""  # Camtrap DP: what the package holds, in words
     error: str = ""
+    stops: tuple[Listed, ...] = ()  # errors a reader of the standard would refuse it for
+    places: str = ""  # "2 places generalised, 1 withheld"
 
 
 @dataclass(frozen=True)
@@ -189,11 +193,22 @@ def _photos(count: int, kind: str) -> str:
 
 def records_preview(check: RecordsCheck, title: str) -> RecordsPreview:
     """What the dialog says about a check: the headline, the listed rows and a hint."""
-    rows = tuple(RecordRow(item.photo, LEFT_OUT, item.reason) for item in check.left_out) + tuple(
-        RecordRow(item.photo, WRITTEN, item.reason) for item in check.problems
+    rows = (
+        tuple(RecordRow(item.photo, STOPS, item.reason) for item in check.stops)
+        + tuple(RecordRow(item.photo, LEFT_OUT, item.reason) for item in check.left_out)
+        + tuple(RecordRow(item.photo, WRITTEN, item.reason) for item in check.problems)
     )
     if check.error:
         return RecordsPreview(f"Nothing can be written: {check.error}", 0)
+    if check.stops:
+        n = len(check.stops)
+        what = "package" if check.fmt == CAMTRAP_DP else "records"
+        return RecordsPreview(
+            f"The {what} for “{title}” would not be written: {n:,} "
+            f"{'problem' if n == 1 else 'problems'} would make them refused, listed below.",
+            0,
+            rows,
+        )
     if check.fmt == CAMTRAP_DP:
         if check.writable == 0:
             headline = (
@@ -218,10 +233,15 @@ def records_preview(check: RecordsCheck, title: str) -> RecordsPreview:
             "search method, model and judges as provenance."
         )
     else:
+        left = relevant - n
+        listed = (
+            "the one left out is listed below with the reason"
+            if left == 1
+            else f"the {left:,} left out are listed below with the reason"
+        )
         headline = (
             f"{n:,} of the {relevant:,} photos judged relevant for “{title}” will be "
-            f"written, one Darwin Core record each; the {relevant - n:,} left out are listed "
-            "below with the reason."
+            f"written, one Darwin Core record each; {listed}."
         )
     licence = sum("does not allow reuse" in item.reason for item in check.left_out)
     hint = (
@@ -234,10 +254,12 @@ def records_preview(check: RecordsCheck, title: str) -> RecordsPreview:
 
 
 def _listed_note(check: RecordsCheck) -> str:
-    if not check.problems:
-        return ""
-    n = len(check.problems)
-    return f" {n:,} {'is' if n == 1 else 'are'} written with a note, listed below."
+    """What the headline adds: the places generalised or withheld, the notes listed."""
+    note = f" Places as published: {check.places}." if check.places else ""
+    if check.problems:
+        n = len(check.problems)
+        note += f" {n:,} {'is' if n == 1 else 'are'} written with a note, listed below."
+    return note
 
 
 # -- the outcome ---------------------------------------------------------------------------------

@@ -267,3 +267,31 @@ def test_while_judging_blind_export_says_why_it_waits_and_ends_the_round_when_as
     assert dialog.intro.text().startswith("All 2 photos judged relevant")
     assert not dialog.end_blind_button.isVisibleTo(dialog)
     assert dialog.export_button.isEnabled()
+
+
+def test_the_preview_never_promises_a_record_a_problem_or_a_rule_takes_away():
+    """What the dialog says for a check (plain data, as the pre-flight gives it): errors that
+    stop the export leave nothing to write; places generalised or withheld are said."""
+    from app.controllers.records import Listed, RecordsCheck, records_preview
+    from widgets.records_dialog import STOPS
+
+    stopped = RecordsCheck(
+        "dwca", 4, 4, stops=(Listed("a.jpg", "eventDate: not an ISO 8601 date"),)
+    )
+    preview = records_preview(stopped, "owls")
+    assert preview.writable == 0
+    assert preview.headline.startswith("The records for “owls” would not be written: 1 problem")
+    assert preview.rows == (RecordRow("a.jpg", STOPS, "eventDate: not an ISO 8601 date"),)
+
+    placed = RecordsCheck(
+        "dwca", 3, 2,
+        left_out=(Listed("b.jpg", "licence: unknown, which does not allow reuse"),),
+        places="1 place generalised, 1 withheld",
+    )  # fmt: skip
+    preview = records_preview(placed, "owls")
+    assert preview.writable == 2
+    assert preview.headline == (
+        "2 of the 3 photos judged relevant for “owls” will be written, one Darwin Core record "
+        "each; the one left out is listed below with the reason. Places as published: 1 place "
+        "generalised, 1 withheld."
+    )
