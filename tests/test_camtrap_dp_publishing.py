@@ -484,3 +484,31 @@ def test_the_package_is_the_same_on_each_database(
         "carol", "carol"
     ]  # fmt: skip
     assert "1 photo where judges disagreed" in descriptor["project"]["description"]
+
+
+def test_the_export_dialog_lists_the_packages_problems_and_left_out_records(
+    belgium: Belgium,
+) -> None:
+    from app.controllers.records import check_records, records_preview
+    from widgets.records_dialog import CAMTRAP_DP, RecordsRequest
+
+    restricted = _frame(belgium, "20200709093328-RCNX0002.JPG")
+    _set(belgium, [restricted], license="All rights reserved")
+    spring = [i for rel, i in belgium.ids.items() if rel.startswith(SPRING)]
+    _set(belgium, spring, latitude=None, longitude=None)
+    with Library.open(belgium.root) as library:
+        check = check_records(
+            library, belgium.query_id, RecordsRequest(CAMTRAP_DP, False, "", MALLARD)
+        )
+        included = check_records(
+            library, belgium.query_id, RecordsRequest(CAMTRAP_DP, True, "", MALLARD)
+        )
+    assert sorted(item.reason for item in check.stops) == [
+        "latitude: required, empty", "longitude: required, empty"
+    ]  # fmt: skip
+    [licence] = [item for item in check.left_out if "licence" in item.reason]
+    assert licence.photo.endswith("20200709093328-RCNX0002.JPG")
+    assert licence.reason == "licence: All rights reserved, which does not allow reuse"
+    assert "would not be written: 2 problems" in records_preview(check, "mallard").headline
+    assert any("included as asked" in item.reason for item in included.problems)
+    assert not any("licence" in item.reason for item in included.left_out)

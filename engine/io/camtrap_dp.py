@@ -78,12 +78,14 @@ from engine.judgments.attributes import attributes_for_query
 from engine.judgments.queries import QueryStore
 
 __all__ = [
-    "DEPLOYMENT_FIELDS", "MEDIA_FIELDS", "OBSERVATION_FIELDS", "PROFILE", "SCHEMAS", "TABLES",
-    "VERSION", "CamtrapCheck", "CamtrapReport", "LeftOutDeployment", "PackageRejected",
-    "Problem", "camtrap_package", "check_camtrap_dp", "export_camtrap_dp", "iso",
+    "DEPLOYMENT_FIELDS", "MEDIA_FIELDS", "NOTHING_TO_PUBLISH", "OBSERVATION_FIELDS", "PROFILE",
+    "SCHEMAS", "TABLES", "VERSION", "CamtrapCheck", "CamtrapReport", "LeftOutDeployment",
+    "PackageRejected", "Problem", "camtrap_package", "check_camtrap_dp", "export_camtrap_dp",
+    "iso",
 ]  # fmt: skip
 
 WHAT = "the Camtrap DP package"
+NOTHING_TO_PUBLISH = "nothing to publish"
 FILES = ("deployments.csv", "media.csv", "observations.csv", "datapackage.json")
 INCLUDE_HINT = "include them with --include-restricted"
 NAME_HINT = "give one with --scientific-name"
@@ -234,7 +236,7 @@ def _warnings(built: Built) -> list[Problem]:
                 "observations",
                 "",
                 "",
-                "nothing to publish: no observation (see the records left out, and why)",
+                f"{NOTHING_TO_PUBLISH}: no observation (see the records left out, and why)",
                 ERROR,
             )
         )
