@@ -249,3 +249,48 @@ def test_quadrat_search_with_a_spoilt_text_tower_answers_as_torch(
     assert captured.out == by_torch
     assert "InvalidProtobuf" not in captured.err and "Traceback" not in captured.err
     assert len(_refusals(caplog)) == 1
+
+
+def _as_older_export(folder: Path) -> None:
+    """The record as exports were written before they were bound (format 1: no hashes)."""
+    record = json.loads((folder / "onnx.json").read_text(encoding="utf-8"))
+    record["format"] = 1
+    record.pop("weights_sha256")
+    for tower in ("image", "text"):
+        for key in ("size", "sha256", "sample_sha256"):
+            record[tower].pop(key)
+    (folder / "onnx.json").write_text(json.dumps(record), encoding="utf-8")
+    (folder / "checked.json").unlink()
+
+
+def test_an_older_export_is_checked_against_the_model_once_and_kept(
+    store: Path, demo_encoder, caplog
+) -> None:
+    folder = _demo_export(store, demo_encoder)
+    _as_older_export(folder)
+    mtimes = {name: (folder / name).stat().st_mtime_ns for name in ("image.onnx", "text.onnx")}
+    # The window's loader makes no export, yet keeps this one: torch checked it on the probes.
+    encoder = load_encoder("demo", device="cpu", store_dir=store, runtime="auto", export=False)
+    assert isinstance(encoder, OnnxEncoder) and encoder.export.text.usable
+    assert {n: (folder / n).stat().st_mtime_ns for n in mtimes} == mtimes  # not made again
+    bound = read_export(store, demo_encoder.model_key)
+    assert bound is not None and bound.weights_sha256 is not None
+    assert bound.text.hashes and bound.text.hashes["sha256"]
+    quick = text_encoder_from_store(store, demo_encoder.model_key, "demo", lambda: encoder)
+    assert quick is not None  # the torch-free text search takes it from now on
+    assert _refusals(caplog) == []
+
+
+def test_an_older_export_holding_another_models_tower_is_not_kept(
+    store: Path, stores: dict[str, Path], demo_encoder
+) -> None:
+    folder = _demo_export(store, demo_encoder)
+    shutil.copyfile(_other_export(stores) / "text.onnx", folder / "text.onnx")
+    _as_older_export(folder)
+    assert text_encoder_from_store(store, demo_encoder.model_key, "demo", lambda: None) is None
+    encoder = load_encoder("demo", device="cpu", store_dir=store, runtime="auto", export=False)
+    assert np.allclose(encoder.encode_texts(TEXTS), demo_encoder.encode_texts(TEXTS), atol=1e-5)
+    assert not isinstance(encoder, OnnxEncoder)
+    remade = load_encoder("demo", device="cpu", store_dir=store, runtime="onnx")
+    assert isinstance(remade, OnnxEncoder) and remade.export.text.usable
+    assert np.allclose(remade.encode_texts(TEXTS), demo_encoder.encode_texts(TEXTS), atol=1e-4)

@@ -87,23 +87,37 @@ def weights_problem(recorded: str | None, expected: str | None) -> str | None:
     return f"it was made from other weights (sha256 {recorded[:12]}…, not {expected[:12]}…)"
 
 
-def file_problem(
-    folder: Path, name: str | None, expected_name: str, record: dict[str, Any]
-) -> str | None:
-    """Why the tower file `name` of the export in `folder` may not be opened, or None.
-    `record`: its recorded size, sha256 and sample hash."""
+def path_problem(folder: Path, name: str | None, expected_name: str) -> str | None:
+    """Why the tower file a record names is not the plain file `expected_name` in `folder`,
+    itself no link in a `.onnx` folder that is no link; None when it is."""
     if name != expected_name:
         return f"its record names {name!r}, not {expected_name}"
     for part in (folder.parent, folder):  # STORE/.onnx and its folder of this model
         if part.is_symlink():
             return f"{part.name} is a link"
+    try:
+        seen = (folder / name).lstat()
+    except OSError as error:
+        return f"{name} cannot be read ({error.strerror or error})"
+    if not stat.S_ISREG(seen.st_mode):
+        return f"{name} is {'a link' if stat.S_ISLNK(seen.st_mode) else 'not a plain file'}"
+    return None
+
+
+def file_problem(
+    folder: Path, name: str | None, expected_name: str, record: dict[str, Any]
+) -> str | None:
+    """Why the tower file `name` of the export in `folder` may not be opened, or None.
+    `record`: its recorded size, sha256 and sample hash."""
+    problem = path_problem(folder, name, expected_name)
+    if problem is not None:
+        return problem
+    name = expected_name  # (the record's name is this one)
     path = folder / name
     try:
         seen = path.lstat()
     except OSError as error:
         return f"{name} cannot be read ({error.strerror or error})"
-    if not stat.S_ISREG(seen.st_mode):
-        return f"{name} is {'a link' if stat.S_ISLNK(seen.st_mode) else 'not a plain file'}"
     size, full, sample = record.get("size"), record.get("sha256"), record.get("sample_sha256")
     if not isinstance(size, int) or not isinstance(full, str) or not isinstance(sample, str):
         return f"{name} has no recorded hash"

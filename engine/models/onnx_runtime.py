@@ -49,6 +49,7 @@ from engine.models.folders import folder_slug
 from engine.models.onnx_checks import (
     file_problem,
     file_record,
+    path_problem,
     remember_checked,
     safe_to_remove,
     weights_identity,
@@ -303,7 +304,7 @@ def ensure_export(
     """The export of `encoder`'s model, made now when the store has none (both towers exported
     and verified against `encoder` on the probe batch; a tower that cannot be exported or
     fails verification is recorded as refused). Failing to write the store -> OSError."""
-    found = read_export(store_dir, encoder.model_key)
+    found = read_export(store_dir, encoder.model_key) or _bind_older_export(encoder, store_dir)
     problems = (None, None) if found is None else export_problems(store_dir, found, encoder.spec)
     if found is not None and any(problems):
         reasons = "; ".join(dict.fromkeys(r for r in problems if r))
@@ -435,16 +436,9 @@ def _export_tower(encoder: OpenClipEncoder, folder: Path, which: str) -> TowerRe
     if which == "image" and encoder._mean is None:
         return TowerRecord(None, None, "its preprocessing is not resize, crop and normalise")
     try:
-        if which == "image":
-            module = _image_module(encoder)
-            probe = torch.from_numpy(_probe_pixels(encoder))
-            expected = encoder.encode_preprocessed(list(_probe_pixels(encoder)))
-            names = ("pixels", "vectors")
-        else:
-            module = _text_module(encoder)
-            probe = encoder._tokenizer(list(_PROBE_TEXTS)).cpu()
-            expected = encoder.encode_texts(list(_PROBE_TEXTS))
-            names = ("tokens", "vectors")
+        module = _image_module(encoder) if which == "image" else _text_module(encoder)
+        names = ("pixels" if which == "image" else "tokens", "vectors")
+        probe = torch.from_numpy(_probe_inputs(encoder, which))
         on_device = next(module.parameters()).device
         module = module.to("cpu")
         try:
@@ -469,18 +463,71 @@ def _export_tower(encoder: OpenClipEncoder, folder: Path, which: str) -> TowerRe
                 )
         finally:
             module.to(on_device)
-        session = open_session(folder / file, threads=1)
-        got = session.run(None, {names[0]: probe.numpy()})[0]
+        cosine = probe_cosine(encoder, folder / file, which)
     except Exception as error:  # any exporter or runtime failure: torch stays
         (folder / file).unlink(missing_ok=True)
         return TowerRecord(None, None, f"cannot be exported: {one_line(error, 200)}")
-    cosine = float(np.min(np.sum(np.asarray(got, dtype=np.float64) * expected, axis=1)))
     if not cosine >= PROBE_COSINE:  # not >=: a NaN is refused too
         (folder / file).unlink(missing_ok=True)
         return TowerRecord(
             None, cosine, f"cosine {cosine:.6f} to torch on the probe batch, below {PROBE_COSINE}"
         )
     return TowerRecord(file, cosine, None)
+
+
+def _probe_inputs(encoder: OpenClipEncoder, which: str) -> np.ndarray:
+    """The probe batch of a tower: pixels (`_probe_pixels`) or the probe texts' tokens."""
+    if which == "image":
+        return _probe_pixels(encoder)
+    return np.asarray(encoder._tokenizer(list(_PROBE_TEXTS)).cpu().numpy(), dtype=np.int64)
+
+
+def probe_cosine(encoder: OpenClipEncoder, path: Path, which: str) -> float:
+    """The lowest cosine, over the probe batch, of the ONNX tower in `path` to `encoder`'s
+    vectors (onnxruntime's failure to open or run it is raised)."""
+    inputs = _probe_inputs(encoder, which)
+    if which == "image":
+        expected = encoder.encode_preprocessed(list(inputs))
+    else:
+        expected = encoder.encode_texts(list(_PROBE_TEXTS))
+    got = open_session(path, threads=1).run(
+        None, {"pixels" if which == "image" else "tokens": inputs}
+    )[0]
+    return float(np.min(np.sum(np.asarray(got, dtype=np.float64) * expected, axis=1)))
+
+
+def _bind_older_export(encoder: OpenClipEncoder, store_dir: Path) -> OnnxExport | None:
+    """An export made before exports were bound to their model (format 1), bound now: each
+    usable tower checked again against `encoder` on the probe batch (a moment, no export),
+    then recorded with its hashes and the weights'. None when there is none, or when a tower
+    is not where it must be or no longer gives the model's vectors (it is made again then)."""
+    folder = export_folder(store_dir, encoder.model_key)
+    try:
+        data = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != 1:
+        return None
+    if data.get("model_key") != encoder.model_key:
+        return None
+    try:
+        for which, name in (("image", IMAGE_FILE), ("text", TEXT_FILE)):
+            tower = TowerRecord.from_json(data.get(which))
+            if not tower.usable:
+                continue
+            if path_problem(folder, tower.file, name) or not (
+                probe_cosine(encoder, folder / name, which) >= PROBE_COSINE
+            ):
+                return None
+            data[which] = {**data[which], **_with_hashes(folder, tower).to_json()}
+        data["format"] = EXPORT_FORMAT
+        data["weights_sha256"] = weights_identity(store_dir, encoder.spec, encoder.model_key)
+        atomic_write_text(folder / MANIFEST_FILE, json.dumps(data, indent=2))
+    except Exception as error:  # a file onnxruntime cannot run, a store it cannot write
+        log.info("older ONNX export of %s not kept: %s", encoder.model_key, one_line(error, 160))
+        return None
+    log.info("older ONNX export of %s checked against the model again and kept", encoder.model_key)
+    return read_export(store_dir, encoder.model_key)
 
 
 def _context_length(encoder: OpenClipEncoder) -> int | None:
@@ -652,7 +699,9 @@ def onnx_encoder_for(
             raise BadInputError("the ONNX runtime is not installed (pip install onnxruntime)")
         return encoder
     if not export:  # only an export already there, checked (a bad one is said and not used)
-        recorded = read_export(store_dir, encoder.model_key)
+        recorded = read_export(store_dir, encoder.model_key) or _bind_older_export(
+            encoder, store_dir
+        )
         if recorded is None:
             return encoder
         made = _checked(store_dir, recorded, encoder.spec)
