@@ -446,8 +446,16 @@ class Library:
             index = self._indexes.get(model_key)
             if index is None:
                 from engine.catalog.filter_columns import fill_filter_columns
+                from engine.errors import CatalogError
 
-                fill_filter_columns(self.catalog, progress)
+                try:
+                    fill_filter_columns(self.catalog, progress)
+                except CatalogError as error:  # a full disk, say: no answer depends on it
+                    log.warning(
+                        "the date and place filters are not prepared yet (%s); they read every "
+                        "photo until a later search prepares them",
+                        error,
+                    )
                 index, report = self._load_and_repair(model_key, dim, progress)
                 if report.changed:
                     log.info("repaired vector index for %s: %s", model_key, report)
