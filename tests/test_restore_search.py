@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from PIL import Image, ImageOps
 
 from engine.catalog.backup import backup_catalog
@@ -80,6 +81,7 @@ def test_searches_after_a_restore_answer_from_the_restored_vectors(
         assert _answers(fresh, demo_encoder) == truth
 
 
+@pytest.mark.slow  # (searches all along a restore in another process: about 25 s)
 def test_a_search_running_during_a_restore_sees_one_catalog_or_the_other(
     tmp_path: Path, copy_small_demo_library, small_demo_collection, demo_encoder
 ) -> None:
