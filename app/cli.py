@@ -61,6 +61,7 @@ from app.cli_judges import add_export_judge_option, add_judge_option, add_judges
 from app.cli_methods import add_methods_command, lists_methods, method_option_help
 from app.cli_metrics import add_metrics_command
 from app.cli_models import add_models_command
+from app.cli_privacy import add_sensitive_taxa_command
 from app.cli_xmp import add_xmp_export_options, cmd_export_xmp
 from app.settings import language_model
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
@@ -259,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_attributes_command(sub)
     add_analyses_command(sub)
     add_judges_commands(sub)
+    add_sensitive_taxa_command(sub)
     return parser
 
 

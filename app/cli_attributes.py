@@ -1,9 +1,11 @@
 """`quadrat attributes ask` (docs/SPEC.md §6.3): a closed question learnt from a query's judged
 photos, checked by cross-validation, then asked of the whole collection (or the photos the
-filters let through).
+filters let through). `quadrat attributes terms` lists the Darwin Core terms a judgment can
+carry, as the window labels them, with their suggested values.
 
     quadrat attributes ask TERM=VALUE --query ID_OR_TEXT [filters] [--top N] [--min-p P]
                            [--target 0.9] [--json]
+    quadrat attributes terms [--json]
 
 The cross-validated accuracy is printed first, before the collection is scored, then how many
 judgments the question needs to reach --target, then the photos most likely to answer yes with
@@ -68,6 +70,32 @@ def add_attributes_command(subparsers: argparse._SubParsersAction) -> None:  # t
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     add_filter_options(ask)
     ask.set_defaults(func=run_ask_command)
+    terms = actions.add_parser(
+        "terms",
+        help="the Darwin Core terms a judgment can carry, their labels and suggested values",
+        description="The Darwin Core terms a judgment can carry (the judgments CSV's and the "
+        "archive's columns), each with the label the window shows and its suggested values.",
+    )
+    terms.add_argument("--json", action="store_true", help="print one JSON object")
+    terms.set_defaults(func=run_terms_command)
+
+
+def run_terms_command(args: argparse.Namespace) -> int:
+    """One line per term: its caption, then its suggested values (or "free text")."""
+    from engine.judgments.dwc_terms import ATTRIBUTE_TERMS
+
+    if args.json:
+        listed = {
+            t.term: {"label": t.label, "values": list(t.vocabulary), "source": t.source}
+            for t in ATTRIBUTE_TERMS
+        }
+        print(json.dumps({"terms": listed}))
+        return EXIT_OK
+    width = max(len(t.caption) for t in ATTRIBUTE_TERMS)
+    for t in ATTRIBUTE_TERMS:
+        values = ", ".join(t.vocabulary) if t.vocabulary else "free text"
+        print(f"{t.caption:<{width}}  {values}")
+    return EXIT_OK
 
 
 def run_ask_command(args: argparse.Namespace) -> int:

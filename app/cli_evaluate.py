@@ -14,6 +14,7 @@ from app.cli_args import positive_int
 from app.cli_common import EXIT_OK, TqdmProgress
 from app.cli_filters import add_filter_options, filters_from_args
 from app.cli_methods import lists_methods, method_option_help
+from app.cli_metrics import add_ties_option
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -46,13 +47,7 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
         help="what the metrics count: photos (the default), or events (an event is ranked at "
         "its best frame and is relevant when any of its frames is judged relevant)",
     )
-    p.add_argument(
-        "--ties",
-        default="order",
-        choices=["order", "group"],
-        help="AP's tied scores: 'order' scores the strict order (ties by the base ranking; the "
-        "default), 'group' counts each tie as one threshold, as INQUIRE's code (sklearn) does",
-    )
+    add_ties_option(p)
     p.add_argument(
         "--collection",
         action="append",

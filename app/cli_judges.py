@@ -138,6 +138,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
         measure_agreement,
     )
     from engine.judgments.attributes import check_term
+    from engine.judgments.dwc_terms import caption
 
     term = check_term(args.term) if args.term else None
     with open_library(args.library) as library:
@@ -153,7 +154,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({"query_id": query_id, "term": term, **agreement.to_json()}))
                 return EXIT_OK
-            print(f"{term}:")
+            print(f"{caption(term)}:")
             for line in agreement.summary_lines():
                 print(line)
             return EXIT_OK
@@ -167,7 +168,7 @@ def run_agreement_command(args: argparse.Namespace) -> int:
     for line in agreement.summary_lines():
         print(line)
     for name, attribute in terms.items():
-        print(f"{name}: {attribute.one_line()}")
+        print(f"{caption(name)}: {attribute.one_line()}")
     return EXIT_OK
 
 

@@ -1,6 +1,7 @@
 """`quadrat metrics`: score a TREC run against judgments (docs/SPEC.md §5.4). No Qt, no library.
 
-    quadrat metrics --run RUN.trec --qrels QRELS [--k 50] [--protocol fullrank|rerank] [--json]
+    quadrat metrics --run RUN.trec --qrels QRELS [--k 50] [--protocol fullrank|rerank]
+                    [--ties order|group] [--json]
 
 QRELS may be TREC qrels or an INQUIRE judgments CSV (with or without a `relevant` column).
 A malformed file raises `BadInputError`, which the `quadrat` entry point turns into exit code 2.
@@ -14,10 +15,22 @@ import sys
 from typing import TYPE_CHECKING
 
 from app.cli_args import positive_int
-from engine.evaluation.metrics import PROTOCOLS
+from engine.evaluation.metrics import PROTOCOLS, TIES
 
 if TYPE_CHECKING:  # the scoring is imported by the command: every other command skips it
     from engine.evaluation.metrics import MeanMetrics
+
+
+def add_ties_option(parser: argparse.ArgumentParser) -> None:
+    """`--ties order|group`, the same for `metrics` and `evaluate` (docs/SPEC.md §1.2)."""
+    parser.add_argument(
+        "--ties",
+        default="order",
+        choices=TIES,
+        help="tied scores: 'order' scores the strict order (ties by the rank column or the base "
+        "ranking; the default), 'group' scores AP and nDCG with each tie as one group, as "
+        "INQUIRE's code (sklearn) does, so the order inside a tie cannot matter",
+    )
 
 
 def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,6 +53,7 @@ def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type
         default="fullrank",
         help="fullrank: AP normalised by min(k, R); rerank: the run is a fixed candidate set",
     )
+    add_ties_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run_metrics_command)
 
@@ -57,13 +71,12 @@ def run_metrics_command(args: argparse.Namespace) -> int:
     run = load_trec_run(args.run)
     judgments = load_judgments(args.qrels)
     qrels = qrels_for_run(run, judgments)
-    ranked = {query_id: [docid for docid, _ in results] for query_id, results in run.items()}
-    mean = evaluate_run(ranked, qrels, args.k, args.protocol)
+    mean = evaluate_run(run, qrels, args.k, args.protocol, args.ties)
     judged_docids = {docid for relevance in qrels.values() for docid in relevance}
     if (
         run
         and judged_docids
-        and not any(docid in judged_docids for results in ranked.values() for docid in results)
+        and not any(docid in judged_docids for results in run.values() for docid, _ in results)
     ):
         # Scores of 0 from a naming mismatch look like a bad system; say so.
         print(
@@ -72,19 +85,24 @@ def run_metrics_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.json:
-        print(json.dumps(metrics_json(mean, args.k)))
+        print(json.dumps({**metrics_json(mean, args.k), "ties": args.ties}))
     else:
-        print(_summary_table(mean, args.k, args.protocol, set(run)))
+        print(_summary_table(mean, args.k, args.protocol, set(run), args.ties))
     return 0
 
 
-def _summary_table(mean: MeanMetrics, k: int, protocol: str, in_run: set[str]) -> str:
+def _summary_table(
+    mean: MeanMetrics, k: int, protocol: str, in_run: set[str], ties: str = "order"
+) -> str:
     """The human-readable summary. Every query is either averaged or not, and the notes below the
     table say which: under fullrank a judged query the run skipped is averaged with a score of 0;
     under rerank it has no candidates, hence no relevant candidate, and is not averaged."""
     total = len(mean.per_query)
     rows = [
-        (f"queries ({protocol})", f"{mean.queries} averaged of {total}"),
+        (
+            f"queries ({protocol}{', tied scores grouped' if ties == 'group' else ''})",
+            f"{mean.queries} averaged of {total}",
+        ),
         (f"mAP@{k}", f"{mean.mAP:.4f}"),
         (f"nDCG@{k}", f"{mean.mean_nDCG:.4f}"),
         (f"MRR@{k}", f"{mean.MRR:.4f}"),

@@ -120,7 +120,7 @@ def test_quadrat_agreement_by_term(library, capsys):
     assert out["raw_agreement"]["value"] == pytest.approx(0.75)
     assert main(["agreement", "--query", str(qid), "--library", root]) == 0
     text = capsys.readouterr().out
-    assert "lifeStage: 4 photos by 2 judges: raw agreement 0.750" in text
+    assert "Life stage (lifeStage): 4 photos by 2 judges: raw agreement 0.750" in text
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -335,7 +335,7 @@ def test_dialog_shows_the_check_then_suggestions_and_stores_answers(
         assert dialog is not None
         qtbot.addWidget(dialog)
         assert not dialog.ask_button.isEnabled()  # no value typed yet
-        dialog.term_box.setCurrentText("reproductiveCondition")
+        dialog.term_box.setCurrentIndex(dialog.term_box.findData("reproductiveCondition"))
         dialog.value_edit.setText("striped")
         dialog.ask_button.click()
         assert errors == []

@@ -3,6 +3,8 @@ when, query presets filled on judging, undo, vocabularies and off-vocabulary val
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select
 
@@ -13,12 +15,15 @@ from engine.judgments.attributes import (
     attribute_history,
     attributes_for_query,
     attributes_of,
+    fill_presets,
     normalize_value,
     off_vocabulary,
+    preset_offer,
     query_presets,
     set_attributes,
     set_query_presets,
     undo_attributes,
+    undo_preset_fill,
 )
 from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
@@ -140,6 +145,61 @@ def test_undo_of_not_relevant_brings_back_the_preset_value(library):
     assert attributes_of(library, qid, a) == {"vitality": "dead"}
 
 
+def test_a_preset_set_after_judging_reaches_the_photos_judged_before_and_undo_takes_it_back(
+    library,
+):
+    """Issue 34: a preset filled only photos judged after it was set (a DwC-A had lifeStage on
+    1 of 10 records). Now the photos judged relevant before are offered it, counted, filled in
+    one step with the judge named, and that step is taken back whole."""
+    store = QueryStore(library, user="dana")
+    qid = store.find_or_create_query("adult gulls")
+    a, b, c, d, e = image_ids(library)
+    for photo in (a, b, c):
+        store.judge(qid, photo, 1)
+    store.judge(qid, d, 0)
+    set_attributes(library, qid, b, {"lifeStage": "juvenile"}, "dana")  # its own value
+    set_query_presets(library, qid, {"lifeStage": "Adult", "vitality": "alive"})
+    # Setting the presets changed no photo judged before.
+    assert attributes_of(library, qid, a) == {}
+
+    offer = preset_offer(library, qid)
+    assert (offer.relevant, offer.photos, offer.keeping_their_own) == (3, 3, 0)
+    assert offer.per_term == {"lifeStage": 2, "vitality": 3}
+    assert offer.presets == {"lifeStage": "adult", "vitality": "alive"}
+
+    fill = fill_presets(library, qid, judge="erin")
+    assert fill.photos == 3
+    assert attributes_for_query(library, qid) == {
+        a: {"lifeStage": "adult", "vitality": "alive"},
+        b: {"lifeStage": "juvenile", "vitality": "alive"},  # its own value kept
+        c: {"lifeStage": "adult", "vitality": "alive"},
+    }
+    assert attributes_of(library, qid, d) == {} and attributes_of(library, qid, e) == {}
+    events = [(r.image_id, r.term, r.value, r.changed_by) for r in attribute_history(library, qid)]
+    assert (a, "lifeStage", "adult", "erin") in events and (
+        b,
+        "vitality",
+        "alive",
+        "erin",
+    ) in events
+    assert preset_offer(library, qid).photos == 0  # nothing left to fill
+    assert fill_presets(library, qid, judge="erin").photos == 0
+
+    # A value changed after the fill keeps its newer value when the fill is undone.
+    set_attributes(library, qid, c, {"lifeStage": "subadult"}, "dana")
+    undone = undo_preset_fill(library, fill, judge="erin")
+    assert undone.photos == 3
+    assert attributes_for_query(library, qid) == {
+        b: {"lifeStage": "juvenile"},
+        c: {"lifeStage": "subadult"},
+    }
+    assert (a, "lifeStage", None, "erin") in [
+        (r.image_id, r.term, r.value, r.changed_by) for r in attribute_history(library, qid)
+    ]
+    # The judgments themselves are untouched.
+    assert store.judgments(qid) == {a: 1, b: 1, c: 1, d: 0}
+
+
 def test_vocabulary_values_are_normalized_and_others_flagged_but_kept():
     assert normalize_value("lifeStage", "  Juvenile ") == "juvenile"
     assert normalize_value("sex", "Cannot Be Determined") == "cannot be determined"
@@ -154,6 +214,82 @@ def test_vocabulary_values_are_normalized_and_others_flagged_but_kept():
             "behavior": "anything at all",
         }
     ) == {"lifeStage": ["instar III"], "reproductiveCondition": ["seeding"]}
+
+
+# The suggestions as Quadrat offered them before issue 34 (iNaturalist's annotation values):
+# values stored from them stay valid, never flagged and never rewritten.
+EARLIER_VOCABULARIES = {
+    "lifeStage": ("adult", "teneral", "pupa", "nymph", "larva", "egg", "juvenile", "subimago"),
+    "sex": ("female", "male", "cannot be determined"),
+    "reproductiveCondition": ("flowering", "fruiting", "budding", "no evidence of flowering"),
+    "vitality": ("alive", "dead", "cannot be determined"),
+}
+
+
+def test_life_stages_fit_every_kingdom_and_sex_has_hermaphrodite():
+    from engine.judgments.attributes import VOCABULARIES
+
+    stages = set(VOCABULARIES["lifeStage"])
+    # GBIF's LifeStage vocabulary (rs.gbif.org/vocabulary/gbif/life_stage): every kingdom.
+    assert {"zygote", "embryo", "larva", "juvenile", "adult", "pupa"} <= stages
+    assert {"sporophyte", "gametophyte", "spore", "gamete"} <= stages  # ferns, mosses, fungi
+    # GBIF's Sex vocabulary (rs.gbif.org/vocabulary/gbif/sex) has hermaphrodite.
+    assert "hermaphrodite" in VOCABULARIES["sex"]
+    for term, earlier in EARLIER_VOCABULARIES.items():
+        assert set(earlier) <= set(VOCABULARIES[term]), term
+    assert normalize_value("sex", " Hermaphrodite") == "hermaphrodite"
+    assert off_vocabulary(
+        {"sex": "hermaphrodite", "lifeStage": "sporophyte | Spore", "vitality": "mixedLot"}
+    ) == {"vitality": ["mixedLot"]}
+
+
+def test_values_an_earlier_version_stored_still_read_as_they_were(library, tmp_path):
+    import csv
+
+    from engine.catalog.models import JudgmentAttribute
+    from engine.io.export import export_judgments
+
+    store = QueryStore(library, user="ann")
+    qid = store.find_or_create_query("odonata emerging")
+    a, b = image_ids(library)[:2]
+    store.judge(qid, a, 1)
+    store.judge(qid, b, 1)
+    stored = {
+        a: {"lifeStage": "teneral", "sex": "cannot be determined", "vitality": "alive"},
+        # "instar III" was off the vocabulary then and is now: kept, and flagged.
+        b: {"lifeStage": "nymph | instar III", "reproductiveCondition": "budding"},
+    }
+    with library.catalog.session() as s:  # as an earlier version left the rows
+        for image_id, values in stored.items():
+            for term, value in values.items():
+                s.add(JudgmentAttribute(
+                    query_id=qid, image_id=image_id, term=term, value=value, set_by="ann"
+                ))  # fmt: skip
+    assert attributes_for_query(library, qid) == stored
+    assert off_vocabulary(stored[a]) == {}
+    assert off_vocabulary(stored[b]) == {"lifeStage": ["instar III"]}
+    out = tmp_path / "j.csv"
+    export_judgments(library, out, [qid])
+    with open(out, encoding="utf-8", newline="") as handle:
+        rows = {row["image_id"]: row for row in csv.DictReader(handle)}
+    assert sorted(row["lifeStage"] for row in rows.values()) == ["nymph | instar III", "teneral"]
+    assert attributes_for_query(library, qid) == stored  # reading rewrote nothing
+
+
+def test_the_command_line_names_the_terms_as_the_window_does(capsys):
+    from app.cli import main
+    from app.controllers.attributes import attribute_fields
+    from engine.judgments.dwc_terms import DWC_ATTRIBUTE_TERMS
+
+    assert main(["attributes", "terms", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["terms"]
+    assert list(listed) == list(DWC_ATTRIBUTE_TERMS)
+    assert "hermaphrodite" in listed["sex"]["values"]
+    assert main(["attributes", "terms"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for field, line in zip(attribute_fields(), lines, strict=True):
+        assert line.startswith(field.label + "  ")  # the pane's label, as the CLI prints it
+        assert field.term.casefold() in field.label.casefold()
 
 
 def test_judgments_csv_carries_attributes_as_darwin_core_columns_and_round_trips(library, tmp_path):

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,8 @@ def test_metrics_json_by_hand(files: tuple[Path, Path], capsys: pytest.CaptureFi
     data = run_json(
         ["metrics", "--run", str(run), "--qrels", str(qrels), "--k", "3", "--json"], capsys
     )
-    assert set(data) == {"queries", "mAP@3", "nDCG@3", "MRR@3", "per_query"}
+    assert set(data) == {"queries", "mAP@3", "nDCG@3", "MRR@3", "per_query", "ties"}
+    assert data["ties"] == "order"
     assert data["queries"] == 3
     assert data["mAP@3"] == pytest.approx((1 / 6 + 1 + 0) / 3)
     assert data["MRR@3"] == pytest.approx((1 / 2 + 1 + 0) / 3)
@@ -180,6 +182,84 @@ def test_scores_decide_the_order_not_the_rank_column(
     argv = ["metrics", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels")]
     data = run_json([*argv, "--k", "1", "--json"], capsys)
     assert data["per_query"] == [{"query_id": "q", "AP": 1.0, "nDCG": 1.0, "RR": 1.0, "R": 1}]
+
+
+# A tied run (issue 34): every photo of t1 scored 0.5, the one relevant first by the rank column;
+# t2 is docs/SPEC.md §1.2's example (0.9, 0.8, 0.8, 0.8, 0.5 with rel 0, 1, 1, 0, 1).
+TIED_RUN = "".join(f"t1 Q0 a{i} {i} 0.5 sys\n" for i in range(1, 9)) + (
+    "t2 Q0 b1 1 0.9 sys\nt2 Q0 b2 2 0.8 sys\nt2 Q0 b3 3 0.8 sys\nt2 Q0 b4 4 0.8 sys\n"
+    "t2 Q0 b5 5 0.5 sys\n"
+)
+# t1: a1 relevant, and nine relevant photos the run never retrieved (R = 10); t2: R = 3.
+TIED_QRELS = (
+    "t1 0 a1 1\n"
+    + "".join(f"t1 0 m{i} 1\n" for i in range(2, 11))
+    + ("t2 0 b1 0\nt2 0 b2 1\nt2 0 b3 1\nt2 0 b4 0\nt2 0 b5 1\n")
+)
+# k = 10, fullrank (normaliser min(10, R)). By hand:
+#   order: t1 AP = (1/1) / 10 = 0.1; t2 AP = (1/2 + 2/3 + 3/5) / 3 = 0.5888889.
+#   group: t1's eight tied photos are one threshold holding 1 relevant: AP = 1 · (1/8) / 10 =
+#          0.0125 (INQUIRE's number for such a query); t2: (2 · 2/4 + 1 · 3/5) / 3 = 0.5333333.
+#   nDCG@10, IDCG = Σ_{i=1..10} 1/log2(i+1) for t1, Σ_{i=1..3} for t2:
+#   order: t1 DCG = 1; t2 DCG = 1/log2 3 + 1/log2 4 + 1/log2 6.
+#   group: t1 each of ranks 1..8 gains 1/8: DCG = (1/8) Σ_{i=1..8} 1/log2(i+1);
+#          t2 ranks 2..4 gain 2/3 each: DCG = (2/3)(1/log2 3 + 1/log2 4 + 1/log2 5) + 1/log2 6.
+#   RR keeps the strict order either way: t1 1, t2 1/2.
+
+
+def _discounts(first: int, last: int) -> float:
+    return sum(1 / math.log2(i + 1) for i in range(first, last + 1))
+
+
+def test_tied_runs_score_as_inquire_with_ties_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run.trec").write_text(TIED_RUN)
+    (tmp_path / "qrels").write_text(TIED_QRELS)
+    argv = ["metrics", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels")]
+    argv += ["--k", "10", "--json"]
+    order = run_json(argv, capsys)
+    group = run_json([*argv, "--ties", "group"], capsys)
+    assert (order["ties"], group["ties"]) == ("order", "group")
+    assert [q["AP"] for q in order["per_query"]] == pytest.approx([0.1, 0.5888889])
+    assert [q["AP"] for q in group["per_query"]] == pytest.approx([0.0125, 0.5333333])
+    assert group["mAP@10"] == pytest.approx((0.0125 + 0.5333333) / 2)
+    t2_order = _discounts(2, 3) + 1 / math.log2(6)
+    t2_group = 2 / 3 * _discounts(2, 4) + 1 / math.log2(6)
+    assert [q["nDCG"] for q in order["per_query"]] == pytest.approx(
+        [1 / _discounts(1, 10), t2_order / _discounts(1, 3)]
+    )
+    assert [q["nDCG"] for q in group["per_query"]] == pytest.approx(
+        [_discounts(1, 8) / 8 / _discounts(1, 10), t2_group / _discounts(1, 3)]
+    )
+    assert [q["RR"] for q in group["per_query"]] == [1.0, 0.5]
+    # The table says that tied scores were grouped.
+    args = parse([*argv[:-1], "--ties", "group"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.splitlines()[0].split()[:4] == [
+        "queries", "(fullrank,", "tied", "scores"
+    ]  # fmt: skip
+
+
+def test_metrics_and_evaluate_share_one_ties_option() -> None:
+    from app.cli_evaluate import add_evaluate_command
+
+    def ties_action(
+        add: Callable[[argparse._SubParsersAction], None], name: str
+    ) -> argparse.Action:
+        parser = argparse.ArgumentParser(prog="quadrat")
+        add(parser.add_subparsers(dest="command"))
+        command = parser._subparsers._group_actions[0].choices[name]  # type: ignore[union-attr]
+        return next(a for a in command._actions if "--ties" in a.option_strings)
+
+    metrics, evaluate = (
+        ties_action(add_metrics_command, "metrics"),
+        ties_action(add_evaluate_command, "evaluate"),
+    )
+    assert (metrics.choices, metrics.default, metrics.help) == (
+        evaluate.choices, evaluate.default, evaluate.help
+    )  # fmt: skip
+    assert list(metrics.choices or ()) == ["order", "group"]
 
 
 def quadrat(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -264,7 +264,8 @@ def test_near_box_holds_the_cap():
     ("codes", "expected"),
     [
         (("cc-by-nc",), {"frog2.jpg", "bug1.jpg", "bug2.jpg"}),  # three spellings
-        (("CC0",), {"frog3.jpg", "beetle1.jpg", "untaxed.jpg"}),  # "public domain" too
+        (("CC0",), {"frog3.jpg", "untaxed.jpg"}),
+        (("pdm",), {"beetle1.jpg"}),  # "public domain": the mark, never CC0
         (("CC BY 4.0",), {"frog1.jpg", "squirrel.jpg"}),  # normalised when made
         (("cc-by", "cc-by-sa"), {"frog1.jpg", "squirrel.jpg", "beetle2.jpg"}),
         (("cc-by-nd",), set()),
@@ -603,10 +604,15 @@ def test_from_params_of_junk_is_one_line_naming_the_filter(params, named):
         ("cc by nd", "cc-by-nd"),
         ("CC0", "cc0"),
         ("CC0 1.0", "cc0"),
-        ("public domain", "cc0"),
-        ("Public Domain Mark 1.0", "cc0"),
+        ("Public Domain Dedication", "cc0"),
+        ("public domain", "pdm"),
+        ("Public Domain Mark 1.0", "pdm"),
         ("https://creativecommons.org/publicdomain/zero/1.0/", "cc0"),
-        ("  All Rights Reserved ", "all rights reserved"),
+        ("http://creativecommons.org/publicdomain/mark/1.0/", "pdm"),
+        ("Attribution License", "cc-by"),
+        ("Attribution-NoDerivs License", "cc-by-nd"),
+        ("  All Rights Reserved ", "all-rights-reserved"),
+        ("No known copyright restrictions", "no known copyright restrictions"),
         ("", None),
         (None, None),
     ],

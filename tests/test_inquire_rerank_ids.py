@@ -226,6 +226,30 @@ def test_tied_average_precision_equals_sklearn_when_installed():
         assert ours == pytest.approx(sklearn_metrics.average_precision_score(rels, scores))
 
 
+def test_tied_ndcg_equals_sklearn_when_installed():
+    # INQUIRE's ndcg_at_k: sklearn's ndcg_score (ties averaged) over the top k, the relevant
+    # photos the top k missed appended with a score of -100 (beyond k, so they gain nothing).
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    rng = random.Random(11)
+    for _ in range(200):
+        n = rng.randint(2, 30)
+        k = rng.randint(1, n)
+        ordered = sorted(
+            ((rng.choice([0.1, 0.25, 0.5, 0.75, 1.0]), rng.randint(0, 1)) for _ in range(n)),
+            key=lambda pair: -pair[0],
+        )
+        scores, rels = [s for s, _ in ordered], [r for _, r in ordered]
+        missed = rng.randint(0, 3)
+        count_pos = sum(rels[:k]) + missed
+        if count_pos == 0 or k + missed < 2:  # sklearn scores two documents or more
+            continue
+        ours = quadrat_metrics.tied_ndcg_at_k(rels, scores, k, count_pos)
+        theirs = sklearn_metrics.ndcg_score(
+            [rels[:k] + [1] * missed], [scores[:k] + [-100.0] * missed], k=k
+        )
+        assert ours == pytest.approx(theirs)
+
+
 def test_the_spec_states_the_tie_example():
     from pathlib import Path
 

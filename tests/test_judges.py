@@ -212,6 +212,99 @@ def test_judge_names_go_through_export_and_import(sqlite_library, tmp_path):
     assert (ids[4], "fay") in {(h.image_id, h.judged_by) for h in ann.judgment_history(qid)}
 
 
+# Two judges' marks of the same six photos in one file (issue 34): ann's lines, then bob's.
+#   photo:  0  1  2  3  4  5
+#   ann:    1  1  1  0  0  0
+#   bob:    1  1  0  0  0  1
+# They agree on 4 of 6: raw agreement 2/3. Each judge says relevant for 3 of 6, so chance
+# agreement is 1/2 · 1/2 + 1/2 · 1/2 = 1/2 and Cohen's kappa = (2/3 − 1/2) / (1 − 1/2) = 1/3;
+# with two judges Fleiss' kappa is the same 1/3. Krippendorff's alpha (nominal): 12 values,
+# 6 of each; the two disagreeing photos add 2 to each off-diagonal cell of the coincidence
+# table, so alpha = 1 − (12 − 1) · (2 + 2) / (2 · 6 · 6) = 1 − 44/72 = 7/18.
+ANN = (1, 1, 1, 0, 0, 0)
+BOB = (1, 1, 0, 0, 0, 1)
+
+
+def two_judges_file(path: Path, qid: int, ids: list[int]) -> Path:
+    from engine.benchmarks.runner import catalog_docid
+
+    lines = ["query_id,image_id,relevant,lifeStage,judge"]
+    for judge, marks in (("ann", ANN), ("bob", BOB)):
+        for index, mark in enumerate(marks):
+            stage = ("adult" if judge == "ann" or index == 0 else "juvenile") if index < 2 else ""
+            lines.append(f"{qid},{catalog_docid(ids[index])},{mark},{stage},{judge}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_file_of_two_judges_imports_each_judges_marks(library, tmp_path):
+    from engine.io.export import import_benchmark
+    from engine.judgments.agreement import attribute_ratings, measure_agreement
+
+    ids = image_ids(library)
+    store = QueryStore(library, user="chair")
+    qid = store.find_or_create_query("heron")
+    report = import_benchmark(library, None, two_judges_file(tmp_path / "j.csv", qid, ids))
+    assert report.judgments == 12
+    ratings = judge_ratings(library, qid)
+    assert ratings == {ids[i]: {"ann": ANN[i], "bob": BOB[i]} for i in range(6)}
+    agreement = measure_agreement(ratings, seed=qid)
+    assert agreement.raw.value == pytest.approx(2 / 3)
+    assert agreement.pairs[0].kappa.value == pytest.approx(1 / 3)
+    assert agreement.fleiss_kappa.value == pytest.approx(1 / 3)
+    assert agreement.krippendorff_alpha.value == pytest.approx(7 / 18)
+    # Each judge's attribute values are theirs too.
+    assert attribute_ratings(library, qid, "lifeStage") == {
+        ids[0]: {"ann": "adult", "bob": "adult"},
+        ids[1]: {"ann": "adult", "bob": "juvenile"},
+    }
+    # The photo's judgment is the newest (the file's later line), as two judges judging it in
+    # the window would leave it.
+    assert store.judgments(qid) == {ids[i]: BOB[i] for i in range(6)}
+
+
+def test_one_judge_marking_a_photo_twice_differently_is_still_refused(sqlite_library, tmp_path):
+    from engine.benchmarks.runner import catalog_docid
+    from engine.errors import BadInputError
+    from engine.io.export import import_benchmark
+
+    ids = image_ids(sqlite_library)
+    qid = QueryStore(sqlite_library).find_or_create_query("egret")
+    doc = catalog_docid(ids[0])
+    path = tmp_path / "j.csv"
+    path.write_text(
+        f"query_id,image_id,relevant,judge\n{qid},{doc},1,ann\n{qid},{doc},1,bob\n"
+        f"{qid},{doc},0,ann\n"
+    )
+    with pytest.raises(BadInputError, match=r"line 4: .* judged 0 here but 1 on line 2 by ann"):
+        import_benchmark(sqlite_library, None, path)
+    assert judge_ratings(sqlite_library, qid) == {}  # nothing was imported
+
+
+def test_quadrat_agreement_measures_an_imported_file_of_two_judges(
+    sqlite_library, tmp_path, capsys
+):
+    from app.cli import main
+
+    ids = image_ids(sqlite_library)
+    qid = QueryStore(sqlite_library).find_or_create_query("bittern")
+    path = two_judges_file(tmp_path / "j.csv", qid, ids)
+    root = str(sqlite_library.root)
+    sqlite_library.close()
+    assert main(["import", "--judgments", str(path), "--library", root]) == 0
+    assert "12 judgments imported" in capsys.readouterr().out
+    assert main(["agreement", "--query", "bittern", "--library", root, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["judges"], out["photos"], out["judgments"]) == (["ann", "bob"], 6, 12)
+    assert out["raw_agreement"]["value"] == pytest.approx(2 / 3, abs=1e-4)
+    assert out["pairs"][0]["cohen_kappa"]["value"] == pytest.approx(1 / 3, abs=1e-4)
+    assert out["pairs"][0]["table"] == [[2, 1], [1, 2]]
+    assert out["krippendorff_alpha"]["value"] == pytest.approx(7 / 18, abs=1e-4)
+    # Each attribute's line names it as the window does.
+    assert main(["agreement", "--query", "bittern", "--library", root]) == 0
+    assert "Life stage (lifeStage): 2 photos by 2 judges" in capsys.readouterr().out
+
+
 def test_the_judge_setting_is_stored_and_read_back(tmp_path):
     from app.settings import Settings, load_settings, save_settings
 

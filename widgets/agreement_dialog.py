@@ -67,6 +67,7 @@ class AgreementReport:
     disagreements: list[DisagreementRow] = field(default_factory=list)
     term: str = ""  # the attribute measured; "" for relevance
     terms: list[str] = field(default_factory=list)  # attributes with two judges' values
+    captions: dict[str, str] = field(default_factory=dict)  # term -> how the window names it
 
 
 class AgreementDialog(QDialog):
@@ -148,7 +149,7 @@ class AgreementDialog(QDialog):
         self.term_picker.clear()
         self.term_picker.addItem("Relevance", "")
         for term in terms:
-            self.term_picker.addItem(term, term)
+            self.term_picker.addItem(report.captions.get(term, term), term)
         self.term_picker.setCurrentIndex(max(self.term_picker.findData(report.term), 0))
         self.term_picker.blockSignals(False)
 
@@ -194,7 +195,8 @@ class AgreementDialog(QDialog):
         rows = report.disagreements
         if report.term:  # values differ: shown side by side, nothing to adjudicate
             self.disagreements_label.setText(
-                f"{len(rows)} photo{'s' * (len(rows) != 1)} with different {report.term} values"
+                f"{len(rows)} photo{'s' * (len(rows) != 1)} with different values of "
+                f"{report.captions.get(report.term, report.term)}"
             )
             self.table.clear()
             self.table.setColumnCount(1 + len(report.judges))

@@ -51,7 +51,7 @@ class AttributeQuestionDialog(QDialog):
     def __init__(
         self,
         query_title: str,
-        terms: Sequence[str],
+        terms: Sequence[tuple[str, str]],
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -68,7 +68,8 @@ class AttributeQuestionDialog(QDialog):
         intro.setWordWrap(True)
         self.term_box = QComboBox(self)
         self.term_box.setObjectName("questionTerm")
-        self.term_box.addItems(list(terms))
+        for term, caption in terms:  # (Darwin Core term, how the window names it)
+            self.term_box.addItem(caption, term)
         self.value_edit = QLineEdit(self)
         self.value_edit.setObjectName("questionValue")
         self.value_edit.setPlaceholderText("value, e.g. flowering")
@@ -168,7 +169,7 @@ class AttributeQuestionDialog(QDialog):
     # -- reading it -------------------------------------------------------------------------------
 
     def question(self) -> tuple[str, str]:
-        return self.term_box.currentText(), self.value_edit.text().strip()
+        return str(self.term_box.currentData() or ""), self.value_edit.text().strip()
 
     def selected_ids(self) -> list[int]:
         rows = sorted({index.row() for index in self.table.selectedIndexes()})

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -74,8 +75,23 @@ class AttributeForm(QWidget):
             box.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             box.setToolTip(spec.tooltip)
             self._tooltips[spec.term] = spec.tooltip
-            form.addRow(f"{spec.label}:", box)
+            form.addRow(self._label(spec.label), box)
             self._inputs[spec.term] = box
+
+    def _label(self, caption: str) -> QLabel:
+        """A row's label: the caption, the Darwin Core term it names in brackets on a line of
+        its own, so a narrow pane keeps its fields wide."""
+        label = QLabel(caption.replace(" (", "\n(", 1), self)
+        label.setObjectName("attributeLabel")
+        label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        return label
+
+    def label(self, term: str) -> str:
+        """The caption a term's row shows, on one line."""
+        form = self.layout()
+        assert isinstance(form, QFormLayout)
+        shown = form.labelForField(self._inputs[term])
+        return " ".join(shown.text().split()) if isinstance(shown, QLabel) else ""
 
     def input(self, term: str) -> QComboBox | QLineEdit:
         return self._inputs[term]
@@ -181,8 +197,9 @@ class PresetsDialog(QDialog):
         self.setWindowTitle("Query presets")
         self.setObjectName("presetsDialog")
         intro = QLabel(
-            f"Photos judged relevant for “{title}” get these values, unless they have their "
-            "own. Marking a photo not relevant takes them back.",
+            f"Each photo you judge relevant for “{title}” from now on gets these values "
+            "where it has none of its own; marking it not relevant takes back the values it "
+            "got this way. After OK, the photos already judged relevant are offered them.",
             self,
         )
         intro.setWordWrap(True)
@@ -201,3 +218,21 @@ class PresetsDialog(QDialog):
 
     def values(self) -> dict[str, str]:
         return self.form.values()
+
+
+def ask_to_fill_presets(parent: QWidget | None, question: str, photos: int) -> bool:
+    """Whether to give the presets to the photos judged before (`question` says what happens,
+    from the controller): a button that counts them, and one that leaves them as they are."""
+    box = QMessageBox(parent)
+    box.setObjectName("fillPresetsQuestion")
+    box.setWindowTitle("Query presets")
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setText(question)
+    apply = box.addButton(
+        f"Apply to {photos:,} {'photo' if photos == 1 else 'photos'}",
+        QMessageBox.ButtonRole.AcceptRole,
+    )
+    box.addButton("Only photos judged from now on", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(apply)
+    box.exec()
+    return box.clickedButton() is apply

@@ -351,6 +351,7 @@ def agreement_report(
         judge_ratings,
         measure_agreement,
     )
+    from engine.judgments.dwc_terms import caption
 
     by_term = attribute_ratings_by_term(library, query_id)
     terms = sorted(
@@ -392,7 +393,7 @@ def agreement_report(
         ]
     note = agreement.note or f"{len(agreement.judges)} judges: {', '.join(agreement.judges)}"
     if term:
-        note = f"{term}: {note}"
+        note = f"{caption(term)}: {note}"
     return AgreementReport(
         title,
         statistics,
@@ -402,6 +403,7 @@ def agreement_report(
         rows,
         term,
         terms,
+        {name: caption(name) for name in {*terms, term} if name},
     )
 
 

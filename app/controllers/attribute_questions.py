@@ -49,7 +49,7 @@ class AttributeQuestionsController(QObject):
 
     def open_dialog(self, parent: QWidget | None = None) -> AttributeQuestionDialog | None:
         """The dialog for the open query, or None (said in one line) when no query is open."""
-        from engine.judgments.attributes import DWC_ATTRIBUTE_TERMS
+        from engine.judgments.dwc_terms import ATTRIBUTE_TERMS
 
         if self.session.library is None or self.judging.query_id is None:
             self.message.emit(
@@ -58,7 +58,7 @@ class AttributeQuestionsController(QObject):
             )
             return None
         dialog = self.dialog = AttributeQuestionDialog(
-            self.judging.query_title, DWC_ATTRIBUTE_TERMS, parent
+            self.judging.query_title, [(t.term, t.caption) for t in ATTRIBUTE_TERMS], parent
         )
         dialog.askRequested.connect(self.ask)
         dialog.acceptRequested.connect(lambda ids: self.answer(ids, True))

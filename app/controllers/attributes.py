@@ -6,6 +6,8 @@ the selected photo for the open query; an edit is shown at once and stored in th
 "write" pool (after any judgment clicked before it), then goes on the judging controller's undo
 stack, so Ctrl+Z takes it back. Values are read in the "read" pool, newest selection wins; the
 GUI thread never waits on the catalog. A value outside its vocabulary is kept and flagged.
+Presets set or changed are offered to the photos judged relevant before them, with their count;
+giving them is one step on the same undo stack.
 """
 
 from __future__ import annotations
@@ -17,60 +19,51 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
-from widgets.attributes_editor import AttributeField, AttributesEditor, PresetsDialog
+from widgets.attributes_editor import (
+    AttributeField,
+    AttributesEditor,
+    PresetsDialog,
+    ask_to_fill_presets,
+)
 
 if TYPE_CHECKING:
     from app.controllers.judging import JudgingController
-    from engine.judgments.attributes import AttributeChange
+    from engine.judgments.attributes import AttributeChange, PresetFill, PresetOffer
     from widgets.detail_pane import DetailPane
 
 log = logging.getLogger(__name__)
-
-# How the window names each term (its Darwin Core name is in the tooltip), and the hint of a
-# free-text one.
-TERM_LABELS: dict[str, tuple[str, str]] = {
-    "behavior": ("Behaviour", "foraging | courtship"),
-    "lifeStage": ("Life stage", ""),
-    "sex": ("Sex", ""),
-    "reproductiveCondition": ("Phenology", ""),
-    "vitality": ("Alive or dead", ""),
-    "associatedTaxa": ("Associated taxa", "visits flowers of: Salvia"),
-    "occurrenceRemarks": ("Remarks", ""),
-}
 
 NO_QUERY_NOTE = "Run a search or open a saved query to describe its photos."
 NO_PHOTO_NOTE = "Select a photo to describe it."
 
 PresetsAsker = Callable[[Sequence[AttributeField], str, dict[str, str]], "dict[str, str] | None"]
+FillAsker = Callable[[str, int], bool]  # (the question, photos it would change) -> apply?
 
 
 def attribute_fields() -> list[AttributeField]:
-    """The editor's inputs: every Darwin Core term, with iNaturalist's values where it has them."""
-    from engine.judgments.attributes import (
-        DWC_ATTRIBUTE_TERMS,
-        INATURALIST_ANNOTATIONS,
-        VOCABULARIES,
-    )
+    """The editor's inputs: every Darwin Core term, labelled and with the suggested values of
+    `engine.judgments.dwc_terms` (the one table the dialogs and the command line read too)."""
+    from engine.judgments.dwc_terms import ATTRIBUTE_TERMS
 
     fields = []
-    for term in DWC_ATTRIBUTE_TERMS:
-        label, hint = TERM_LABELS.get(term, (term, ""))
-        source = INATURALIST_ANNOTATIONS.get(term)
-        tooltip = f"Darwin Core: {term}" + (f" (iNaturalist's {source})" if source else "")
-        if term == "behavior":
+    for spec in ATTRIBUTE_TERMS:
+        tooltip = f"Darwin Core: {spec.term}" + (
+            f"; values from {spec.source}" if spec.source else ""
+        )
+        if spec.term == "behavior":
             tooltip += "; several as a pipe list, dominant first"
-        fields.append(AttributeField(term, label, VOCABULARIES.get(term, ()), hint, tooltip))
+        fields.append(AttributeField(spec.term, spec.caption, spec.vocabulary, spec.hint, tooltip))
     return fields
 
 
 def flag_reasons(values: dict[str, str]) -> dict[str, str]:
     """term -> why its value is marked: the parts its vocabulary does not list."""
-    from engine.judgments.attributes import INATURALIST_ANNOTATIONS, off_vocabulary
+    from engine.judgments.attributes import off_vocabulary
+    from engine.judgments.dwc_terms import caption
 
     return {
         term: (
-            f"Not among iNaturalist's {INATURALIST_ANNOTATIONS.get(term, term)} values "
-            f"({', '.join(parts)}): kept as typed"
+            f"Not among the suggested {caption(term)} values ({', '.join(parts)}): kept as typed"
         )
         for term, parts in off_vocabulary(values).items()
     }
@@ -78,10 +71,24 @@ def flag_reasons(values: dict[str, str]) -> dict[str, str]:
 
 def presets_text(presets: dict[str, str]) -> str:
     """The line under the form naming the open query's presets."""
+    from engine.judgments.dwc_terms import caption
+
     if not presets:
         return "No presets for this query."
-    shown = ", ".join(f"{TERM_LABELS.get(t, (t, ''))[0].lower()} = {v}" for t, v in presets.items())
+    shown = ", ".join(f"{caption(t)} = {v}" for t, v in presets.items())
     return f"Relevant photos get: {shown}"
+
+
+def fill_question(offer: PresetOffer) -> str:
+    """What giving the presets to the photos judged before does, as the question asks it."""
+    from engine.judgments.dwc_terms import caption
+
+    shown = " and ".join(f"{caption(t)} = {v}" for t, v in offer.presets.items())
+    photos = "the relevant photo" if offer.photos == 1 else f"the {offer.photos:,} relevant photos"
+    return (
+        f"Apply {shown} to {photos} judged before? Photos with their own value keep it. "
+        "Undo the last judgment (Ctrl+Z) takes it back."
+    )
 
 
 class AttributesController(QObject):
@@ -91,6 +98,7 @@ class AttributesController(QObject):
     attributesShown = Signal(int, int)  # query id, image id: loaded into the editor
     attributeSaved = Signal(int, int, str)  # query id, image id, term: now durable
     presetsSaved = Signal(int)  # query id
+    presetsFilled = Signal(int, int)  # query id, photos given the presets (stored)
 
     def __init__(
         self,
@@ -98,6 +106,7 @@ class AttributesController(QObject):
         judging: JudgingController,
         detail: DetailPane,
         ask_presets: PresetsAsker | None = None,
+        ask_fill: FillAsker | None = None,
     ) -> None:
         super().__init__()
         self.runner = runner
@@ -107,6 +116,9 @@ class AttributesController(QObject):
         detail.add_section(self.editor)
         self._detail = detail
         self._ask_presets = ask_presets or self._presets_dialog
+        self._ask_fill = ask_fill or (
+            lambda question, photos: ask_to_fill_presets(self._detail.window(), question, photos)
+        )
         self.shown: tuple[int, int] | None = None  # (query id, image id) in the editor
         self.values: dict[str, str] = {}
         self.presets: dict[str, str] = {}
@@ -235,23 +247,26 @@ class AttributesController(QObject):
         return self.set_presets(query_id, values)
 
     def set_presets(self, query_id: int, values: dict[str, str]) -> TaskHandle | None:
-        """Store a query's presets (blank values dropped), then show them."""
+        """Store a query's presets (blank values dropped) and show them; then, where photos
+        judged relevant before have no value for them, offer to give them the presets."""
         store = self.judging.store
         if store is None:
             return None
         library = store.library
 
-        def write(ctx: TaskContext) -> dict[str, str]:
-            from engine.judgments.attributes import query_presets, set_query_presets
+        def write(ctx: TaskContext) -> PresetOffer:
+            from engine.judgments.attributes import preset_offer, set_query_presets
 
             set_query_presets(library, query_id, {t: v or None for t, v in values.items()})
-            return query_presets(library, query_id)
+            return preset_offer(library, query_id)
 
-        def saved(presets: dict[str, str]) -> None:
+        def saved(offer: PresetOffer) -> None:
             if self._presets_of == query_id:
-                self.presets = presets
-                self.editor.set_presets_text(presets_text(presets))
+                self.presets = dict(offer.presets)
+                self.editor.set_presets_text(presets_text(offer.presets))
             self.presetsSaved.emit(query_id)
+            if offer.photos and self._ask_fill(fill_question(offer), offer.photos):
+                self.fill_presets(query_id)
 
         return self.runner.submit(
             write,
@@ -259,6 +274,39 @@ class AttributesController(QObject):
             pool=WRITE,
             on_success=saved,
             on_failure=lambda exc: self.runner.report_error(exc, "Saving the query's presets"),
+        )
+
+    def fill_presets(self, query_id: int) -> TaskHandle | None:
+        """Give the query's presets to the photos judged relevant before them (in the write
+        pool, after every judgment queued before); one step on the undo stack."""
+        store = self.judging.store
+        if store is None:
+            return None
+        library = store.library
+
+        def write(ctx: TaskContext) -> PresetFill:
+            from engine.judgments.attributes import fill_presets
+
+            return fill_presets(library, query_id, store.user)
+
+        def filled(fill: PresetFill) -> None:
+            self.judging.record_preset_fill(fill)
+            n = fill.photos
+            self.message.emit(
+                f"The query's presets given to {n:,} {'photo' if n == 1 else 'photos'} judged "
+                "before (Ctrl+Z takes them back)"
+            )
+            self.presetsFilled.emit(query_id, n)
+            shown = self.shown
+            if shown is not None and any((query_id, c.image_id) == shown for c in fill.changes):
+                self.refresh()
+
+        return self.runner.submit(
+            write,
+            title="Giving the presets to the photos judged before",
+            pool=WRITE,
+            on_success=filled,
+            on_failure=lambda exc: self.runner.report_error(exc, "Giving the presets"),
         )
 
     def _presets_dialog(

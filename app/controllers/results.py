@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.licences import licence_display
 from widgets.photo_view import PhotoView
 from widgets.results import ResultItem
 
@@ -53,7 +54,7 @@ def photo_view(details: PhotoDetails) -> PhotoView:
         latitude=details.latitude,
         longitude=details.longitude,
         location_uncertainty=details.location_uncertainty,
-        license=details.license,
+        license=licence_display(details.license),
         rights_holder=details.rights_holder,
         width=details.width,
         height=details.height,

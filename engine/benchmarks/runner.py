@@ -341,7 +341,7 @@ class BenchmarkRequest:
     llm: LanguageModelEndpoint | None = None
     candidates: Mapping[str, Sequence[Candidate]] | None = None
     filters: SearchFilters | None = None
-    ties: str = "order"  # AP's tied scores: strict order, or one threshold (INQUIRE's)
+    ties: str = "order"  # tied scores: strict order, or grouped in AP and nDCG (INQUIRE's)
     unit: str = "photo"  # what the metrics count: photos, or events (engine.evaluation.units)
 
 
@@ -379,7 +379,7 @@ def run_methods(
     pass them. Their collections narrow the collection choice (a judgment naming a photo of a
     collection left out is left out of R, as with `collection`); the other filters keep R
     whole, and `relevant_outside_filters` counts the relevant judgments they put out of reach.
-    `ties="group"` scores AP with tied scores as one threshold, as INQUIRE's code does.
+    `ties="group"` scores AP and nDCG with tied scores grouped, as INQUIRE's code does.
     `unit="event"` scores events rather than photos (an event is relevant when any of its
     frames is judged relevant; `engine.evaluation.units`)."""
     request = BenchmarkRequest(

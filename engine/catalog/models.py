@@ -165,6 +165,15 @@ class Image(Base):
     deployment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     event_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     event_apart: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # What the record says about publishing the place (iNaturalist's words: "open", "obscured",
+    # "private"), whether its coordinates are already obscured, whether it withheld the place
+    # (null coordinates: the EXIF GPS is then never used) and the uncertainty its source
+    # publishes with obscured coordinates (migration 0018, engine/catalog/privacy.py).
+    geoprivacy: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    taxon_geoprivacy: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    coordinates_obscured: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    location_withheld: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    public_location_uncertainty: Mapped[float | None] = mapped_column(Float, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default=STATUS_OK)
     skip_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     missing_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -173,6 +182,22 @@ class Image(Base):
 
     collection: Mapped[Collection] = relationship(back_populates="images")
     taxon: Mapped[Taxon | None] = relationship()
+
+
+class SensitiveTaxon(Base):
+    """A taxon (any rank, by scientific name) whose places every export generalises to a grid of
+    `grid_km` or withholds: the lab's own list, shared by every workstation of a catalog
+    (migration 0018)."""
+
+    __tablename__ = "sensitive_taxa"
+    __table_args__ = (UniqueConstraint("name", name="uq_sensitive_taxa_name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(String(16))  # "generalise" or "withhold"
+    grid_km: Mapped[float | None] = mapped_column(Float, nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    added_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    added_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class Deployment(Base):

@@ -16,7 +16,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from engine.errors import BadInputError
 from engine.evaluation.metrics import (
@@ -24,10 +24,9 @@ from engine.evaluation.metrics import (
     TIES,
     MeanMetrics,
     QueryMetrics,
-    evaluate_ranking,
+    evaluate_scored_ranking,
     mean_metrics,
     strict_order,
-    tied_average_precision_at_k,
 )
 from engine.files import atomic_write_text, csv_field, csv_row
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
@@ -189,8 +188,13 @@ def load_judgments(path: StrPath) -> list[Judgment]:
     return [judgment for _, judgment in load_judgment_lines(path)]
 
 
-def load_judgment_lines(path: StrPath) -> list[tuple[int, Judgment]]:
-    """`load_judgments` with the line each judgment was read from (for messages)."""
+def load_judgment_lines(
+    path: StrPath, judge_of_line: Callable[[int], str] | None = None
+) -> list[tuple[int, Judgment]]:
+    """`load_judgments` with the line each judgment was read from (for messages).
+
+    With `judge_of_line` (line -> who made the judgment on it), a file may hold several judges'
+    marks of one photo: repeats are checked per judge, per photo, and each judge's are kept."""
     text = _read_text(path)
     first_line = next(
         (line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")),
@@ -211,24 +215,28 @@ def load_judgment_lines(path: StrPath) -> list[tuple[int, Judgment]]:
         judgments = _load_trec_qrels(path, text)
     if not judgments:
         raise BadInputError(f"{os.fspath(path)}: no judgments in the file (empty)")
-    return _without_repeats(path, judgments)
+    return _without_repeats(path, judgments, judge_of_line)
 
 
 _REPEATS_NAMED = 5  # repeated lines a warning names before it says "and N more"
 
 
 def _without_repeats(
-    path: StrPath, judgments: Sequence[tuple[int, Judgment]]
+    path: StrPath,
+    judgments: Sequence[tuple[int, Judgment]],
+    judge_of_line: Callable[[int], str] | None = None,
 ) -> list[tuple[int, Judgment]]:
-    """Each (query, photo) once. A photo is the same when its image id or its image path is
-    (within the same collection, when the file names collections); a repeat that agrees is
-    dropped (one warning for the file), one that disagrees is an error."""
-    first: dict[tuple[str, str, str, str], tuple[int, Judgment]] = {}
+    """Each (query, photo) once, or once per judge with `judge_of_line`. A photo is the same
+    when its image id or its image path is (within the same collection, when the file names
+    collections); a repeat that agrees is dropped (one warning for the file), one that
+    disagrees is an error."""
+    first: dict[tuple[str, str, str, str, str], tuple[int, Judgment]] = {}
     repeats: list[tuple[int, int]] = []
     kept: list[tuple[int, Judgment]] = []
     for line, judgment in judgments:
+        judge = judge_of_line(line) if judge_of_line is not None else ""
         keys = [
-            (judgment.query_id, judgment.collection or "", kind, value)
+            (judge, judgment.query_id, judgment.collection or "", kind, value)
             for kind, value in (("id", judgment.image_id), ("path", judgment.image_path))
             if value
         ]
@@ -243,8 +251,9 @@ def _without_repeats(
             raise _fail(
                 path,
                 line,
-                f"query {judgment.query_id}, image {shared[3]} judged "
-                f"{judgment.relevant} here but {earlier_judgment.relevant} on line {earlier_line}",
+                f"query {judgment.query_id}, image {shared[4]} judged "
+                f"{judgment.relevant} here but {earlier_judgment.relevant} on line {earlier_line}"
+                + (f" by {judge}" if judge else ""),
             )
         repeats.append((line, earlier_line))
     if repeats:
@@ -518,27 +527,49 @@ def _check_ties(ties: str) -> None:
 
 
 def evaluate_run(
-    run: Mapping[str, Sequence[str]],
+    run: Mapping[str, Sequence[str] | Sequence[tuple[str, float]]],
     qrels: Mapping[str, Mapping[str, int]],
     k: int,
     protocol: str = "fullrank",
+    ties: str = "order",
 ) -> MeanMetrics:
     """Score ranked docids per query against qrels at cut-off k.
 
     Every query with judgments is scored (a query the run skipped scores 0); a query in the run
     without judgments is listed with R = 0 and left out of the means. Under `rerank` each query's
     list is its fixed candidate set, so R counts the relevant candidates (as INQUIRE-RERANK does).
+    A query's list holds docids, or (docid, score) pairs as `load_trec_run` reads them;
+    `ties="group"` needs the scores (`metrics.evaluate_scored_ranking`).
     """
     _check_protocol(protocol)
+    _check_ties(ties)
     per_query: list[QueryMetrics] = []
     for query_id in sorted(set(run) | set(qrels), key=_natural_key):
-        ranked = run.get(query_id, ())
+        scored = _scored(run.get(query_id, ()), ties)
         relevance: Mapping[str, int] = qrels.get(query_id, {})
         if protocol == "rerank":
-            candidates = set(ranked)
+            candidates = {docid for docid, _ in scored}
             relevance = {d: rel for d, rel in relevance.items() if d in candidates}
-        per_query.append(evaluate_ranking(ranked, relevance, k, protocol, query_id=query_id))
+        per_query.append(
+            evaluate_scored_ranking(scored, relevance, k, protocol, query_id=query_id, ties=ties)
+        )
     return mean_metrics(per_query)
+
+
+def _scored(
+    ranked: Sequence[str] | Sequence[tuple[str, float]], ties: str
+) -> list[tuple[str, float]]:
+    """(docid, score) pairs of a query's list; a bare docid has no score (NaN), which only
+    `ties="group"` needs."""
+    scored: list[tuple[str, float]] = []
+    for item in ranked:
+        if isinstance(item, str):
+            if ties == "group":
+                raise ValueError("grouping tied scores needs the run's scores")
+            scored.append((item, math.nan))
+        else:
+            scored.append((item[0], float(item[1])))
+    return scored
 
 
 def metrics_json(mean: MeanMetrics, k: int) -> dict[str, object]:
@@ -578,7 +609,7 @@ class BenchmarkResult:
     protocol: str = "fullrank"
     unresolved: list[Judgment] = field(default_factory=list)  # the judgments behind the count
     judgments_without_query: int = 0  # judgments of query ids not in the queries file
-    ties: str = "order"  # how AP treated tied scores (metrics.TIES)
+    ties: str = "order"  # how AP and nDCG treated tied scores (metrics.TIES)
 
 
 def _ranked(scored: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -649,8 +680,8 @@ def run_benchmark(
     list, `search(query, candidate_ids)` reorders it, and R counts the relevant candidates.
     Judgments that `resolve` cannot map (images not in the collection) are counted in
     `unresolved_judgments` and left out of R: no method could retrieve them here.
-    `ties="group"` scores AP with tied scores as one threshold (INQUIRE's sklearn AP); the
-    other metrics keep the strict order. With `event_of` (image ids -> their event ids) the
+    `ties="group"` scores AP and nDCG with tied scores as one group (INQUIRE's sklearn
+    metrics); RR keeps the strict order. With `event_of` (image ids -> their event ids) the
     metrics are per event (`engine.evaluation.units`); the runs kept are still of photos.
     """
     _check_protocol(protocol)
@@ -702,16 +733,9 @@ def run_benchmark(
         runs[query.query_id] = ranked
         if event_of is not None:
             ranked, query_relevance = _as_events(ranked, query_relevance, event_of)
-        metrics = evaluate_ranking(
-            [image_id for image_id, _ in ranked], query_relevance, k, protocol, query.query_id
+        per_query.append(
+            evaluate_scored_ranking(ranked, query_relevance, k, protocol, query.query_id, ties)
         )
-        if ties == "group":
-            rels = [query_relevance.get(image_id, 0) for image_id, _ in ranked]
-            scores = [score for _, score in ranked]
-            metrics = replace(
-                metrics, AP=tied_average_precision_at_k(rels, scores, k, metrics.R, protocol)
-            )
-        per_query.append(metrics)
         progress(meter.update(done + 1, message=f"query {query.query_id}"))
 
     metrics_by_id = {m.query_id: m for m in per_query}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 PROTOCOLS: tuple[str, ...] = ("fullrank", "rerank")
@@ -61,9 +61,10 @@ def average_precision_at_k(
 
 
 TIES: tuple[str, ...] = ("order", "group")
-"""How AP treats tied scores: `order` (the default) scores the strict order (§1.6: ties by the
-method's own, base, order); `group` makes each run of equal scores one threshold, as sklearn's
-average_precision_score does in INQUIRE's code, so the order inside a tie cannot matter."""
+"""How AP and nDCG treat tied scores: `order` (the default) scores the strict order (§1.6: ties
+by the method's own, base, order); `group` scores them as INQUIRE's code does (sklearn's
+average_precision_score takes each run of equal scores as one threshold, its ndcg_score averages
+the gains of a tie), so the order inside a tie cannot matter. RR keeps the strict order."""
 
 
 def tied_average_precision_at_k(
@@ -87,16 +88,10 @@ def tied_average_precision_at_k(
         raise ValueError(f"{len(top)} relevance values but only {len(scores)} scores")
     hits = 0
     precision_sum = 0.0
-    start = 0
-    while start < len(top):
-        end = start + 1
-        key = _score_key(scores[start])
-        while end < len(top) and _score_key(scores[end]) == key:
-            end += 1
+    for start, end in _tie_groups(scores, len(top)):
         group_hits = sum(top[start:end])
         hits += group_hits
         precision_sum += group_hits * hits / end
-        start = end
     normaliser = min(k, num_relevant) if protocol == "fullrank" else hits
     return precision_sum / normaliser if normaliser > 0 else 0.0
 
@@ -107,8 +102,47 @@ def ndcg_at_k(rels: Sequence[int], k: int, num_relevant: int) -> float:
     if num_relevant <= 0:
         return 0.0
     dcg = sum(rel / math.log2(rank + 1) for rank, rel in enumerate(top, start=1))
-    idcg = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(k, num_relevant) + 1))
-    return dcg / idcg
+    return dcg / _ideal_dcg(k, num_relevant)
+
+
+def _ideal_dcg(k: int, num_relevant: int) -> float:
+    return sum(1.0 / math.log2(rank + 1) for rank in range(1, min(k, num_relevant) + 1))
+
+
+def _tie_groups(scores: Sequence[float], length: int) -> list[tuple[int, int]]:
+    """(start, end) of each run of equal scores among the first `length` (0-based, end
+    exclusive). A NaN score ties with another NaN."""
+    groups = []
+    start = 0
+    while start < length:
+        end = start + 1
+        key = _score_key(scores[start])
+        while end < length and _score_key(scores[end]) == key:
+            end += 1
+        groups.append((start, end))
+        start = end
+    return groups
+
+
+def tied_ndcg_at_k(
+    rels: Sequence[int], scores: Sequence[float], k: int, num_relevant: int
+) -> float:
+    """nDCG@k with each group of equal scores in the top k sharing its gains (docs/SPEC.md §1).
+
+    Every rank of a tied group gets the group's mean gain, so DCG@k = Σ_groups (hits_g / n_g) ·
+    Σ_{i in g} 1 / log2(i + 1), over the top k cut first; the ideal DCG is `ndcg_at_k`'s. This is
+    sklearn's ndcg_score with its tie averaging (ignore_ties=False), which INQUIRE's code calls.
+    """
+    top = _top_k_binary(rels, k)
+    if len(scores) < len(top):
+        raise ValueError(f"{len(top)} relevance values but only {len(scores)} scores")
+    if num_relevant <= 0:
+        return 0.0
+    dcg = 0.0
+    for start, end in _tie_groups(scores, len(top)):
+        mean_gain = sum(top[start:end]) / (end - start)
+        dcg += mean_gain * sum(1.0 / math.log2(rank + 1) for rank in range(start + 1, end + 1))
+    return dcg / _ideal_dcg(k, num_relevant)
 
 
 def reciprocal_rank_at_k(rels: Sequence[int], k: int) -> float:
@@ -226,6 +260,37 @@ def evaluate_ranking(
         R_at_k=recall_at_k(rels, k, num_relevant),
         R=num_relevant,
         judged=judged_at_k(judged_flags, k),
+    )
+
+
+def evaluate_scored_ranking(
+    scored: Sequence[tuple[Id, float]],
+    relevance: Mapping[Id, int],
+    k: int,
+    protocol: str = "fullrank",
+    query_id: str = "",
+    ties: str = "order",
+) -> QueryMetrics:
+    """`evaluate_ranking` of a ranking given with its scores (descending, as ranked).
+
+    `ties="group"` scores AP and nDCG with each run of equal scores in the top k as one group
+    (`tied_average_precision_at_k`, `tied_ndcg_at_k`: INQUIRE's sklearn metrics); the other
+    metrics keep the order given. The one scoring of `quadrat metrics` and `quadrat evaluate`.
+    """
+    if ties not in TIES:
+        raise ValueError(f"unknown ties {ties!r}; expected one of {', '.join(TIES)}")
+    first: dict[Id, float] = {}
+    for image_id, score in scored:
+        first.setdefault(image_id, score)  # a repeated id counts at its first rank only
+    metrics = evaluate_ranking(list(first), relevance, k, protocol, query_id)
+    if ties == "order":
+        return metrics
+    rels = [relevance.get(image_id, 0) for image_id in first]
+    scores = list(first.values())
+    return replace(
+        metrics,
+        AP=tied_average_precision_at_k(rels, scores, k, metrics.R, protocol),
+        nDCG=tied_ndcg_at_k(rels, scores, k, metrics.R),
     )
 
 

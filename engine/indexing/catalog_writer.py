@@ -245,6 +245,9 @@ class CatalogWriter:
             s.add(img)
         img.rel_path = job.entry.rel_path
         img.size, img.mtime_ns, img.content_hash = job.entry.size, job.entry.mtime_ns, digest
+        # The photo's own XMP is read again after the commit (keywords.refresh_keywords): the
+        # licence it gave may have been reset from the metadata file here.
+        img.keywords_source = None
         return img
 
     def _apply_metadata(self, s: Session, img: Image, meta: ImageMeta | None, exif: Any) -> None:
@@ -264,9 +267,17 @@ class CatalogWriter:
         img.exif_flags = (exif.flags or None) if exif is not None else None
         lat = meta.latitude if meta else None
         lon = meta.longitude if meta else None
-        if (lat is None or lon is None) and exif is not None:
+        withheld = bool(meta and meta.location_withheld)
+        # A place the record withheld is never filled from the photo's own GPS: publishing it
+        # would undo the observer's (or iNaturalist's) choice to hide it.
+        if (lat is None or lon is None) and exif is not None and not withheld:
             lat, lon = exif.latitude, exif.longitude
         img.latitude, img.longitude = lat, lon
+        img.location_withheld = withheld or None
+        img.geoprivacy = meta.geoprivacy if meta else None
+        img.taxon_geoprivacy = meta.taxon_geoprivacy if meta else None
+        img.coordinates_obscured = meta.coordinates_obscured if meta else None
+        img.public_location_uncertainty = meta.public_location_uncertainty if meta else None
         if meta is not None:
             img.location_uncertainty = meta.location_uncertainty
             img.license = meta.license

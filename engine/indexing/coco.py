@@ -28,7 +28,9 @@ from engine.indexing.metadata import (
     NOTES_FIELDS,
     NOTES_MAX_CHARS,
     ImageMeta,
+    as_bool,
     as_float,
+    as_geoprivacy,
     as_int,
     as_text,
     ignored_metadata_line,
@@ -134,6 +136,23 @@ def _licence_id(value: object) -> int | None:
     return None
 
 
+def _read_place_privacy(record: dict[str, object], fields: _Fields, meta: ImageMeta) -> None:
+    """What the record says about publishing its place. In iNaturalist's format a latitude or
+    longitude given as null means the place is withheld (a private place, or a taxon whose
+    places iNaturalist hides), not unknown: the photo's own GPS must then never stand in."""
+    meta.geoprivacy = fields.get("geoprivacy", as_geoprivacy)
+    meta.taxon_geoprivacy = fields.get("taxon_geoprivacy", as_geoprivacy)
+    meta.coordinates_obscured = fields.get("coordinates_obscured", as_bool)
+    meta.public_location_uncertainty = fields.get("public_positional_accuracy", _uncertainty)
+    nulled = any(key in record and record[key] is None for key in ("latitude", "longitude"))
+    hidden = "private" in (meta.geoprivacy, meta.taxon_geoprivacy) or bool(
+        meta.coordinates_obscured
+    )
+    no_place = meta.latitude is None or meta.longitude is None
+    if no_place and (nulled or hidden):
+        meta.location_withheld = True
+
+
 _latitude = partial(as_float, low=-90.0, high=90.0)
 _longitude = partial(as_float, low=-180.0, high=180.0)
 _uncertainty = partial(as_float, low=0.0)
@@ -216,13 +235,16 @@ class CocoReader:
             observed_at=fields.get("date", parse_date),
             latitude=fields.get("latitude", _latitude),
             longitude=fields.get("longitude", _longitude),
-            location_uncertainty=fields.get("location_uncertainty", _uncertainty),
+            location_uncertainty=fields.get("location_uncertainty", _uncertainty)
+            if record.get("location_uncertainty") is not None
+            else fields.get("positional_accuracy", _uncertainty),
             rights_holder=fields.get("rights_holder", as_text),
             width=fields.get("width", as_int),
             height=fields.get("height", as_int),
             external_id=fields.get("id", as_int),
             notes=_notes(fields),
         )
+        _read_place_privacy(record, fields, meta)
         licence = record.get("license")
         licence_id: int | None = None
         if isinstance(licence, int) and not isinstance(licence, bool):
@@ -279,7 +301,8 @@ class CocoReader:
         if fields is None:
             return
         licence_id = fields.get("id", as_int)
-        name = fields.get("name", as_text) or fields.get("url", as_text)
+        # The URL names the licence exactly (its version too), the name only in words.
+        name = fields.get("url", as_text) or fields.get("name", as_text)
         if licence_id is not None and name is not None:
             self._licence_names[licence_id] = name
         self._done(where, fields)

@@ -36,6 +36,7 @@ from engine.catalog import (
 )
 from engine.catalog.library import Library
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
+from engine.catalog.privacy import PlaceFacts
 from engine.errors import BadInputError, QuadratError
 from engine.indexing.hashes import content_hash
 from engine.indexing.metadata import with_utc_offset
@@ -93,6 +94,9 @@ class PhotoDetails:
     license: str | None
     rights_holder: str | None
     external_id: int | None
+    # What the record said about publishing the place: exports, the map and the place
+    # filter's display publish it through engine.catalog.privacy.PlacePolicy.
+    place_privacy: PlaceFacts = PlaceFacts()
 
 
 def collection_stats(
@@ -715,6 +719,13 @@ def photo_details(library: Library, image_ids: list[int]) -> dict[int, PhotoDeta
                     license=img.license,
                     rights_holder=img.rights_holder,
                     external_id=img.external_id,
+                    place_privacy=PlaceFacts(
+                        img.geoprivacy,
+                        img.taxon_geoprivacy,
+                        img.coordinates_obscured,
+                        img.location_withheld,
+                        img.public_location_uncertainty,
+                    ),
                 )
     return out
 

@@ -47,6 +47,7 @@ from engine.indexing.events import (
 )
 from engine.indexing.exif import (
     EXIF_DATE_BEFORE_1990,
+    EXIF_DATE_FROM_XMP,
     EXIF_DATE_IN_FUTURE,
     EXIF_DATE_UNREADABLE,
     EXIF_GPS_ZERO,
@@ -68,6 +69,7 @@ class CameraTally:
     dates_before_1990: int = 0
     dates_unreadable: int = 0
     gps_zero: int = 0
+    dates_from_xmp: int = 0  # no EXIF capture time: dated from the embedded XMP or IPTC
     serial_changes: int = 0  # folders holding photos of more than one camera serial
     deployments: int = 0
     events: int = 0
@@ -93,6 +95,11 @@ class CameraTally:
                 f"{_count(self.undated, 'photo')} {_has(self.undated)} no capture time and "
                 f"{_is(self.undated)} undated{why}; "
                 "'quadrat deployments --undated' lists them"
+            )
+        if self.dates_from_xmp:
+            lines.append(
+                f"{_count(self.dates_from_xmp, 'photo')} had no EXIF capture time and "
+                f"{_is(self.dates_from_xmp)} dated from XMP/IPTC"
             )
         if self.gps_zero:
             lines.append(f"{_count(self.gps_zero, 'photo')} had GPS (0, 0), taken as no position")
@@ -408,7 +415,7 @@ def undated_photos(library: Library, limit: int | None = None) -> list[tuple[str
     undated = []
     for root, rel_path, flags in rows:
         reasons = [r for r in flag_reasons(flags) if r.startswith("capture time")]
-        why = "; ".join(reasons) if reasons else "no capture time in the EXIF"
+        why = "; ".join(reasons) if reasons else "no capture time in the EXIF, XMP or IPTC"
         undated.append((str(library.photo_root(root) / rel_path), why))
     return undated
 
@@ -430,6 +437,7 @@ def camera_tally(library: Library, collection_id: int) -> CameraTally:
                 flagged(EXIF_DATE_BEFORE_1990),
                 flagged(EXIF_DATE_UNREADABLE),
                 flagged(EXIF_GPS_ZERO),
+                flagged(EXIF_DATE_FROM_XMP),
             ).where(table.c.collection_id == collection_id, table.c.status == STATUS_OK)
         ).one()
         deployments = s.scalar(
@@ -438,7 +446,9 @@ def camera_tally(library: Library, collection_id: int) -> CameraTally:
             .where(Deployment.collection_id == collection_id)
         )
         events = count_events(s.connection(), collection_id)
-    photos, undated, future, before_1990, unreadable, gps_zero = (int(c or 0) for c in counts)
+    photos, undated, future, before_1990, unreadable, gps_zero, from_xmp = (
+        int(c or 0) for c in counts
+    )
     return CameraTally(
         photos=photos,
         undated=undated,
@@ -446,6 +456,7 @@ def camera_tally(library: Library, collection_id: int) -> CameraTally:
         dates_before_1990=before_1990,
         dates_unreadable=unreadable,
         gps_zero=gps_zero,
+        dates_from_xmp=from_xmp,
         deployments=int(deployments or 0),
         events=events,
     )

@@ -31,6 +31,15 @@ class ImageMeta:
     height: int | None = None
     external_id: int | None = None  # the COCO image id
     notes: str | None = None  # the observer's free text, at most NOTES_MAX_CHARS
+    # What the record says about publishing its place (engine/catalog/privacy.py): iNat's
+    # geoprivacy words, whether its coordinates are obscured already, whether it withheld the
+    # place (null coordinates: never filled from EXIF), and the uncertainty published with
+    # obscured coordinates.
+    geoprivacy: str | None = None
+    taxon_geoprivacy: str | None = None
+    coordinates_obscured: bool | None = None
+    location_withheld: bool | None = None
+    public_location_uncertainty: float | None = None
 
 
 # Free-text fields of an image record, the first with usable text wins.
@@ -172,6 +181,30 @@ def as_text(value: object) -> str | None:
         except UnicodeEncodeError:
             return None
     return text
+
+
+GEOPRIVACY_WORDS = ("open", "obscured", "private")
+
+
+def as_geoprivacy(value: object) -> str | None:
+    """iNaturalist's geoprivacy word ("open", "obscured", "private"), any case, else None."""
+    text = as_text(value)
+    word = text.lower() if text else None
+    return word if word in GEOPRIVACY_WORDS else None
+
+
+def as_bool(value: object) -> bool | None:
+    """A yes/no value: JSON true/false, 1/0, or "true"/"false"/"yes"/"no" in any case."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    text = as_text(value)
+    if text is None:
+        return None
+    return {"true": True, "yes": True, "t": True, "false": False, "no": False, "f": False}.get(
+        text.lower()
+    )
 
 
 def ignored_metadata_line(values: int, records: int) -> str:

@@ -26,7 +26,6 @@ import csv
 import io
 import mimetypes
 import os
-import re
 import uuid
 import zipfile
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io.export import export_bytes
 from engine.judgments.attributes import DWC_ATTRIBUTE_TERMS, attributes_for_query
 from engine.judgments.queries import QueryStore
+from engine.licences import Licence, read_licence
 from engine.methods.registry import run_label
 
 DWC = "http://rs.tdwg.org/dwc/terms/"
@@ -105,53 +105,6 @@ META_LIBRARY_ID = "library_id"  # the library's own UUID, which occurrence ids d
 
 # --- licences -----------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Licence:
-    """A photo's licence as an export treats it: the words recorded, the licence's URI when it
-    is one Quadrat recognises, and whether others may reuse the photo under it."""
-
-    text: str
-    uri: str
-    reusable: bool
-    non_commercial: bool = False
-    public_domain: bool = False
-
-    @property
-    def value(self) -> str:
-        """What the `license` columns carry: the URI where known (as GBIF asks), else the text."""
-        return self.uri or self.text
-
-
-_CC_CODE = re.compile(r"\bcc[\s_-]*(by(?:[\s_-]*(?:nc|nd|sa))*)(?:[\s_-]*(\d\.\d))?", re.I)
-
-
-def classify_licence(text: str | None) -> Licence:
-    """The `Licence` of what a photo's record says: CC0, public domain and every Creative Commons
-    BY licence allow reuse; "all rights reserved", "©", an empty or unknown licence do not (an
-    export never assumes permission it was not given)."""
-    words = " ".join((text or "").split())
-    lowered = words.lower()
-    if not words or "all rights reserved" in lowered or lowered in ("none", "unknown", "(c)"):
-        return Licence(words or "unknown", "", reusable=False)
-    if re.search(r"\bcc[\s_-]*0\b|\bcc[\s_-]*zero\b|publicdomain/zero", lowered):
-        uri = "http://creativecommons.org/publicdomain/zero/1.0/legalcode"
-        return Licence(words, uri, reusable=True, public_domain=True)
-    if re.search(r"\bpublic domain\b|\bpdm\b|publicdomain/mark", lowered):
-        uri = "http://creativecommons.org/publicdomain/mark/1.0/"
-        return Licence(words, uri, reusable=True, public_domain=True)
-    match = _CC_CODE.search(lowered) or re.search(
-        r"creativecommons\.org/licenses/([a-z-]+)/(\d\.\d)", lowered
-    )
-    if match is None:
-        return Licence(words, "", reusable=False)
-    parts = re.split(r"[\s_-]+", match.group(1))
-    code = "-".join(part for part in parts if part)
-    version = match.group(2) or "4.0"
-    uri = f"http://creativecommons.org/licenses/{code}/{version}/legalcode"
-    return Licence(words, uri, reusable=True, non_commercial="nc" in parts)
-
-
 # The three licences GBIF accepts for a dataset, least to most restrictive.
 _DATASET_LICENCES = (
     ("http://creativecommons.org/publicdomain/zero/1.0/legalcode", "Public Domain (CC0 1.0)"),
@@ -169,10 +122,10 @@ _DATASET_LICENCES = (
 def dataset_licence(licences: Sequence[Licence]) -> tuple[str, str]:
     """(URI, title) of the GBIF dataset licence that respects every photo's: CC BY-NC 4.0 when
     any is non-commercial (or not reusable, when restricted photos were included), CC0 when all
-    are public domain, else CC BY 4.0."""
+    are CC0 (the Public Domain Mark is no dedication: GBIF does not take it), else CC BY 4.0."""
     if any(item.non_commercial or not item.reusable for item in licences):
         return _DATASET_LICENCES[2]
-    if licences and all(item.public_domain for item in licences):
+    if licences and all(item.code == "CC0-1.0" for item in licences):
         return _DATASET_LICENCES[0]
     return _DATASET_LICENCES[1]
 
@@ -383,7 +336,7 @@ def _collect(
     records: list[_Record] = []
     for image_id in relevant:
         photo = details[image_id]
-        licence = classify_licence(photo.license)
+        licence = read_licence(photo.license)
         seen = photo.observed_at
         event = seen.isoformat(timespec="seconds") if seen is not None else ""
         place = (
@@ -407,7 +360,7 @@ def _collect(
             ),
             **{term: values.get(term, "") or "" for term in DWC_ATTRIBUTE_TERMS},
             "identificationRemarks": remarks[image_id],
-            "license": licence.value,
+            "license": licence.value or "unknown",
             "rightsHolder": photo.rights_holder or "",
         }
         mime = mimetypes.guess_type(photo.rel_path)[0] or ""
@@ -418,7 +371,7 @@ def _collect(
             "references": "",
             "created": event,
             "creator": photo.rights_holder or "",
-            "license": licence.value,
+            "license": licence.value or "unknown",
             "rightsHolder": photo.rights_holder or "",
         }
         missing = tuple(_NEEDED_WORDS[t] for t in _NEEDED if not occurrence[t])
@@ -432,7 +385,7 @@ def _select(
     """The records to write, the restricted photos (left out unless included) and the
     incomplete ones among those written."""
     restricted = tuple(
-        ListedPhoto(r.details.image_id, r.details.path, f"licence: {r.licence.text}")
+        ListedPhoto(r.details.image_id, r.details.path, f"licence: {r.licence.text or 'unknown'}")
         for r in records
         if not r.licence.reusable
     )

@@ -627,12 +627,26 @@ def import_benchmark(
     library as it was.
 
     Each judgment is recorded as made by the judge its `judge` column names, else `judge`,
-    else the default judge (`QueryStore.user`): a second judge's file imports as theirs.
+    else the default judge (`QueryStore.user`): a second judge's file imports as theirs, and a
+    file holding several judges' marks of the same photos imports each as that judge's own act
+    (consistency is checked per judge, per photo), which `quadrat agreement` then measures.
     """
     if queries_path is None and judgments_path is None:
         raise BadInputError("give a queries file, a judgments file, or both")
+    user = judge or QueryStore(library).user
+    judge_cells = read_judge_column(judgments_path) if judgments_path is not None else {}
+    adjudicated = read_adjudicated_lines(judgments_path) if judgments_path is not None else set()
+
+    def judge_of_line(line: int) -> str:
+        # Whose act the line records: several judges may mark one photo (the input agreement
+        # is measured from), so a file is consistent per judge and per photo.
+        who = judge_cells.get(line, user)
+        return f"{who} (adjudication)" if line in adjudicated else who
+
     try:
-        lines = load_judgment_lines(judgments_path) if judgments_path is not None else []
+        lines = (
+            load_judgment_lines(judgments_path, judge_of_line) if judgments_path is not None else []
+        )
         queries = load_queries_csv(queries_path) if queries_path is not None else []
     except BadInputError as error:
         raise BadInputError(f"{error}; nothing was imported") from None
@@ -650,9 +664,6 @@ def import_benchmark(
         else {}
     )
     resolver = JudgmentResolver(library) if judgments else None
-    user = judge or QueryStore(library).user
-    judge_cells = read_judge_column(judgments_path) if judgments_path is not None else {}
-    adjudicated = read_adjudicated_lines(judgments_path) if judgments_path is not None else set()
     backup = safety_backup(library.root, library.catalog.engine.url, reason="before-import")
     catalog = library.catalog
     with catalog.session() as s:

@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 from engine.catalog import Catalog, Collection, Image, Judgment, Taxon
 from engine.catalog.filter_columns import filter_columns_filled
 from engine.errors import BadInputError
+from engine.licences import family_label, licence_family
 from engine.search.filter_cache import cached_ids
 from engine.search.filter_index import STATUS_OK as _STATUS_OK
 from engine.search.filter_index import answered_by_indexes, indexed_ids
@@ -82,67 +83,18 @@ _RANKS: tuple[tuple[str, Any], ...] = (
 
 # -- licences ---------------------------------------------------------------------------------
 
-_CC_ELEMENTS = {
-    "by": "by",
-    "attribution": "by",
-    "nc": "nc",
-    "noncommercial": "nc",
-    "nd": "nd",
-    "noderivs": "nd",
-    "sa": "sa",
-    "sharealike": "sa",
-}
-_CC_ORDER = ("by", "nc", "nd", "sa")  # the order Creative Commons writes them: by-nc-sa
-_LICENCE_NOISE = {
-    "cc", "creative", "commons", "license", "licence", "licensed", "international", "generic",
-    "unported", "version", "v",
-}  # fmt: skip
-_PUBLIC_DOMAIN = {"cc0", "pd", "pdm", "publicdomain"}
-
 
 def normalise_license(text: str | None) -> str | None:
-    """A licence as a short code: "CC-BY-NC 4.0", "cc_by_nc" and
-    "http://creativecommons.org/licenses/by-nc/4.0/" give "cc-by-nc"; "CC0", "public domain"
-    and the public domain mark give "cc0"; anything else its lowercased, stripped text
-    (None for no text)."""
-    if text is None:
-        return None
-    lowered = " ".join(str(text).split()).lower()
-    if not lowered:
-        return None
-    url = re.search(r"creativecommons\.org/(licenses|publicdomain)/([a-z-]+)", lowered)
-    if url is not None:
-        if url.group(1) == "publicdomain":
-            return "cc0"
-        elements = [_CC_ELEMENTS.get(part) for part in url.group(2).split("-")]
-        if elements and all(elements):
-            return "cc-" + "-".join(sorted(set(map(str, elements)), key=_CC_ORDER.index))
-        return lowered
-    joined = re.sub(r"non[\s_-]*commercial", "noncommercial", lowered)
-    joined = re.sub(r"share[\s_-]*alike", "sharealike", joined)
-    joined = re.sub(r"no[\s_-]*deriv[a-z]*", "noderivs", joined)
-    joined = re.sub(r"public[\s_-]*domain", "publicdomain", joined)
-    tokens = re.findall(r"[a-z0-9]+", joined)
-    words = [t for t in tokens if t not in _LICENCE_NOISE and not t.isdigit()]
-    cc_zero = any(
-        a == "cc" and b in ("0", "zero") for a, b in zip(tokens, tokens[1:], strict=False)
-    )
-    if cc_zero or _PUBLIC_DOMAIN & set(words):
-        return "cc0"
-    if words and all(w in _CC_ELEMENTS for w in words):
-        found = {_CC_ELEMENTS[w] for w in words}
-        if "by" in found:
-            return "cc-" + "-".join(sorted(found, key=_CC_ORDER.index))
-    return lowered
+    """A licence as the filter's code (`engine.licences.licence_family`): "CC-BY-NC 4.0",
+    "cc_by_nc", "Attribution-NonCommercial License" and
+    "http://creativecommons.org/licenses/by-nc/4.0/" give "cc-by-nc"; CC0 gives "cc0" and the
+    Public Domain Mark "pdm"; anything else its lowercased, stripped text (None for no text)."""
+    return licence_family(text)
 
 
 def license_label(code: str) -> str:
     """How a licence code reads on screen: "cc-by-nc" -> "CC BY-NC", "cc0" -> "CC0"."""
-    if code == "cc0":
-        return "CC0"
-    if code.startswith("cc-"):
-        return "CC " + code[3:].upper()
-    return code
+    return family_label(code)
 
 
 # -- the filters ------------------------------------------------------------------------------

@@ -32,7 +32,10 @@ def test_the_agreement_dialog_measures_an_attribute(qtbot, judges_app) -> None: 
     assert dialog is not None
     picker = dialog.term_picker
     qtbot.waitUntil(lambda: picker.findData("lifeStage") >= 0, timeout=20_000)
-    assert [picker.itemText(i) for i in range(picker.count())] == ["Relevance", "lifeStage"]
+    assert [picker.itemText(i) for i in range(picker.count())] == [
+        "Relevance",
+        "Life stage (lifeStage)",
+    ]
     picker.setCurrentIndex(picker.findData("lifeStage"))
     qtbot.waitUntil(lambda: "lifeStage" in dialog.title.text(), timeout=20_000)
     assert "0.667" in dialog.statistics.text()  # raw agreement: 2 of 3 photos
@@ -40,7 +43,10 @@ def test_the_agreement_dialog_measures_an_attribute(qtbot, judges_app) -> None: 
     header = [dialog.table.horizontalHeaderItem(c).text() for c in range(3)]
     assert header == ["Photo", "ann", "bob"]
     assert [dialog.table.item(0, c).text() for c in (1, 2)] == ["larva", "adult"]
-    assert dialog.disagreements_label.text() == "1 photo with different lifeStage values"
+    assert (
+        dialog.disagreements_label.text()
+        == "1 photo with different values of Life stage (lifeStage)"
+    )
     if os.environ.get("QUADRAT_SHOT"):
         dialog.grab().save(os.environ["QUADRAT_SHOT"])
     picker.setCurrentIndex(0)  # back to relevance: the judges agree on every photo

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QLineEdit
+from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit
 
 from app.controllers.application import Application
-from engine.judgments.attributes import attribute_history, attributes_of
+from engine.judgments.attributes import attribute_history, attributes_of, set_attributes
+from engine.judgments.queries import QueryStore
+from tests.gui.test_agreement_window import judges_app, top_ids  # noqa: F401
 from tests.gui.test_judging import focus_grid, open_search
 from tests.gui.test_window import indexed_app
 
@@ -72,7 +74,7 @@ def test_editing_a_field_in_the_pane_stores_it_for_the_shown_photo(qtbot, descri
     select(qtbot, app, 1)
     assert form.text("lifeStage") == "juvenile"
 
-    # A stage iNaturalist does not list is kept as typed, and marked.
+    # A stage no vocabulary lists is kept as typed, and marked.
     type_into(qtbot, form.input("lifeStage"), "instar III")
     qtbot.waitUntil(
         lambda: attributes_of(library, query_id, image_id).get("lifeStage") == "instar III",
@@ -106,7 +108,10 @@ def test_a_query_preset_fills_a_photo_judged_relevant_and_undo_takes_it_back(qtb
     with qtbot.waitSignal(app.attributes.presetsSaved, timeout=5_000):
         app.attributes.editor.presets_button.click()
     assert asked == [{}]
-    assert "phenology = flowering" in app.attributes.editor.presets_label.text()
+    assert (
+        "Reproductive condition (reproductiveCondition) = flowering"
+        in app.attributes.editor.presets_label.text()
+    )
 
     focus_grid(qtbot, app, 0)
     qtbot.keyClick(app.window.results, Qt.Key.Key_R)
@@ -124,3 +129,111 @@ def test_a_query_preset_fills_a_photo_judged_relevant_and_undo_takes_it_back(qtb
     qtbot.waitUntil(lambda: attributes_of(library, query_id, image_id) == {}, timeout=5_000)
     assert app.judging.store.judgments(query_id) == {}
     qtbot.waitUntil(lambda: form.text("reproductiveCondition") == "", timeout=5_000)
+
+
+def test_a_preset_set_after_judging_is_offered_to_the_photos_judged_before(qtbot, described_app):
+    """Issue 34: a preset reached only photos judged after it was set, though its dialog said
+    every relevant photo gets it. Now OK offers it to the photos judged before, with their
+    count; Apply fills them, and one Ctrl+Z takes the whole fill back."""
+    from tests.gui.test_backups_window import judged
+
+    app = described_app
+    library, query_id = app.judging.store.library, app.judging.query_id
+    model = app.window.results_model
+    ids = [model.item(row).image_id for row in range(5)]
+    judged(qtbot, app, {ids[0]: 1, ids[1]: 1, ids[2]: 1, ids[3]: 0})
+    set_attributes(library, query_id, ids[1], {"lifeStage": "juvenile"})  # its own value
+    questions: list[tuple[str, int]] = []
+
+    def ask_fill(question: str, photos: int) -> bool:
+        questions.append((question, photos))
+        return True
+
+    app.attributes._ask_presets = lambda _fields, _title, _values: {"lifeStage": "Adult"}
+    app.attributes._ask_fill = ask_fill
+    select(qtbot, app, 0)
+    with qtbot.waitSignal(app.attributes.presetsFilled, timeout=5_000) as filled:
+        app.attributes.editor.presets_button.click()
+    assert filled.args == [query_id, 2]
+    assert questions == [
+        (
+            "Apply Life stage (lifeStage) = adult to the 2 relevant photos judged before? "
+            "Photos with their own value keep it. Undo the last judgment (Ctrl+Z) takes it "
+            "back.",
+            2,
+        )
+    ]
+    assert {i: attributes_of(library, query_id, i).get("lifeStage") for i in ids} == {
+        ids[0]: "adult", ids[1]: "juvenile", ids[2]: "adult", ids[3]: None, ids[4]: None
+    }  # fmt: skip
+    who = {(r.image_id, r.changed_by) for r in attribute_history(library, query_id)}
+    assert (ids[0], app.judging.store.user) in who
+    form = app.attributes.editor.form
+    qtbot.waitUntil(lambda: form.text("lifeStage") == "adult", timeout=5_000)
+    assert "presets given to 2 photos" in app.window.status_line.text()
+
+    # One undo takes back the whole fill, and the pane shows it; the judgments stay.
+    app.window.undo_judgment_action.trigger()
+    qtbot.waitUntil(
+        lambda: (
+            attributes_of(library, query_id, ids[0]) == {}
+            and attributes_of(library, query_id, ids[2]) == {}
+        ),
+        timeout=5_000,
+    )
+    assert attributes_of(library, query_id, ids[1]) == {"lifeStage": "juvenile"}
+    qtbot.waitUntil(lambda: form.text("lifeStage") == "", timeout=5_000)
+    assert app.judging.store.judgments(query_id) == {ids[0]: 1, ids[1]: 1, ids[2]: 1, ids[3]: 0}
+
+    # The dialog says what OK does: from now on, and an offer for the photos judged before.
+    from widgets.attributes_editor import PresetsDialog
+
+    dialog = PresetsDialog(app.attributes.fields, "red circle", {})
+    qtbot.addWidget(dialog)
+    intro = dialog.findChild(QLabel).text()
+    assert "from now on" in intro and "already judged relevant are offered" in intro
+
+
+def test_the_pane_and_every_dialog_name_each_term_alike(qtbot, judges_app):  # noqa: F811
+    """Issue 34: the pane said Behaviour, Phenology, Alive or dead where the dialogs and files
+    said behavior, reproductiveCondition, vitality. Now one caption per term, naming it."""
+    from engine.judgments.dwc_terms import DWC_ATTRIBUTE_TERMS
+    from widgets.attributes_editor import PresetsDialog
+
+    app = judges_app
+    image_id = top_ids(app, 1)[0]
+    query_id = app.judging.query_id
+    library = app.session.library
+    values = {
+        "behavior": "foraging", "lifeStage": "adult", "sex": "hermaphrodite",
+        "reproductiveCondition": "flowering", "vitality": "alive",
+        "associatedTaxa": "Salvia", "occurrenceRemarks": "on a wall",
+    }  # fmt: skip
+    for judge in ("ann", "bob"):  # two judges' values: the agreement dialog offers every term
+        QueryStore(library, user=judge).judge(query_id, image_id, 1)
+        set_attributes(library, query_id, image_id, values, judge)
+
+    pane = {term: app.attributes.editor.form.label(term) for term in DWC_ATTRIBUTE_TERMS}
+    presets = PresetsDialog(app.attributes.fields, "red circle", {})
+    qtbot.addWidget(presets)
+    agreement = app.agreement.open_dialog()
+    assert agreement is not None
+    picker = agreement.term_picker
+    qtbot.waitUntil(lambda: picker.count() == 1 + len(DWC_ATTRIBUTE_TERMS), timeout=20_000)
+    question = app.questions.open_dialog()
+    assert question is not None
+    qtbot.addWidget(question)
+    for term in DWC_ATTRIBUTE_TERMS:
+        shown = {
+            pane[term],
+            presets.form.label(term),
+            picker.itemText(picker.findData(term)),
+            question.term_box.itemText(question.term_box.findData(term)),
+        }
+        assert len(shown) == 1, shown
+        assert term.casefold() in pane[term].casefold()  # a user finds the file's column
+    assert pane["reproductiveCondition"] == "Reproductive condition (reproductiveCondition)"
+    assert pane["vitality"] == "Vitality" and pane["behavior"] == "Behavior"
+    question.term_box.setCurrentIndex(question.term_box.findData("vitality"))
+    question.value_edit.setText("dead")
+    assert question.question() == ("vitality", "dead")

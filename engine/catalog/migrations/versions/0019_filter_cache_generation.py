@@ -2,7 +2,7 @@
 `images` that can change a date, month, year or box filter's answer draws a new random value
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 
 Migration 0016's counter went up by one per write, so a catalog put back from a backup (or a
 dump) came back to an older value, and as many writes later to the very value a cache in
@@ -26,7 +26,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0019"
-down_revision = "0017"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
