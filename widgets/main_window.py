@@ -349,7 +349,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.place_dock.toggleViewAction())
         focus = QAction("Focus the query", self)
         focus.setShortcut(QKeySequence("Ctrl+L"))
-        focus.triggered.connect(lambda: self.query_bar.edit.setFocus())
+        focus.triggered.connect(self.query_bar.focus_query)
         view_menu.addAction(focus)
         view_menu.addSeparator()
         larger = QAction("&Larger thumbnails", self)

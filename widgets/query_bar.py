@@ -306,6 +306,12 @@ class QueryBar(QWidget):
     def clear_image(self) -> None:
         self.set_image(None)
 
+    def focus_query(self) -> None:
+        """Ctrl+L: the query field focused with its text selected, so what is typed next
+        replaces the old query rather than joining it."""
+        self.edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.edit.selectAll()
+
     def submit(self) -> None:
         self._history_pos = None
         self.searchRequested.emit(self.edit.text(), self._image, self.method_key())

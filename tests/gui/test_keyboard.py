@@ -232,3 +232,30 @@ def test_judge_next_says_so_when_nothing_is_left_to_judge(qtbot, make_app, photo
     # The run stays on screen, with the keys on it; the mode is not entered.
     assert [item.image_id for item in model.items()] == run
     assert not window.judge_next_action.isChecked() and app.feedback.mode is None
+
+
+def test_ctrl_l_selects_the_old_query_so_typing_replaces_it(qtbot, make_app, photos) -> None:
+    """Ctrl+L from the grid, then typing: a new query, never the old one with the new words
+    joined on (which was then searched and saved as a query of its own)."""
+    app: Application = indexed_app(qtbot, make_app, photos)
+    window, bar = app.window, app.window.query_bar
+    bar.set_text("red circle")
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        bar.submit()
+    window.activateWindow()
+    window.results.setFocus()
+    qtbot.waitUntil(window.results.hasFocus)
+
+    press(qtbot, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert bar.edit.hasFocus()
+    assert bar.edit.selectedText() == "red circle"
+    qtbot.keyClicks(QApplication.focusWidget(), "blue square")
+    assert bar.text() == "blue square"
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=20_000):
+        press(qtbot, Qt.Key.Key_Return)
+    assert app.judging.query_title == "blue square"
+
+    # Already in the field (the cursor at its end): Ctrl+L still selects the whole query.
+    bar.edit.setCursorPosition(len(bar.text()))
+    press(qtbot, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert bar.edit.selectedText() == "blue square"
