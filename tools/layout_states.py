@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QImage, QPixmap, QTextDocument
 from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtWidgets import (
@@ -26,16 +26,20 @@ from PySide6.QtWidgets import (
     QLayout,
     QListView,
     QMainWindow,
+    QScrollArea,
     QSplitter,
     QSplitterHandle,
     QTreeWidget,
     QWidget,
 )
 
-SCREENS = [(1280, 800), (1366, 768), (1920, 1080), (2560, 1440)]
+SCREENS = [(1280, 800), (1366, 768), (1600, 1000), (1920, 1080), (2560, 1440)]
 TOLERANCE = 2  # px: rounding in layouts and style sheets, not a cut anyone would see
 GRID_ROWS = 2  # the results grid shows at least this many rows of thumbnails
 QUERY_SHOWN = 16  # characters of a saved query's text the Queries tab shows at least
+# The metrics' chart and the analyses' maps are of no use smaller than this (px); the six
+# metric values, Export analyses… and these charts must be in view without scrolling.
+USABLE_CHART = (180, 100)
 
 LONG_QUERY = ("a red circle beside a blue square on a pale ground, seen from above, " * 5)[:300]
 RERANK_LABEL = (
@@ -60,10 +64,12 @@ COST = (
 
 
 def _details(number: int) -> Any:
-    return SimpleNamespace(
+    from widgets.photo_view import PhotoView
+
+    return PhotoView(
         common_name=f"Red circle of the northern uplands {number}",
         taxon="Circulus ruber",
-        lineage=[("kingdom", "Plantae"), ("species", "C. ruber")],
+        lineage=(("kingdom", "Plantae"), ("species", "C. ruber")),
         observed_at=datetime(2019, 12, 2, 10, 47),
         latitude=37.7113,
         longitude=-122.47806,
@@ -105,11 +111,12 @@ def _runs(labels: tuple[str, ...], current: int = -1) -> Any:
     return runs, runs[current].run_id
 
 
-def _metrics(window: QMainWindow, title: str, labels: tuple[str, ...]) -> None:
+def _metrics(window: QMainWindow, title: str, labels: tuple[str, ...], note: str = "") -> None:
     from widgets.metrics_panel import MetricsView
 
     runs, current = _runs(labels)
-    window.metrics_panel.show_metrics(MetricsView(title, 10, 9, 15, current, runs))  # type: ignore[attr-defined]
+    view = MetricsView(title, 10, 9, 15, current, runs, judgments_note=note)
+    window.metrics_panel.show_metrics(view)  # type: ignore[attr-defined]
     window.metrics_panel.set_recall_estimate(  # type: ignore[attr-defined]
         "found 9 of about 12 (90 %: 10–16)", "from 15 judgments"
     )
@@ -139,7 +146,10 @@ def reset(window: QMainWindow) -> None:
     w: Any = window
     w.drawings_strip.hide()
     w.subquery_editor.hide()
+    w.message_banner.dismiss()
     w.filter_bar.set_filters([], {})
+    w.filmstrip.clear()
+    w.group_events_action.setChecked(False)
     w.query_bar.edit.setText("red circle")
     w.results_model.set_results(_results())
     w.detail_pane.set_item(_results(1)[0])
@@ -150,6 +160,7 @@ def reset(window: QMainWindow) -> None:
     _metrics(window, "red circle", RUN_LABELS[:1])
     w.query_list.set_queries(_queries()[:2])
     w.library_dock.raise_()
+    w.detail_dock.raise_()
     w.metrics_dock.raise_()
     w.place_pane.set_mode(0)  # Where and when: the results
 
@@ -261,6 +272,118 @@ def state_queries(window: QMainWindow) -> None:
     w.queries_dock.raise_()
 
 
+# -- camera traps: the camera-trap demo's bursts as events (engine/demo/camera_traps.py) -----
+
+CAMERAS = ("CAM01_trail", "CAM02_stream", "CAM03_ridge")
+NIGHT_QUERY = "a red circle at night: roe deer at night"
+EVENTS_NOTE = "per event (24 events)  ·  newest judgment per photo  ·  frames set apart: 3"
+
+
+def _event_cards(count: int = 24) -> list[Any]:
+    """Event cards as the events controller hands them: each burst's best frame, its frames."""
+    from widgets.photo_view import PhotoView
+    from widgets.results import ResultItem
+
+    cards = []
+    for number in range(count):
+        camera = CAMERAS[number % len(CAMERAS)]
+        first = 1000 + 12 * number
+        frames = tuple(range(first, first + 3 + number % 8))
+        details = PhotoView(
+            taxon="Capreolus capreolus",
+            common_name="roe deer",
+            observed_at=datetime(2024, 5, 2, (22 + number) % 24, 7 * number % 60),
+            latitude=52.2210 + 0.01 * (number % 3),
+            longitude=5.9120,
+            width=240,
+            height=180,
+            collection="camera-traps",
+        )
+        path = f"/traps/{camera}/IMG_{13 + number % 4:04}.JPG"  # cameras reuse their names
+        cards.append(
+            ResultItem(
+                number + 1,
+                0.95 - number / 100,
+                first,
+                path,
+                Path(path).name,
+                None,
+                details,
+                event_id=500 + number,
+                frame_ids=frames,
+            )  # fmt: skip
+        )
+    return cards
+
+
+def state_events(window: QMainWindow) -> None:
+    """The camera-trap demo grouped by event: cards with their frame counts, the selected
+    event's filmstrip under the photo, the deployment and night-hour chips, per-event metrics."""
+    from dataclasses import replace
+
+    w: Any = window
+    cards = _event_cards()
+    w.group_events_action.setVisible(True)
+    w.group_events_action.setChecked(True)
+    w.results_model.set_results(cards)
+    w.detail_pane.set_item(cards[0])
+    frames = [replace(cards[0], image_id=i, frame_ids=()) for i in cards[0].frame_ids]
+    w.filmstrip.set_frames(frames, cards[0].image_id)
+    w.filter_bar.set_filters(
+        [
+            ("deployments", f"Deployments: {CAMERAS[0]}, {CAMERAS[2]}"),
+            ("hours", "Hours: 22:00–05:00"),
+            ("collections", "Collection: camera-traps"),
+        ],
+        {},
+    )
+    w.query_bar.edit.setText(NIGHT_QUERY)
+    w.set_status(f"24 events (96 frames) for “{NIGHT_QUERY}” · Text · search 9 ms · filtered")
+    _metrics(window, NIGHT_QUERY, RUN_LABELS[:2], EVENTS_NOTE)
+
+
+def state_events_analyses(window: QMainWindow) -> None:
+    """Events, with Where and when › Relevant photos: the night hours the camera traps saw."""
+    from widgets.map_view import MapPoint
+    from widgets.place_pane import RELEVANT, RelevantView
+
+    state_events(window)
+    w: Any = window
+    w.show_place_pane()
+    w.place_pane.set_mode(RELEVANT)
+    hours = [9, 12, 7, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 6, 10, 14]
+    w.place_pane.relevant.show_view(
+        RelevantView(
+            title=NIGHT_QUERY,
+            points=[
+                MapPoint(n, 52.22 + 0.01 * (n % 3), 5.91 + 0.01 * (n % 2), 1) for n in range(9)
+            ],
+            months=[0, 0, 0, 0, 68, 0, 0, 0, 0, 0, 0, 0],
+            hours=hours,
+            taxa=[("Capreolus capreolus (roe deer)", 68)],
+            summary="68 relevant frames in 9 events: all dated, all with a time of day, "
+            "all with a taxon and a place",
+        )
+    )
+
+
+def state_message(window: QMainWindow) -> None:
+    """A message to read (a 2,000-character query refused) over VisRet's drawings and a row
+    of chips: the most the window ever shows above the grid."""
+    from widgets.message_banner import ERROR
+
+    state_visret(window)
+    state_filters_and_map(window)
+    w: Any = window
+    w.metrics_dock.raise_()
+    query = ("a red circle beside a blue square " * 60)[:2000]
+    w.show_message(
+        ERROR,
+        "Searching failed",
+        f"the query is {len(query):,} characters long; the limit is 1,000 (“{query}”)",
+    )
+
+
 STATES: dict[str, Callable[[QMainWindow], None]] = {
     "text": state_text,
     "visret": state_visret,
@@ -271,6 +394,9 @@ STATES: dict[str, Callable[[QMainWindow], None]] = {
     "long-query": state_long_query,
     "many-runs": state_many_runs,
     "queries": state_queries,
+    "events": state_events,
+    "events-analyses": state_events_analyses,
+    "message": state_message,
 }
 
 
@@ -481,6 +607,68 @@ def query_list_problems(window: QMainWindow) -> list[str]:
     return problems
 
 
+def _in_view(widget: QWidget, scroll: QScrollArea) -> str:
+    """ "" when `widget` is shown whole in `scroll`'s viewport without scrolling, else why not."""
+    if not widget.isVisible():
+        return "hidden"
+    viewport = scroll.viewport()
+    shown = QRect(widget.mapTo(viewport, QPoint(0, 0)), widget.size())
+    if not viewport.rect().adjusted(-TOLERANCE, -TOLERANCE, TOLERANCE, TOLERANCE).contains(shown):
+        return f"{_rect(shown)} outside the {viewport.width()}×{viewport.height()} view"
+    return ""
+
+
+def _usable_chart(name: str, chart: QWidget, scroll: QScrollArea) -> list[str]:
+    width, height = USABLE_CHART
+    if why := _in_view(chart, scroll):
+        return [f"{name}: {why}"]
+    if chart.width() < width or chart.height() < height:
+        return [f"{name} {chart.width()}×{chart.height()}: less than {width}×{height}"]
+    return []
+
+
+def panel_problems(window: QMainWindow) -> list[str]:
+    """The metrics and the analyses of Where and when unusable as the window shows them: any
+    of the six metric values, the precision chart, a page's map, the hours or Export
+    analyses… not in view without scrolling, or a chart too small to read. Each dock is
+    brought to the front in turn (and put back): both must be usable, whichever is shown."""
+    from widgets.place_pane import RELEVANT, RESULTS
+
+    w: Any = window
+    docks = (w.metrics_dock, w.place_dock)
+    front = [d for d in docks if d.isVisible() and not d.visibleRegion().isEmpty()]
+    others = [d for d in w.docks() if d not in docks and not d.visibleRegion().isEmpty()]
+    mode = w.place_pane.mode()
+    problems: list[str] = []
+    try:
+        w.metrics_dock.raise_()
+        settle()
+        panel = w.metrics_panel
+        for key, value in panel.values.items():
+            if why := _in_view(value, panel.scroll_area):
+                problems.append(f"metrics: {key} {why}")
+        problems += _usable_chart("metrics: chart", panel.chart, panel.scroll_area)
+        w.show_place_pane()
+        for page in (RESULTS, RELEVANT):
+            w.place_pane.set_mode(page)
+            settle()
+            pane, name = w.place_pane, ("results" if page == RESULTS else "relevant photos")
+            shown = pane.map_view if page == RESULTS else pane.relevant.map_view
+            problems += _usable_chart(f"Where and when, {name}: map", shown, w.place_scroll)
+            if page == RELEVANT:
+                relevant = pane.relevant
+                hours = relevant.hour_histogram
+                problems += _usable_chart("Where and when: hours", hours, w.place_scroll)
+                if why := _in_view(relevant.export_button, w.place_scroll):
+                    problems.append(f"Where and when: Export analyses… {why}")
+    finally:
+        w.place_pane.set_mode(mode)
+        for dock in others + front:
+            dock.raise_()
+        settle()
+    return problems
+
+
 def window_problems(window: QWidget, area: QRect) -> list[str]:
     """A top-level window larger than the available screen, or not on it."""
     frame = window.frameGeometry()
@@ -499,6 +687,7 @@ def view_problems(window: QMainWindow, area: QRect) -> list[str]:
     problems += label_problems(window)
     problems += grid_problems(window)
     problems += query_list_problems(window)
+    problems += panel_problems(window)
     return problems
 
 

@@ -1,6 +1,7 @@
 """Screenshots of the real window under a virtual X server (Xvfb).
 
     python tools/screenshots.py [--out screenshots] [--screen 1280x800x24]
+    python tools/screenshots.py --camera-traps [--out screenshots] [--screen 1280x800x24]
     python tools/screenshots.py --check-layout --screen 1280x800x24
     python tools/screenshots.py --check-layout --states --screen 1366x768x24
 
@@ -9,8 +10,12 @@ library is untouched) as a first window on that screen, drives it like a user (i
 select a result, open the settings, search by image, judge results and watch the metrics, run
 the benchmark, filter by months and licence with the map and month histogram shown) and writes
 one PNG per view into the output folder. It then checks the layout (window inside the screen,
-every pane at least its minimum size, the photo whole, no text cut) and exits with status 3 if
-anything is clipped, listing what in `layout.txt`.
+every pane at least its minimum size, the photo whole, no text cut, the metrics and the
+analyses usable) and exits with status 3 if anything is clipped, listing what in `layout.txt`.
+
+`--camera-traps` does the same on the camera-trap demo (`quadrat demo --camera-traps DIR`,
+then `quadrat gui DIR`): three deployments of bursts, searched at night, grouped by event,
+judged per event, filtered by deployment and hour, and the relevant frames' hours of the day.
 
 `--check-layout` only opens the window (no indexing), fills it with sample content, prints the
 layout check as JSON and saves `layout-WxH.png`: a few seconds per screen size. With
@@ -99,16 +104,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --check-layout: also show and check every view state (tools/layout_states.py)",
     )
+    parser.add_argument(
+        "--camera-traps",
+        action="store_true",
+        help="drive the window on the camera-trap demo (events, deployments, hours)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         if args.check_layout:
             return _check_layout(args.out, args.states)
+        if args.camera_traps:
+            return _drive_camera_traps(args.out)
         return _drive_window(args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     child_args = ["--child", "--out", str(args.out.resolve())]
     child_args += ["--check-layout"] if args.check_layout else []
     child_args += ["--states"] if args.states else []
+    child_args += ["--camera-traps"] if args.camera_traps else []
     if args.platform == "offscreen":
         return _run_offscreen(args.screen, args.home, child_args)
 
@@ -190,9 +203,57 @@ def _run_offscreen(screen: str, keep: Path | None, child_args: list[str]) -> int
         return child.returncode
 
 
+class _Driver:
+    """Waits, pumps events and captures the screen (or a widget) for a drive of the window."""
+
+    def __init__(self, window, out: Path) -> None:  # noqa: ANN001
+        self.window = window
+        self.out = out
+        self.shots: list[Path] = []
+
+    def pump(self, seconds: float) -> None:
+        from PySide6.QtCore import QCoreApplication, QElapsedTimer
+
+        timer = QElapsedTimer()
+        timer.start()
+        while timer.elapsed() < seconds * 1000:
+            QCoreApplication.processEvents()
+            time.sleep(0.01)
+
+    def wait_for(self, condition, timeout: float = 120.0) -> None:  # noqa: ANN001
+        from PySide6.QtCore import QCoreApplication, QElapsedTimer
+
+        timer = QElapsedTimer()
+        timer.start()
+        while not condition():
+            if timer.elapsed() > timeout * 1000:
+                raise TimeoutError("the window did not get there in time")
+            QCoreApplication.processEvents()
+            time.sleep(0.01)
+
+    def capture(self, name: str, widget=None) -> None:  # noqa: ANN001
+        self.pump(0.4)
+        path = self.out / f"{name}.png"
+        importer = shutil.which("import")
+        if (
+            widget is None
+            and importer
+            and Path(importer).resolve().parts[:3] != ("/", "usr", "local")
+        ):
+            subprocess.run([importer, "-window", "root", str(path)], check=True)
+        else:
+            (widget or self.window).grab().save(str(path))
+        self.shots.append(path)
+
+    def problems(self) -> list[str]:
+        """What the layout check finds wrong now, the metrics' and analyses' use included."""
+        import layout_states  # beside this file
+
+        return self.window.layout_problems() + layout_states.panel_problems(self.window)
+
+
 def _drive_window(out: Path) -> int:
     """Runs inside the virtual display: open the demo, act, capture."""
-    from PySide6.QtCore import QCoreApplication, QElapsedTimer
     from PySide6.QtWidgets import QApplication
 
     from app.controllers.application import Application
@@ -204,37 +265,8 @@ def _drive_window(out: Path) -> int:
     apply_style(qt_app)
     app = Application(demo=True, log_file=log_file)
     window = app.window  # placed by itself, as a new user's first window is
-    shots: list[Path] = []
-
-    def pump(seconds: float) -> None:
-        timer = QElapsedTimer()
-        timer.start()
-        while timer.elapsed() < seconds * 1000:
-            QCoreApplication.processEvents()
-            time.sleep(0.01)
-
-    def wait_for(condition, timeout: float = 120.0) -> None:  # noqa: ANN001
-        timer = QElapsedTimer()
-        timer.start()
-        while not condition():
-            if timer.elapsed() > timeout * 1000:
-                raise TimeoutError("the window did not get there in time")
-            QCoreApplication.processEvents()
-            time.sleep(0.01)
-
-    def capture(name: str, widget=None) -> None:  # noqa: ANN001
-        pump(0.4)
-        path = out / f"{name}.png"
-        importer = shutil.which("import")
-        if (
-            widget is None
-            and importer
-            and Path(importer).resolve().parts[:3] != ("/", "usr", "local")
-        ):
-            subprocess.run([importer, "-window", "root", str(path)], check=True)
-        else:
-            (widget or window).grab().save(str(path))
-        shots.append(path)
+    driver = _Driver(window, out)
+    shots, pump, wait_for, capture = driver.shots, driver.pump, driver.wait_for, driver.capture
 
     app.show()
     app.start()
@@ -290,7 +322,7 @@ def _drive_window(out: Path) -> int:
         lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(4)), timeout=30
     )
     capture("06-more-like-this-same-judgments")
-    problems = window.layout_problems()
+    problems = driver.problems()
     (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
     capture("07-metrics-panel", window.metrics_panel)
 
@@ -327,10 +359,10 @@ def _drive_window(out: Path) -> int:
 
     search_with("visret", "a red circle beside a blue square")
     capture("12-visret-drawings")
-    problems += [f"VisRet view: {p}" for p in window.layout_problems()]
+    problems += [f"VisRet view: {p}" for p in driver.problems()]
     search_with("rerank", "a red circle beside a blue square")
     capture("13-rerank-answers")
-    problems += [f"rerank view: {p}" for p in window.layout_problems()]
+    problems += [f"rerank view: {p}" for p in driver.problems()]
     window.query_bar.method.setCurrentIndex(window.query_bar.method.findData("text"))
 
     # Filters: chips under the query bar, the results' places and months beside the metrics.
@@ -349,7 +381,7 @@ def _drive_window(out: Path) -> int:
         lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(3)), timeout=30
     )
     capture("14-filters-map")
-    problems += [f"filters view: {p}" for p in window.layout_problems()]
+    problems += [f"filters view: {p}" for p in driver.problems()]
     editor = window.filter_bar.open_taxon_editor()
     editor.activateWindow()
     editor.edit.setFocus()
@@ -394,7 +426,7 @@ def _drive_window(out: Path) -> int:
         lambda: all(app.thumbnails.pixmap(model.item(r).image_id) for r in range(3)), timeout=30
     )
     capture("15-refine")
-    problems += [f"refine view: {p}" for p in window.layout_problems()]
+    problems += [f"refine view: {p}" for p in driver.problems()]
     shown_lists.clear()
     window.judge_next_action.trigger()
     wait_for(lambda: bool(shown_lists), timeout=60)
@@ -427,6 +459,97 @@ def _drive_window(out: Path) -> int:
     return LAYOUT_PROBLEMS if problems else 0
 
 
+def _drive_camera_traps(out: Path) -> int:
+    """Runs inside the virtual display: the camera-trap demo written, indexed and searched at
+    night, grouped by event, judged per event as the demo's truth says, filtered by deployment
+    and hour, with the relevant frames' hours of the day; each view captured and checked."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.controllers.application import Application
+    from app.logs import setup_logging
+    from app.settings import Settings
+    from engine.demo.camera_traps import QUERIES, write_camera_trap_demo
+    from widgets.place_pane import RELEVANT
+    from widgets.style import apply_style
+
+    home = Path(os.environ["QUADRAT_HOME"])
+    demo = write_camera_trap_demo(home / "camera-traps")
+    night = next(q for q in QUERIES if q.night_only)
+    relevant = {str(demo.root / path) for path in demo.relevant(night)}
+    log_file = setup_logging()
+    qt_app = QApplication([sys.argv[0]])
+    apply_style(qt_app)
+    settings = Settings(model="demo", library_dir=str(home / "library"))
+    app = Application(settings=settings, folder=demo.root, log_file=log_file)
+    window, model = app.window, app.window.results_model
+    driver = _Driver(window, out)
+    wait_for, capture = driver.wait_for, driver.capture
+    problems: list[str] = []
+
+    def checked(view: str) -> None:
+        capture(view)
+        problems.extend(f"{view}: {p}" for p in driver.problems())
+
+    def thumbnails_shown(rows: int = 3) -> None:
+        wait_for(lambda: window.detail_pane.photo.photo() is not None)
+        wait_for(
+            lambda: all(
+                app.thumbnails.pixmap(model.item(r).image_id)
+                for r in range(min(rows, model.rowCount()))
+            ),
+            timeout=30,
+        )
+
+    app.show()
+    app.start()
+    wait_for(lambda: app.session.ready and not app.library.indexing and bool(app.library.stats))
+    wait_for(lambda: window.group_events_action.isVisible(), timeout=60)
+    driver.pump(0.5)
+    checked("ct-01-indexed")
+
+    bar = window.query_bar
+    bar.set_text(night.text)
+    bar.submit()
+    wait_for(lambda: app.search.last_outcome is not None and app.judging.query_id is not None)
+    window.group_events_action.trigger()  # View › Group results by event
+    wait_for(lambda: model.rowCount() > 0 and model.item(0).frames > 1, timeout=60)
+    window.results.setCurrentIndex(model.index(0, 0))
+    thumbnails_shown()
+    checked("ct-02-events")
+
+    # Judged per event, as the demo's truth says: a card is relevant when its frames are.
+    for row in range(min(8, model.rowCount())):
+        item = model.item(row)
+        app.judging.judge(item.image_id, int(item.path in relevant))
+    wait_for(lambda: app.judging.runner.idle())
+    window.results.setCurrentIndex(model.index(1, 0))
+    thumbnails_shown()
+    checked("ct-03-judged-events")
+
+    for edit in ({"deployment_ids": [1, 3]}, {"hours": [22, 5]}):
+        before = app.search.last_outcome
+        window.filter_bar.filtersEdited.emit(edit)  # as the Add filter menu does
+        wait_for(lambda: app.search.last_outcome is not before, timeout=60)  # noqa: B023
+    wait_for(lambda: model.rowCount() > 0 and model.item(0).frames > 0, timeout=60)
+    window.results.setCurrentIndex(model.index(0, 0))
+    thumbnails_shown(1)
+    checked("ct-04-deployments-and-hours")
+
+    window.show_place_pane()
+    window.place_pane.set_mode(RELEVANT)
+    wait_for(lambda: bool(window.place_pane.relevant.taxa_shown()), timeout=60)
+    wait_for(window.place_pane.relevant.map_view.has_coastlines, timeout=30)
+    checked("ct-05-relevant-hours")
+
+    (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
+    app.shutdown()
+    for path in driver.shots:
+        print(path)
+    for problem in problems:
+        print(f"layout: {problem}", file=sys.stderr)
+    return LAYOUT_PROBLEMS if problems else 0
+
+
 SAMPLE_RUN_LABELS = (
     "Text · 14:03",
     "Image · red circle · 14:05",
@@ -438,18 +561,18 @@ def sample_content(window) -> None:  # noqa: ANN001
     """Fill the window with what a working session shows, from plain data (no library): a
     long status line, a selected photo with long metadata, three runs in the metrics."""
     from datetime import datetime
-    from types import SimpleNamespace
 
     from PySide6.QtGui import QColor, QPixmap
 
     from widgets.metrics_panel import MetricsView, RunMetrics
+    from widgets.photo_view import PhotoView
     from widgets.results import ResultItem
 
     path = "/photos/" + "/".join(["a-rather-long-folder-name"] * 3) + "/" + "e" * 36 + ".jpg"
-    details = SimpleNamespace(
+    details = PhotoView(
         common_name="Red circle of the northern uplands",
         taxon="Circulus ruber",
-        lineage=[("kingdom", "Plantae"), ("phylum", "Demonstrata"), ("species", "C. ruber")],
+        lineage=(("kingdom", "Plantae"), ("phylum", "Demonstrata"), ("species", "C. ruber")),
         observed_at=datetime(2019, 12, 2, 10, 47),
         latitude=37.7113,
         longitude=-122.47806,

@@ -5,7 +5,7 @@ the window for it."""
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
-from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtGui import QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 
@@ -46,14 +46,20 @@ class ElidedLabel(QLabel):
 
 class VerticalScroll(QScrollArea):
     """Its contents at full width, scrolled up and down when the window has less height than
-    they would like: it asks for their minimum width (so nothing is cut at the side) but only
-    `least_height` pixels of height, and never more height than they would like."""
+    they would like: it asks for their minimum width (so nothing is cut at the side) but at
+    most `least_height` pixels of height, and never more height than they would like at the
+    width they have (a row of chips that wraps onto two lines wants two lines, not the six it
+    would need at its narrowest)."""
 
     def __init__(self, contents: QWidget, least_height: int, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.least_height = least_height
+        self._wanted = -1
         self.setWidget(contents)
-        self.setWidgetResizable(True)
+        # The contents are sized here (`_place_contents`): Qt's resizable scroll area gives
+        # contents that wrap text their preferred height, scrolling a pane that would fit.
+        self.setWidgetResizable(False)
+        contents.installEventFilter(self)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
@@ -61,17 +67,56 @@ class VerticalScroll(QScrollArea):
     def _scrollbar_width(self) -> int:
         return self.verticalScrollBar().sizeHint().width()
 
+    def wanted_height(self) -> int:
+        """The height the contents would like at the width they have now."""
+        contents = self.widget()
+        if contents is None:
+            return 0
+        width = self.viewport().width()
+        if contents.hasHeightForWidth() and width > 0 and self.isVisible():
+            return max(0, contents.heightForWidth(width))
+        return contents.sizeHint().height()
+
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         contents = self.widget()
         width = contents.minimumSizeHint().width() if contents is not None else 0
-        return QSize(width + self._scrollbar_width(), self.least_height)
+        return QSize(width + self._scrollbar_width(), min(self.least_height, self.wanted_height()))
 
     def sizeHint(self) -> QSize:  # noqa: N802
         contents = self.widget()
         if contents is None:
-            return QSize(0, self.least_height)
+            return QSize(0, 0)
         hint = contents.sizeHint()
-        return QSize(hint.width() + self._scrollbar_width(), max(self.least_height, hint.height()))
+        return QSize(hint.width() + self._scrollbar_width(), self.wanted_height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._place_contents()
+        wanted = self.wanted_height()
+        if wanted != self._wanted:  # wrapped onto more or fewer lines at the new width
+            self._wanted = wanted
+            self.updateGeometry()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self._place_contents()
+        return super().eventFilter(watched, event)
+
+    def _place_contents(self) -> None:
+        """The contents at the viewport's width and its height, or their least height at that
+        width when that is more (then they scroll)."""
+        contents = self.widget()
+        if contents is None:
+            return
+        width = max(self.viewport().width(), contents.minimumSizeHint().width())
+        layout = contents.layout()
+        if layout is not None and layout.hasHeightForWidth():
+            least = layout.totalMinimumHeightForWidth(width)
+        else:
+            least = contents.minimumSizeHint().height()
+        height = max(self.viewport().height(), least)
+        if contents.size() != QSize(width, height):
+            contents.resize(width, height)
 
 
 class PanelStack(VerticalScroll):

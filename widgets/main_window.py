@@ -9,12 +9,9 @@ from collections.abc import Callable
 
 from PySide6.QtCore import (
     QByteArray,
-    QEvent,
-    QObject,
     QPoint,
     QRect,
     QSettings,
-    QSize,
     Qt,
     QTimer,
     Signal,
@@ -53,6 +50,7 @@ from widgets.filmstrip import Filmstrip
 from widgets.filter_bar import FilterBar
 from widgets.fitting import ElidedLabel, PanelStack, VerticalScroll
 from widgets.library_panel import LibraryPanel
+from widgets.message_banner import BANNER_MAX_HEIGHT, MessageBanner
 from widgets.metrics_panel import MetricsPanel
 from widgets.place_pane import PlacePane
 from widgets.query_bar import QueryBar
@@ -65,51 +63,18 @@ from widgets.results import (
     cell_size,
 )
 from widgets.subquery_editor import SubqueryEditor
+from widgets.window_docks import SIDE, WindowDocks, first_size, rect_text
 
 WINDOW_TITLE = "Quadrat"
 
 # Saved dock layouts of another version are dropped (earlier ones kept the Photo pane narrow;
-# version 2 had no Where and when pane).
-STATE_VERSION = 3
-# A first window takes this much of the screen's available area (room left for the frame) ...
-FIRST_FILL = (0.94, 0.92)
-FIRST_MAX = QSize(2200, 1400)  # ... and no more: a huge window on a huge screen is no help
-# Default dock sizes as fractions of the window, each within (least, most) pixels; a pane's own
-# minimum width still wins.
-LIBRARY_WIDTH = (0.2, 260, 380)
-DETAIL_WIDTH = (0.27, 300, 600)
-# The metrics take what the grid's GRID_ROWS rows leave them (Qt keeps the centre's minimum).
-METRICS_HEIGHT = (0.28, 170, 280)
+# version 2 had no Where and when pane; version 3 left the metrics squeezed under the grid on
+# short screens).
+STATE_VERSION = 4
 CENTRE_MIN_WIDTH = 380  # two columns of thumbnails and the scrollbar
 GRID_ROWS = 2  # rows of thumbnails the grid always shows, whatever panels are open
 PANELS_LEAST_HEIGHT = 76  # px: the panels above the grid (chips, drawings, questions) scroll
 DOCK_LEAST_HEIGHT = 64  # px: the Where and when pane scrolls rather than ask for more
-
-
-def first_size(available: QSize) -> QSize:
-    """The size of a first window on a screen whose available area is `available`."""
-    return QSize(
-        min(round(available.width() * FIRST_FILL[0]), FIRST_MAX.width()),
-        min(round(available.height() * FIRST_FILL[1]), FIRST_MAX.height()),
-    )
-
-
-def _rect_text(rect: QRect) -> str:
-    return f"{rect.width()}×{rect.height()} at ({rect.x()}, {rect.y()})"
-
-
-def _share(total: int, rule: tuple[float, int, int]) -> int:
-    fraction, least, most = rule
-    return max(least, min(most, round(total * fraction)))
-
-
-def default_dock_sizes(window: QSize) -> tuple[int, int, int]:
-    """(library width, Photo pane width, metrics height) for a window of this size."""
-    return (
-        _share(window.width(), LIBRARY_WIDTH),
-        _share(window.width(), DETAIL_WIDTH),
-        _share(window.height(), METRICS_HEIGHT),
-    )
 
 
 class MainWindow(QMainWindow):
@@ -175,20 +140,23 @@ class MainWindow(QMainWindow):
             centre,
         )
         self.method_panels.setObjectName("methodPanels")
-        self.method_panels.shownChanged.connect(self._method_panels_shown)
-        self._metrics_height = 0  # the metrics' height before the panels took some of it
-        self._giving_back = False
+        # Errors and outcomes that matter, readable whole (the status line keeps passing news).
+        self.message_banner = MessageBanner(centre)
+        self.message_banner.logRequested.connect(self.openLogFolderRequested)
+        layout.addWidget(self.message_banner)
         layout.addWidget(self.method_panels)
         layout.addWidget(self.results, 1)
         layout.addWidget(self.empty_label, 1)
         # The status line shares its row with the grid's thumbnail size slider.
         self.thumbnail_slider = ThumbnailSizeSlider(self.results, centre)
-        status_row = QHBoxLayout()
+        self.status_row = status_row = QHBoxLayout()
         status_row.setContentsMargins(0, 0, 0, 0)
         status_row.addWidget(self.status_line, 1)
         status_row.addWidget(self.thumbnail_slider)
         layout.addLayout(status_row)
-        centre.setMinimumWidth(CENTRE_MIN_WIDTH)
+        # The grid keeps two columns; the centre as a whole keeps what its layout needs (the
+        # query bar whole), so no dock can be dragged over the Search button.
+        self.results.setMinimumWidth(CENTRE_MIN_WIDTH)
         self._keep_grid_rows()
         self.results.thumbnailSizeChanged.connect(lambda _size: self._keep_grid_rows())
         self.setCentralWidget(centre)
@@ -221,21 +189,32 @@ class MainWindow(QMainWindow):
         self.map_view = self.place_pane.map_view
         self.month_histogram = self.place_pane.month_histogram
         # Scrolled when the dock is short, so its minimum never makes the window taller.
-        place_scroll = VerticalScroll(self.place_pane, DOCK_LEAST_HEIGHT, self)
-        self.metrics_dock.installEventFilter(self)
+        self.place_scroll = VerticalScroll(self.place_pane, DOCK_LEAST_HEIGHT, self)
         self.place_dock = self._dock(
-            "Where and when", "placeDock", place_scroll, Qt.DockWidgetArea.BottomDockWidgetArea
+            "Where and when", "placeDock", self.place_scroll, Qt.DockWidgetArea.BottomDockWidgetArea
         )
-        # Hidden until tabbed beside the metrics (see `_tabify_place_dock`): side by side with
-        # them it would widen a first window past its screen.
+        # Hidden until placed beside the metrics once the window is shown (widgets/window_docks).
         self.place_dock.hide()
-        # The Photo pane runs the full height (it needs it most); the metrics run under the
-        # library, so the runs table and the chart get the width they need on small screens.
+        # The Photo pane runs the full height (it needs it most); under the grid, the metrics
+        # run under the library, so the runs table and the chart get the width they need.
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.dock_layout = WindowDocks(
+            self,
+            {
+                "library": self.library_dock,
+                "queries": self.queries_dock,
+                "detail": self.detail_dock,
+                "metrics": self.metrics_dock,
+                "place": self.place_dock,
+            },
+            self.method_panels,
+            self._centre_least_height,
+            self.detail_pane.minimum_width,
+            self._lay_out_panel,
+        )
+        self.method_panels.shownChanged.connect(self.dock_layout.panels_shown)
         self._layout_checked = False
-        self._place_dock_placed = False  # tabbed beside the metrics when first shown ...
-        self._restored_place_dock = False  # ... unless a saved layout placed it
 
         self.model_label = QLabel(self)
         self.model_label.setObjectName("modelLabel")
@@ -250,37 +229,28 @@ class MainWindow(QMainWindow):
         self.results_model.modelReset.connect(self._update_empty)
         self.place_on(self.available_area())
 
-    def _method_panels_shown(self, shown: bool) -> None:
-        """The panels above the grid take their room from the metrics while the grid is at
-        its least height; once they go, the metrics get their height back (Qt would give it
-        all to the grid and leave the metrics at their least)."""
-        if not shown and self._metrics_height:
-            self._giving_back = True  # the sizes on the way are not the user's
-            # Once the layout has given the grid the panels' room.
-            QTimer.singleShot(0, self, self._give_metrics_back)
+    def _centre_least_height(self) -> int:
+        """The centre's height with a message and the panels above the grid at their least:
+        what the window must hold above the metrics when they are under the grid."""
+        return (
+            self.query_bar.sizeHint().height()
+            + BANNER_MAX_HEIGHT
+            + PANELS_LEAST_HEIGHT
+            + self.results.minimumHeight()
+            + self.status_row.sizeHint().height()
+        )
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
-        # The metrics' height while no panel is shown: what they get back after one was.
-        resized = watched is self.metrics_dock and event.type() == QEvent.Type.Resize
-        if resized and self.method_panels.isHidden() and not self._giving_back:
-            self._metrics_height = self.metrics_dock.height()
-        return super().eventFilter(watched, event)
-
-    def _give_metrics_back(self, asked: int = 0) -> None:
-        """Resize the metrics to `_metrics_height`; `asked`: what the first try asked for.
-        Qt counts a tabbed dock's tab bar in the size asked, so a second try asks for what
-        the first fell short by."""
-        dock = self.metrics_dock
-        wanted = self._metrics_height
-        if self.method_panels.isHidden() and not dock.isFloating():
-            if asked == 0:
-                self.resizeDocks([dock], [wanted], Qt.Orientation.Vertical)
-                QTimer.singleShot(0, self, lambda: self._give_metrics_back(wanted))
-                return
-            if dock.height() < wanted:
-                more = asked + wanted - dock.height()
-                self.resizeDocks([dock], [more], Qt.Orientation.Vertical)
-        self._giving_back = False
+    def _lay_out_panel(self, dock: QDockWidget, column: bool, least_height: int) -> None:
+        """A bottom panel laid out for a column (tall and narrow) or a band (wide and short),
+        scrolling below `least_height` rather than taking less."""
+        if dock is self.metrics_dock:
+            self.metrics_panel.set_narrow(column)
+            self.metrics_panel.scroll_area.least_height = least_height
+            self.metrics_panel.scroll_area.updateGeometry()
+        elif dock is self.place_dock:
+            self.place_pane.set_narrow(column)
+            self.place_scroll.least_height = least_height
+            self.place_scroll.updateGeometry()
 
     def _keep_grid_rows(self) -> None:
         """The grid's least height: GRID_ROWS rows of thumbnails at their current size."""
@@ -297,6 +267,7 @@ class MainWindow(QMainWindow):
         dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable
             | QDockWidget.DockWidgetFeature.DockWidgetClosable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
         )
         self.addDockWidget(area, dock)
         return dock
@@ -511,7 +482,14 @@ class MainWindow(QMainWindow):
         self.empty_label.setVisible(empty)
 
     def set_status(self, text: str) -> None:
+        """Passing news ("Searching…", "Search cancelled"); what must be read goes to
+        `show_message`."""
         self.status_line.setText(text)
+
+    def show_message(self, kind: str, title: str, text: str, *, log: bool = False) -> None:
+        """An error or an outcome that matters, readable whole under the query bar until
+        closed (`kind`: widgets.message_banner's ERROR, WARNING or DONE)."""
+        self.message_banner.show_message(kind, title, text, log=log)
 
     def set_model_name(self, text: str) -> None:
         self.model_label.setText(text)
@@ -624,13 +602,10 @@ class MainWindow(QMainWindow):
         self.apply_default_docks()
 
     def apply_default_docks(self) -> None:
-        """Dock sizes as fractions of the window (see `default_dock_sizes`)."""
-        library, detail, metrics = default_dock_sizes(self.size())
-        detail = max(detail, self.detail_pane.minimum_width())
-        self.resizeDocks(
-            [self.library_dock, self.detail_dock], [library, detail], Qt.Orientation.Horizontal
-        )
-        self.resizeDocks([self.metrics_dock], [metrics], Qt.Orientation.Vertical)
+        """The docks where the window's height wants them (once shown), at sizes that are
+        fractions of the window (see widgets/window_docks)."""
+        self.dock_layout.arrange()
+        self.dock_layout.apply_default_sizes()
 
     def restore_geometry(self, settings: QSettings, areas: list[QRect] | None = None) -> None:
         """The last session's window and docks, corrected where they would not fit `areas`
@@ -646,7 +621,7 @@ class MainWindow(QMainWindow):
         elif not (self.isMaximized() or self.isFullScreen()):
             self._keep_inside(areas)
         if isinstance(state, QByteArray) and self.restoreState(state, STATE_VERSION):
-            self._restored_place_dock = True
+            self.dock_layout.restored = True  # moved only where this window cannot hold it
         else:
             self.apply_default_docks()
         self._layout_checked = False
@@ -669,56 +644,37 @@ class MainWindow(QMainWindow):
         problems = []
         frame = self.frameGeometry()
         if not self.isFullScreen() and not area.contains(frame):
-            problems.append(f"window {_rect_text(frame)} outside the screen {_rect_text(area)}")
-        problems += self._dock_problems()
+            problems.append(f"window {rect_text(frame)} outside the screen {rect_text(area)}")
+        problems += self.dock_layout.problems(CENTRE_MIN_WIDTH)
         if self.detail_dock.isVisible():
             problems += self.detail_pane.clipped()
         if self.metrics_dock.isVisible():
             problems += self.metrics_panel.clipped()
         return problems
 
-    def _dock_problems(self) -> list[str]:
-        problems = []
-        results = self.centralWidget()
-        if results is not None and results.width() < CENTRE_MIN_WIDTH:
-            problems.append(f"results {results.width()} px wide")
-        dock, pane = self.detail_dock, self.detail_pane
-        if dock.isVisible() and not dock.isFloating() and pane.width() < pane.minimum_width():
-            problems.append(f"Photo pane {pane.width()} px wide")
-        dock = self.metrics_dock
-        if dock.isVisible() and not dock.isFloating() and dock.height() > self.height() // 2:
-            problems.append(f"metrics {dock.height()} px high")
-        for dock in self.docks():
-            centre = dock.geometry().center()
-            if dock.isFloating() and QGuiApplication.screenAt(centre) is None:
-                problems.append(f"{dock.windowTitle()} off screen")
-        return problems
-
     def docks(self) -> list[QDockWidget]:
         """Every dock of the window."""
-        return [
-            self.library_dock,
-            self.queries_dock,
-            self.detail_dock,
-            self.metrics_dock,
-            self.place_dock,
-        ]
+        return self.dock_layout.all()
 
     def show_place_pane(self) -> None:
         """Bring the map and the month histogram to the front (a tab beside the metrics)."""
         self.place_dock.show()
         self.place_dock.raise_()
 
+    def bring_metrics_forward(self) -> None:
+        """A query was opened: beside the grid, the metrics come in front of the library (of
+        no use while judging), never in front of the saved queries or Where and when."""
+        if self.dock_layout.placement == SIDE and not self.library_dock.visibleRegion().isEmpty():
+            self.metrics_dock.raise_()
+
     def ensure_usable_layout(self) -> list[str]:
         """Correct a shown layout whose docks leave a pane unusable (a narrow Photo pane or
         results grid, metrics taking half the height, a floating dock off every screen):
         floating docks off screen are docked again and dock sizes go back to their defaults.
         Returns what was corrected."""
-        problems = self._dock_problems()
+        problems = self.dock_layout.problems(CENTRE_MIN_WIDTH)
         if problems:
-            for dock in self.docks():
-                if dock.isFloating() and QGuiApplication.screenAt(dock.geometry().center()) is None:
-                    dock.setFloating(False)
+            self.dock_layout.dock_off_screen()
             self.apply_default_docks()
         return problems
 
@@ -728,22 +684,9 @@ class MainWindow(QMainWindow):
 
     # -- events -----------------------------------------------------------------------------------
 
-    def _tabify_place_dock(self) -> None:
-        """Where and when as a tab beside the metrics, unless a restored layout put it
-        elsewhere. Done once the window is shown: a second group of tabbed docks made before
-        that leaves a stale copy of its tab bar painted over the library (Qt 6.11)."""
-        if self._place_dock_placed:
-            return
-        self._place_dock_placed = True
-        if self._restored_place_dock:
-            return  # a restored layout: the user's, whatever it is
-        self.tabifyDockWidget(self.metrics_dock, self.place_dock)
-        self.place_dock.show()
-        self.metrics_dock.raise_()
-
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)
-        self._tabify_place_dock()
+        self.dock_layout.first_shown()
         if not self._layout_checked:
             self._layout_checked = True
             # Once the layout has given every dock its size.

@@ -135,6 +135,7 @@ class MapView(QWidget):
 
     boxDrawn = Signal(object)  # (min_lat, min_lon, max_lat, max_lon)
     pointClicked = Signal(int)  # image id
+    coastlinesSet = Signal(object)  # the rings given to `set_coastlines` (other maps share them)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -166,6 +167,7 @@ class MapView(QWidget):
         self._land = land_path(rings)
         self._has_land = bool(rings)
         self.update()
+        self.coastlinesSet.emit(rings)
 
     def has_coastlines(self) -> bool:
         return self._has_land

@@ -23,6 +23,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QBoxLayout,
     QComboBox,
     QFrame,
     QGridLayout,
@@ -56,11 +57,15 @@ LEGEND_MIN_TEXT = 90  # px; a legend's text is never narrower
 LEGEND_LINES = 4  # a run label wraps onto this many lines before it is elided
 LEGEND_SWATCH = 26  # px before the text: the line sample and its gap
 RUN_NAME_MIN = 90  # px: the Run column's least width (the name elided in the middle)
+NARROW_RUN_NAME_MIN = 64  # px: the same in a column beside the grid
 RUN_LABEL_MAX = 240  # px: the most the Run column asks for
 CHART_MIN = QSize(180, 120)  # px
 PANEL_LEAST_HEIGHT = 64  # px: the panel scrolls rather than ask the window for more
 WIDE_PANEL = 800  # px; narrower panels show the metric tiles in two columns, not three
+NARROW_THREE = 230  # px: in a column, the tiles in three columns from this width
 TABLE_COLUMNS = ("AP", "nDCG", "P", "judged")  # the runs table keeps to what fits beside the chart
+NARROW_TABLE_COLUMNS = ("AP", "nDCG", "P")  # in a column (judged@k is a tile above it)
+NARROW_TABLE_ROWS = 5  # runs the table shows in a column before it scrolls
 RUN_COLOURS = ("#2f6f4f", "#c0392b", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b")
 
 
@@ -331,7 +336,9 @@ class MetricsPanel(QWidget):
         self.k_combo.currentIndexChanged.connect(
             lambda _row: self.kChanged.emit(int(self.k_combo.currentData()))
         )
-        self.summary = QLabel(self)
+        # R, judged, runs and whose judgments (per event, newest per photo, ...): one line,
+        # elided, whole in its tooltip, so a long note never widens the panel.
+        self.summary = ElidedLabel(self)
         self.summary.setObjectName("metricsSummary")
         # Learning from the judgments: Refine ▾ (one entry per learning method), and the
         # buttons of the window's Judge next and Sample to judge actions (set by the window).
@@ -347,13 +354,12 @@ class MetricsPanel(QWidget):
         self.sample_button = QToolButton(self)
         self.sample_button.setObjectName("sampleButton")
         self.set_refine_methods([])
-        header = QHBoxLayout()
-        header.addWidget(self.title, 1)
-        header.addWidget(self.summary)
-        header.addWidget(self.refine_button)
-        header.addWidget(self.judge_next_button)
-        header.addWidget(self.sample_button)
-        header.addWidget(self.k_combo)
+        # The header's rows: one in a band under the grid, four in a column beside it.
+        self._header_rows = [QHBoxLayout() for _row in range(4)]
+        header = QVBoxLayout()
+        header.setSpacing(2)
+        for row in self._header_rows:
+            header.addLayout(row)
 
         self.tiles = tiles = QGridLayout()
         tiles.setHorizontalSpacing(14)
@@ -404,11 +410,12 @@ class MetricsPanel(QWidget):
         # stop rule and the estimate wrap) and the panel asks the window for no height.
         contents = QWidget(self)
         contents.setObjectName("metricsContents")
-        body = QHBoxLayout()
+        # Side by side in a band; one above the other in a column (`set_narrow`).
+        self.body = body = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         body.addLayout(left, 0)
-        line = QFrame(self)
-        line.setFrameShape(QFrame.Shape.VLine)
-        body.addWidget(line)
+        self._line = QFrame(self)
+        self._line.setFrameShape(QFrame.Shape.VLine)
+        body.addWidget(self._line)
         # The table keeps the width its columns need; the chart takes the rest.
         body.addWidget(self.runs, 0)
         body.addWidget(self.chart, 1)
@@ -420,8 +427,48 @@ class MetricsPanel(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.scroll_area)
+        self.narrow = False
+        self._arrange_header()
         self.set_k_choice(K_CHOICES[0])
         self.show_metrics(None)
+
+    def set_narrow(self, narrow: bool) -> None:
+        """Lay the panel out for a column beside the grid (True: header on three rows, tiles,
+        table and chart one above the other) or a band under it (False: side by side)."""
+        if narrow == self.narrow:
+            return
+        self.narrow = narrow
+        self.body.setDirection(
+            QBoxLayout.Direction.TopToBottom if narrow else QBoxLayout.Direction.LeftToRight
+        )
+        self._line.setVisible(not narrow)
+        self._arrange_header()
+        self._arrange_tiles(self._columns_for(self.width()))
+        self._fill_runs(self._view)
+
+    def _arrange_header(self) -> None:
+        top, middle, third, fourth = self._header_rows
+        for row in self._header_rows:
+            while row.count():
+                row.takeAt(0)
+        buttons = [self.refine_button, self.judge_next_button, self.sample_button]
+        if self.narrow:  # the three buttons in one row need more than the column's width
+            top.addWidget(self.title, 1)
+            top.addWidget(self.k_combo)
+            middle.addWidget(self.summary, 1)
+            for row, placed in ((third, buttons[:2]), (fourth, buttons[2:])):
+                for button in placed:
+                    row.addWidget(button)
+                row.addStretch(1)
+        else:
+            top.addWidget(self.title, 1)
+            top.addWidget(self.summary, 2)
+            for button in buttons:
+                top.addWidget(button)
+            top.addWidget(self.k_combo)
+
+    def _columns_for(self, width: int) -> int:
+        return 3 if width >= (NARROW_THREE if self.narrow else WIDE_PANEL) else 2
 
     def _arrange_tiles(self, columns: int) -> None:
         """The metric tiles in `columns` columns (two on narrow panels, three on wide)."""
@@ -433,7 +480,7 @@ class MetricsPanel(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
-        columns = 3 if event.size().width() >= WIDE_PANEL else 2
+        columns = self._columns_for(event.size().width())
         if columns != self._tile_columns:
             self._arrange_tiles(columns)
 
@@ -528,12 +575,18 @@ class MetricsPanel(QWidget):
         k = view.k if view is not None else self.k()
         labels = {key: label.format(k=k) for key, label, _p in METRICS}
         percent = {key: p for key, _label, p in METRICS}
-        self.runs.setHeaderLabels(["Run"] + [labels[key] for key in TABLE_COLUMNS])
+        columns = NARROW_TABLE_COLUMNS if self.narrow else TABLE_COLUMNS
+        # In a column the k is left out of the headings (it is in the tiles and the k box).
+        headings = [labels[key].split("@")[0] if self.narrow else labels[key] for key in columns]
+        self.runs.setColumnCount(1 + len(headings))
+        self.runs.setHeaderLabels(["Run", *headings])
+        header_item = self.runs.headerItem()
+        for column, key in enumerate(columns, start=1):
+            header_item.setToolTip(column, labels[key])
         if view is not None:
             for number, run in enumerate(view.runs):
                 cells = [run.method] + [
-                    shown_metric(key, run.values[key], percent[key], view.judged)
-                    for key in TABLE_COLUMNS
+                    shown_metric(key, run.values[key], percent[key], view.judged) for key in columns
                 ]
                 item = QTreeWidgetItem(cells)
                 item.setToolTip(0, run.label)
@@ -563,8 +616,19 @@ class MetricsPanel(QWidget):
         ]
         frame = 2 * self.runs.frameWidth() + self.runs.verticalScrollBar().sizeHint().width()
         numbers = sum(widths[1:]) + frame
-        self.runs.setMinimumWidth(numbers + RUN_NAME_MIN)
-        self.runs.preferred_width = numbers + max(RUN_NAME_MIN, min(widths[0], RUN_LABEL_MAX))
+        least = NARROW_RUN_NAME_MIN if self.narrow else RUN_NAME_MIN
+        self.runs.setMinimumWidth(numbers + least)
+        self.runs.preferred_width = numbers + max(least, min(widths[0], RUN_LABEL_MAX))
+        if self.narrow:  # a few rows above the chart, the rest scrolled
+            rows = min(max(1, self.runs.topLevelItemCount()), NARROW_TABLE_ROWS)
+            first = self.runs.topLevelItem(0)
+            row = self.runs.visualItemRect(first).height() if first is not None else 0
+            row = row or self.runs.fontMetrics().height() + 6
+            height = header.sizeHint().height() + rows * row + 2 * self.runs.frameWidth() + 2
+            self.runs.setFixedHeight(height)
+        else:
+            self.runs.setMinimumHeight(0)
+            self.runs.setMaximumHeight(16_777_215)
         self.runs.updateGeometry()
         self.runs.blockSignals(False)
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRect, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QButtonGroup,
     QHBoxLayout,
     QLabel,
@@ -26,6 +28,17 @@ from widgets.map_view import MapPoint, MapView
 from widgets.month_histogram import MonthHistogram
 
 RESULTS, RELEVANT = 0, 1  # the pages of the choice
+# In a column beside the grid the charts go one above the other, each at least this high.
+NARROW_MAP_HEIGHT = 150
+NARROW_CHART_HEIGHT = 110
+NARROW_LIST_HEIGHT = 150
+
+
+def _stack(layout: QBoxLayout, narrow: bool) -> None:
+    """Side by side in a band, one above the other in a column."""
+    layout.setDirection(
+        QBoxLayout.Direction.TopToBottom if narrow else QBoxLayout.Direction.LeftToRight
+    )
 
 
 @dataclass
@@ -42,6 +55,37 @@ class RelevantView:
     no_time: int = 0
     taxa: list[tuple[str, int]] = field(default_factory=list)  # the commonest, with counts
     summary: str = "Open a query and judge photos relevant to see them here."
+
+
+class _FixedLines(QLabel):
+    """A wrapped label as tall as its lines at the width it has (at most `MAX_LINES`, the
+    whole text in its tooltip). It sets its own height rather than ask the layout for
+    height-for-width: that made the scroll area around the pane stretch the whole pane to its
+    preferred height, pushing the charts out of view."""
+
+    MAX_LINES = 3
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802
+        return False
+
+    def setText(self, text: str) -> None:  # noqa: N802
+        super().setText(text)
+        self.setToolTip(text)
+        self._fit()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        metrics = self.fontMetrics()
+        line = metrics.lineSpacing()
+        room = QRect(0, 0, max(60, self.contentsRect().width()), 100_000)
+        flags = int(Qt.TextFlag.TextWordWrap)
+        wanted = metrics.boundingRect(room, flags, self.text()).height() if self.width() else line
+        height = min(max(wanted, line), self.MAX_LINES * line)
+        if height != self.height():
+            self.setFixedHeight(height)
 
 
 class RelevantPage(QWidget):
@@ -63,33 +107,43 @@ class RelevantPage(QWidget):
         self.taxa = QListWidget(self)
         self.taxa.setObjectName("relevantTaxa")
         self.taxa.setToolTip("The commonest taxa among the relevant photos")
-        self.summary = QLabel(self)
+        self.summary = _FixedLines(self)
         self.summary.setObjectName("relevantSummary")
         self.summary.setWordWrap(True)
-        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.export_button = QPushButton("Export analyses…", self)
         self.export_button.setObjectName("exportAnalysesButton")
         self.export_button.setToolTip(
             "Write the counts by month, day, hour, taxon and place as CSV files and PNG charts"
         )
         self.export_button.clicked.connect(self.exportRequested)
-        side = QVBoxLayout()
-        side.setContentsMargins(0, 0, 0, 0)
-        side.addWidget(self.taxa, 1)
-        side.addWidget(self.export_button)
-        charts = QHBoxLayout()
+        # The summary and Export analyses… first, so the export is in reach however short
+        # the pane (it was under the taxa, out of sight in a squeezed dock).
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.export_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.charts = charts = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         charts.setContentsMargins(0, 0, 0, 0)
         charts.setSpacing(10)
         charts.addWidget(self.map_view, 2)
         charts.addWidget(self.month_histogram, 2)
         charts.addWidget(self.hour_histogram, 2)
-        charts.addLayout(side, 3)  # taxon names are long
+        charts.addWidget(self.taxa, 3)  # taxon names are long
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
+        layout.addLayout(top)
         layout.addLayout(charts, 1)
-        layout.addWidget(self.summary)
         self.show_view(RelevantView())
+
+    def set_narrow(self, narrow: bool) -> None:
+        """The charts one above the other (a column) or side by side (a band)."""
+        _stack(self.charts, narrow)
+        self.map_view.setMinimumHeight(NARROW_MAP_HEIGHT if narrow else 0)
+        for chart in (self.month_histogram, self.hour_histogram):
+            chart.setMinimumHeight(NARROW_CHART_HEIGHT if narrow else 0)
+        self.taxa.setMinimumHeight(NARROW_LIST_HEIGHT if narrow else 0)
 
     def show_view(self, view: RelevantView) -> None:
         """Show these counts (and nothing of what was shown before)."""
@@ -120,12 +174,17 @@ class PlacePane(QWidget):
         self.map_view = MapView(self)
         self.month_histogram = MonthHistogram(self)
         results_page = QWidget(self)
-        results_layout = QHBoxLayout(results_page)
+        self.results_layout = results_layout = QBoxLayout(
+            QBoxLayout.Direction.LeftToRight, results_page
+        )
         results_layout.setContentsMargins(0, 0, 0, 0)
         results_layout.setSpacing(10)
         results_layout.addWidget(self.map_view, 3)
         results_layout.addWidget(self.month_histogram, 2)
         self.relevant = RelevantPage(self)
+        # The relevant photos' map draws the same coastlines, read once for the results' map
+        # (it had none: dots on a blank rectangle).
+        self.map_view.coastlinesSet.connect(self.relevant.map_view.set_coastlines)
         self.pages = QStackedWidget(self)
         self.pages.addWidget(results_page)
         self.pages.addWidget(self.relevant)
@@ -150,6 +209,13 @@ class PlacePane(QWidget):
         layout.setSpacing(4)
         layout.addLayout(choice_row)
         layout.addWidget(self.pages, 1)
+
+    def set_narrow(self, narrow: bool) -> None:
+        """Lay the pane out for a column beside the grid (True) or a band under it (False)."""
+        _stack(self.results_layout, narrow)
+        self.map_view.setMinimumHeight(NARROW_MAP_HEIGHT if narrow else 0)
+        self.month_histogram.setMinimumHeight(NARROW_CHART_HEIGHT if narrow else 0)
+        self.relevant.set_narrow(narrow)
 
     def mode(self) -> int:
         return self.pages.currentIndex()

@@ -116,9 +116,11 @@ class QueryListPanel(QWidget):
         self.delete_button = QPushButton("Delete", self)
         self.delete_button.clicked.connect(self._delete)
         buttons = QHBoxLayout()
-        buttons.addWidget(self.open_button)
-        buttons.addWidget(self.rename_button)
-        buttons.addWidget(self.delete_button)
+        for button in (self.open_button, self.rename_button, self.delete_button):
+            # Narrower than the style's least push button when the column is (beside the
+            # metrics on a small screen), never narrower than the word.
+            button.setMinimumWidth(button.fontMetrics().horizontalAdvance(button.text()) + 20)
+            buttons.addWidget(button)
         buttons.addStretch(1)
 
         self.notes = QPlainTextEdit(self)
