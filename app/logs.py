@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import TextIO
 
 from app.paths import log_dir
+
+log = logging.getLogger("quadrat")
 
 
 class _CurrentStderrHandler(logging.StreamHandler[TextIO]):
@@ -24,26 +27,29 @@ class _CurrentStderrHandler(logging.StreamHandler[TextIO]):
 
 
 def expected_failure(exc: BaseException) -> bool:
-    """A failure that is part of normal use and that its one-line message says in full: the
-    model hub or a language-model endpoint not answering, or any of Quadrat's own errors
-    caused by the network or the disk (an `OSError` in its chain). Logged without a
-    traceback; everything else (a bug) keeps its traceback, in the log file and on stderr."""
+    """A failure that is part of normal use and that its one-line message says in full: any
+    of Quadrat's own errors (`engine.errors`: bad input, a full disk, the model hub or a
+    language-model endpoint not answering, ...). Logged without a traceback; everything else
+    (a bug) keeps its traceback, in the log file and on stderr."""
     from engine.errors import QuadratError
-    from engine.models.chat import ChatError
-    from engine.models.hub import ModelUnavailableError
 
-    if not isinstance(exc, QuadratError):
-        return False
-    if isinstance(exc, (ModelUnavailableError, ChatError)):
-        return True
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, OSError):  # URLError, socket and TLS errors, timeouts, full disks
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
+    return isinstance(exc, QuadratError)
+
+
+_LOGGED = "_quadrat_logged"  # set on an exception once it has been logged
+
+
+def log_failure(exc: BaseException, title: str) -> None:
+    """Log the failure of `title` ("Searching") once, however many handlers see it: a warning
+    line for an expected failure, the traceback for a bug."""
+    if getattr(exc, _LOGGED, False):
+        return
+    if expected_failure(exc):
+        log.warning("%s failed: %s", title, exc)
+    else:
+        log.error("%s failed", title, exc_info=(type(exc), exc, exc.__traceback__))
+    with contextlib.suppress(AttributeError):  # an exception type without a __dict__
+        setattr(exc, _LOGGED, True)
 
 
 class _Formatter(logging.Formatter):

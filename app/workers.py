@@ -39,7 +39,8 @@ from PySide6.QtCore import (
     Slot,
 )
 
-from engine.errors import Cancelled, QuadratError
+from app.logs import log_failure
+from engine.errors import Cancelled
 from engine.progress import CancelToken, Progress
 
 log = logging.getLogger(__name__)
@@ -158,11 +159,9 @@ def _execute(
         result = fn(ctx)
     except Cancelled:
         emit("cancelled", None)
-    except QuadratError as exc:
-        log.warning("%s failed: %s", title, exc, exc_info=True)
-        emit("failure", exc)
     except BaseException as exc:  # any failure must reach the window, never kill a thread
-        log.exception("%s failed", title)
+        # An expected failure (engine.errors) is one warning line; a bug keeps its traceback.
+        log_failure(exc, title)
         emit("failure", exc)
     else:
         emit("success", result)

@@ -55,3 +55,22 @@ def test_a_bug_keeps_its_traceback(monkeypatch) -> None:
     stderr, logged = run_task(a_bug, monkeypatch)
     assert "Traceback" in stderr and "Traceback" in logged
     assert "KeyError" in logged
+
+
+def a_bad_query(ctx: object) -> None:
+    from engine.errors import BadInputError
+
+    raise BadInputError("the query is 2000 characters long; the limit is 1000")
+
+
+def test_a_bad_input_is_one_line_without_a_traceback(monkeypatch) -> None:
+    """Any of engine.errors' types is expected: one warning line, no traceback anywhere (a
+    refused query printed its traceback on the terminal)."""
+    stderr, logged = run_task(a_bad_query, monkeypatch)
+    assert "Traceback" not in stderr and "Traceback" not in logged
+    (line,) = stderr.splitlines()
+    assert line == (
+        "WARNING: Downloading the model failed: the query is 2000 characters long; "
+        "the limit is 1000"
+    )
+    assert len(logged.splitlines()) == 1

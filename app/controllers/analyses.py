@@ -121,6 +121,7 @@ class AnalysesController(QObject):
     """Fills the tab's relevant-photos page; see the module docstring."""
 
     message = Signal(str)
+    outcome = Signal(str)  # a file written: the message band and the status line
 
     def __init__(
         self,
@@ -191,7 +192,7 @@ class AnalysesController(QObject):
             write,
             title="Exporting the analyses",
             pool=WRITE,
-            on_success=lambda paths: self.message.emit(
+            on_success=lambda paths: self.outcome.emit(
                 f"Wrote {len(paths)} analysis files to {folder}"
             ),
             on_failure=lambda exc: self.runner.report_error(exc, "Exporting the analyses"),

@@ -48,6 +48,7 @@ from app.workers import WRITE, TaskRunner
 from engine.errors import QuadratError
 from widgets.library_panel import RUNNING, WAITING
 from widgets.main_window import WINDOW_TITLE, MainWindow
+from widgets.message_banner import DONE
 from widgets.metrics_panel import K_CHOICES
 from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
 
@@ -98,7 +99,8 @@ class Application:
         self.window = MainWindow()
         self.window.set_folder_memory(RecentFolders())  # dialogs open where last used
         self.log_file = log_file
-        self.errors = ErrorReporter(lambda: self.window, log_file)
+        # Every failure of background work: logged, and said in the window's message band.
+        self.errors = ErrorReporter(self.window.show_message, log_file)
         self.runner = TaskRunner(error_handler=self.errors)
         library_dir = paths.demo_library_dir() if demo else settings.library_path()
         self.session = LibrarySession(
@@ -343,6 +345,16 @@ class Application:
             self.certify.message,
         ):
             source.connect(w.set_status)
+        # Outcomes that matter (files written, judgments imported): read whole in the message
+        # band, and echoed in the status line.
+        for outcome in (
+            self.transfers.outcome,
+            self.analyses.outcome,
+            self.feedback.outcome,
+            self.sidecars.outcome,
+        ):
+            outcome.connect(w.set_status)
+            outcome.connect(lambda text: w.show_message(DONE, "", text))
         self.library.indexingFinished.connect(self._on_indexing_finished)
         # Until the library has vectors, the results area says how indexing is going.
         self.library.runChanged.connect(lambda _row: self._say_how_indexing_goes())
@@ -350,6 +362,12 @@ class Application:
         self.search.searchFinished.connect(
             lambda outcome: w.show_empty("No photo matched." if not outcome.items else "")
         )
+        # A search that ran says the last refusal no longer holds.
+        self.search.searchFinished.connect(
+            lambda _outcome: w.message_banner.dismiss_titled("Searching failed")
+        )
+        # Beside the grid, the metrics come in front of the library once a query is open.
+        self.judging.queryOpened.connect(lambda _query_id: w.bring_metrics_forward())
         self.session.modelChanged.connect(lambda spec: w.set_model_name(f"Model: {spec}"))
         self.session.opened.connect(self._on_opened)
         w.settingsRequested.connect(self.open_settings)
@@ -453,8 +471,6 @@ class Application:
         if not self.runner.wait(timeout_s):
             log.warning("background work still running at shutdown")
         self.window.save_geometry(_window_settings())
-        for dialog in list(self.errors.dialogs):
-            dialog.done(0)
         self.session.close()
 
     # -- benchmark, import and export ------------------------------------------------------------

@@ -1,16 +1,22 @@
-"""The central handler for errors of background work: log the details, show one dialog."""
+"""The central handler for errors of background work: log them as their kind deserves and show
+one readable message in the window's message band (widgets/message_banner.py).
+
+An expected failure (one of `engine.errors`' types: bad input, a full disk, a model that cannot
+be had) is said in its own words and logged as one warning line, without a traceback; anything
+else is a bug: its traceback goes to the log file (and stderr), and the message names the log
+file. The workers log a task's failure as it happens (`app.workers`); a failure reported here
+that they did not see is logged here.
+"""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtWidgets import QMessageBox, QWidget
-
+from app.logs import log_failure
 from engine.errors import QuadratError
-
-log = logging.getLogger(__name__)
+from widgets.message_banner import ERROR, WARNING
 
 
 def describe_error(exc: BaseException) -> str:
@@ -21,45 +27,37 @@ def describe_error(exc: BaseException) -> str:
     return f"Unexpected error: {type(exc).__name__}{': ' + text if text else ''}"
 
 
+@dataclass(frozen=True)
+class Reported:
+    """A failure as the window showed it."""
+
+    title: str  # "Searching failed"
+    text: str  # what went wrong, readable whole
+    kind: str  # widgets.message_banner's ERROR (a bug) or WARNING (an expected failure)
+
+
+ShowMessage = Callable[..., None]  # (kind, title, text, *, log=bool): MainWindow.show_message
+
+
 class ErrorReporter:
-    """Shows a failed task's message in a dialog with the log file's path.
+    """Logs a failed task and shows its message in the window (`show`, the window's
+    `show_message`); `reported` keeps what was shown, newest last."""
 
-    The dialog is window-modal but opened without blocking (`open()`), so background work and
-    tests keep running; `dialogs` holds the ones still open.
-    """
-
-    def __init__(self, parent: Callable[[], QWidget | None], log_file: Path | None) -> None:
-        self._parent = parent
+    def __init__(self, show: ShowMessage, log_file: Path | None) -> None:
+        self._show = show
         self.log_file = log_file
-        self.dialogs: list[QMessageBox] = []
+        self.reported: list[Reported] = []
 
     def __call__(self, exc: BaseException, title: str) -> None:
         self.report(exc, title)
 
-    def report(self, exc: BaseException, title: str) -> QMessageBox:
-        log.error(
-            "%s failed: %s",
-            title,
-            describe_error(exc),
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
-        box = QMessageBox(self._parent())
-        box.setObjectName("errorDialog")
-        box.setIcon(
-            QMessageBox.Icon.Warning if isinstance(exc, QuadratError) else QMessageBox.Icon.Critical
-        )
-        box.setWindowTitle(f"Quadrat — {title} failed")
-        box.setText(f"<b>{title} failed.</b>")
-        box.setInformativeText(describe_error(exc))
-        if self.log_file is not None:
-            box.setDetailedText(f"Details are in the log file:\n{self.log_file}")
-        box.setStandardButtons(QMessageBox.StandardButton.Ok)
-        box.finished.connect(lambda _result: self._forget(box))
-        self.dialogs.append(box)
-        box.open()
-        return box
-
-    def _forget(self, box: QMessageBox) -> None:
-        if box in self.dialogs:
-            self.dialogs.remove(box)
-        box.deleteLater()
+    def report(self, exc: BaseException, title: str) -> Reported:
+        log_failure(exc, title)
+        expected = isinstance(exc, QuadratError)
+        text = describe_error(exc)
+        if not expected and self.log_file is not None:
+            text += f"\nDetails are in the log file: {self.log_file}"
+        shown = Reported(f"{title} failed", text, WARNING if expected else ERROR)
+        self.reported.append(shown)
+        self._show(shown.kind, shown.title, shown.text, log=not expected)
+        return shown

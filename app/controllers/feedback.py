@@ -92,6 +92,7 @@ class FeedbackController(QObject):
     """Wires Refine, Judge next, Sample to judge and the recall estimate to the engine."""
 
     message = Signal(str)
+    outcome = Signal(str)  # a file written: the message band and the status line
     refined = Signal(int, int)  # query id, the new run's id (saved; opened next)
     judgingListShown = Signal(object)  # JudgingList
     estimateShown = Signal(str)  # the estimate's summary ("" when none)
@@ -307,7 +308,7 @@ class FeedbackController(QObject):
             )
 
         def written(count: int) -> None:
-            self.message.emit(f"Wrote {count:,} photos ({likely.summary()}) to {path}")
+            self.outcome.emit(f"Wrote {count:,} photos ({likely.summary()}) to {path}")
 
         return self.runner.submit(
             work,
@@ -530,8 +531,7 @@ class FeedbackController(QObject):
     # -- failures ---------------------------------------------------------------------------------
 
     def _failed(self, exc: BaseException, title: str) -> None:
-        if isinstance(exc, BadInputError):
-            self.message.emit(str(exc))  # a one-line reason (judgments of one kind, ...)
-            return
+        # A one-line reason (judgments of one kind, a full disk, ...) is read in the message
+        # band; the status line only says it failed.
         self.message.emit(f"{title} failed")
         self.runner.report_error(exc, title)

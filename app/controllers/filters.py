@@ -195,7 +195,7 @@ class FiltersController(QObject):
         try:
             filters = SearchFilters.from_params(params)
         except BadInputError as exc:
-            self.message.emit(str(exc))
+            self.runner.report_error(exc, "Setting the filter")
             return
         if filters == self.filters:
             return

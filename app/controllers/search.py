@@ -404,7 +404,7 @@ class SearchController(QObject):
             try:
                 spec_from_params(method_key, values)  # checks values (a template without {query})
             except BadInputError as exc:
-                self.message.emit(str(exc))
+                self.runner.report_error(exc, f"Setting {label}'s options")
                 return
             self.options[method_key] = values
             self.message.emit(f"{label} options: " + (
@@ -439,7 +439,7 @@ class SearchController(QObject):
         try:
             spec = spec_from_params(request.method, request.params)
         except BadInputError as exc:
-            self.message.emit(str(exc))
+            self.runner.report_error(exc, "Searching")
             return None
         if reason := spec.method.unavailable_reason():
             self.message.emit(f"{spec.method.label} cannot run here: {reason}")
@@ -714,9 +714,8 @@ class SearchController(QObject):
 
     def _failed(self, exc: BaseException, search_id: int = 0) -> None:
         self.searchStopped.emit(search_id, "failed")
-        if isinstance(exc, BadInputError):
-            self.message.emit(str(exc))  # a bad query is not worth a dialog
-            return
+        # A refused query (2,000 characters, a bad filter) is read whole in the message band,
+        # as any failure is; the status line only says it failed.
         self.message.emit("The search failed")
         self.runner.report_error(exc, "Searching")
 

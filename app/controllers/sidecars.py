@@ -21,6 +21,7 @@ class SidecarsController(QObject):
     """Writes the open query's sidecars after asking (`ask(title, text) -> bool`)."""
 
     message = Signal(str)
+    outcome = Signal(str)  # what was written: the message band and the status line
     written = Signal(object)  # the SidecarReport of a finished write
 
     def __init__(
@@ -37,7 +38,7 @@ class SidecarsController(QObject):
         self.ask = ask
 
     def write_sidecars(self) -> TaskHandle | None:
-        """Ask, then write in a worker; the outcome is said in the status line."""
+        """Ask, then write in a worker; the outcome is said in the message band."""
         library, query_id = self.session.library, self.judging.query_id
         if library is None or query_id is None:
             self.message.emit("Open a saved query first: its judgments go into the sidecars")
@@ -68,4 +69,4 @@ class SidecarsController(QObject):
 
     def _finished(self, report: SidecarReport) -> None:
         self.written.emit(report)
-        self.message.emit("; ".join(report.lines()))
+        self.outcome.emit("; ".join(report.lines()))

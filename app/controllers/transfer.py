@@ -26,6 +26,9 @@ class TransferController(QObject):
     """Imports and exports judgments and results of the library (the open query's, or all)."""
 
     message = Signal(str)
+    # An outcome that matters (a file written, what was imported): the message band, and
+    # the status line (application wiring).
+    outcome = Signal(str)
     imported = Signal(object)  # set of the query ids that received queries or judgments
 
     def __init__(
@@ -55,7 +58,7 @@ class TransferController(QObject):
             export,
             title="Exporting the judgments",
             pool=WRITE,  # after every judgment queued before it
-            on_success=lambda n: self.message.emit(f"Wrote {n:,} judgments to {path}"),
+            on_success=lambda n: self.outcome.emit(f"Wrote {n:,} judgments to {path}"),
         )
 
     def export_results(self, path: str | Path) -> TaskHandle | None:
@@ -76,7 +79,7 @@ class TransferController(QObject):
             export,
             title="Exporting the results",
             pool=WRITE,
-            on_success=lambda n: self.message.emit(f"Wrote {n:,} results to {path}"),
+            on_success=lambda n: self.outcome.emit(f"Wrote {n:,} results to {path}"),
         )
 
     def import_judgments(
@@ -100,7 +103,7 @@ class TransferController(QObject):
                 if report.unresolved
                 else ""
             )
-            self.message.emit(
+            self.outcome.emit(
                 f"Imported {report.queries:,} queries and {report.judgments:,} judgments{note}"
             )
             self.imported.emit(set(report.query_ids.values()))
@@ -125,7 +128,7 @@ class TransferController(QObject):
             copy,
             title="Copying the relevant photos",
             pool=WRITE,
-            on_success=lambda paths: self.message.emit(_copied_message(paths, dest)),
+            on_success=lambda paths: self.outcome.emit(_copied_message(paths, dest)),
         )
 
 

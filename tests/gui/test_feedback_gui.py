@@ -181,7 +181,7 @@ def test_export_likely_relevant_writes_the_judged_photos_then_every_one_above_th
     captions: list[str] = []
     app.window.ask_save_file = lambda caption, *args: captions.append(caption) or str(out)
     with qtbot.waitSignal(
-        app.feedback.message, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
+        app.feedback.outcome, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
     ):
         action.trigger()
 
@@ -236,7 +236,7 @@ def test_export_likely_relevant_of_issue_24_writes_the_ten_judged_relevant_photo
     app.window.ask_probability = lambda *args: 0.9
     app.window.ask_save_file = lambda *args: str(out)
     with qtbot.waitSignal(
-        app.feedback.message,
+        app.feedback.outcome,
         check_params_cb=lambda m: m.startswith(("Wrote", "No photo")),
         timeout=30_000,
     ):
@@ -281,7 +281,7 @@ def test_export_likely_relevant_with_judgments_of_one_kind_writes_the_judged_and
     judged = judge_top(app, [1, 1, 1])
     out = tmp_path / "likely.csv"
     with qtbot.waitSignal(
-        app.feedback.message, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
+        app.feedback.outcome, check_params_cb=lambda m: m.startswith("Wrote"), timeout=30_000
     ) as wrote:
         app.feedback.export_likely(out, 0.9)
     assert "no probability for the unjudged photos yet" in wrote.args[0]

@@ -157,7 +157,7 @@ def test_a_judgment_made_under_one_method_shows_under_another(qtbot, judging_app
     assert "R = 2 relevant" in panel.summary.text()
     view_ = panel.view()
     assert view_ is not None and view_.current.method == "Text · image"
-    assert panel.runs.headerItem().text(1) == "AP@10"
+    assert panel.runs.headerItem().toolTip(1) == "AP@10"  # "AP" in a column beside the grid
     assert panel.runs.topLevelItem(0).text(1) == text_ap  # the text run's AP, unchanged
 
     # Clicking the text run in the panel shows it again, judgments included.
@@ -337,9 +337,9 @@ def test_a_judgment_that_cannot_be_stored_is_taken_back_and_reported(qtbot, judg
     focus_grid(qtbot, app, 0)
     qtbot.keyClick(view, Qt.Key.Key_R)
     assert shown(app)["AP"] == "1.000"  # shown at once...
-    qtbot.waitUntil(lambda: bool(app.errors.dialogs), timeout=5_000)
+    qtbot.waitUntil(lambda: bool(app.errors.reported), timeout=5_000)
     # ...and taken back when the write failed: the screen never claims what is not stored.
     assert model.data(model.index(0, 0), ResultRole.Judgment) is None
     assert shown(app)["AP"] == "—"
-    assert "disk full" in app.errors.dialogs[-1].informativeText()
-    assert "Saving the judgment failed" in app.errors.dialogs[-1].text()
+    assert "disk full" in app.window.message_banner.message()
+    assert app.window.message_banner.title.text() == "Saving the judgment failed"

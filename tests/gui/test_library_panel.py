@@ -96,7 +96,7 @@ def test_a_failed_run_stays_listed_with_its_error(qtbot, make_app, photos: Path)
         app.library.add_folder(photos)
     expected = "photos — failed: the model ViT-B-32 could not be downloaded: no network"
     qtbot.waitUntil(lambda: panel.row_texts() == [expected], timeout=10_000)
-    qtbot.waitUntil(lambda: len(app.errors.dialogs) == 1)  # said once, in the error dialog
+    qtbot.waitUntil(lambda: len(app.errors.reported) == 1)  # said once, in the message band
     # Nothing of it is in the library: Re-scan would try again, Remove unlists it.
     panel.tree.topLevelItem(0).setSelected(True)
     assert panel.rescan_button.isEnabled() and panel.remove_button.isEnabled()

@@ -161,11 +161,10 @@ def test_a_failing_worker_shows_an_error_dialog(qtbot, make_app, tmp_path) -> No
     app = make_app()
     wait_ready(qtbot, app)
     app.library.add_folder(empty)
-    qtbot.waitUntil(lambda: bool(app.errors.dialogs), timeout=20_000)
-    box = app.errors.dialogs[-1]
-    assert "no photos found" in box.informativeText()
-    assert str(tmp_path / "quadrat.log") in box.detailedText()
-    assert box.isVisible()
+    qtbot.waitUntil(lambda: bool(app.errors.reported), timeout=20_000)
+    banner = app.window.message_banner
+    assert "no photos found" in banner.message()
+    assert banner.isVisible() and not banner.log_button.isVisible()  # expected: no log needed
 
 
 def test_an_unexpected_failure_is_reported_not_swallowed(qtbot, make_app, photos) -> None:
@@ -175,10 +174,11 @@ def test_an_unexpected_failure_is_reported_not_swallowed(qtbot, make_app, photos
     app = make_app(encoder_loader=broken_loader)
     wait_ready(qtbot, app)
     app.library.add_folder(photos)
-    qtbot.waitUntil(lambda: bool(app.errors.dialogs), timeout=20_000)
-    text = app.errors.dialogs[-1].informativeText()
-    assert text == "Unexpected error: RuntimeError: CUDA driver exploded"
-    assert "Indexing photos failed" in app.errors.dialogs[-1].text()
+    qtbot.waitUntil(lambda: bool(app.errors.reported), timeout=20_000)
+    banner = app.window.message_banner
+    assert banner.message().startswith("Unexpected error: RuntimeError: CUDA driver exploded")
+    assert "Details are in the log file" in banner.message()  # a bug: its traceback is there
+    assert banner.title.text() == "Indexing photos failed" and banner.log_button.isVisible()
 
 
 def test_remove_collection_forgets_its_photos(qtbot, make_app, photos) -> None:
