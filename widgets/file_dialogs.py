@@ -2,7 +2,9 @@
 
 Each dialog kind (choosing a query photo, importing judgments, exporting results, …) starts
 in the folder the user last chose in it; the window's owner hands in a `FolderMemory` (the
-application keeps it in the settings folder), so widgets only ask and tell.
+application keeps it in the settings folder), so widgets only ask and tell. A kind of export
+not used yet starts where the last export of any kind went: results, records and analyses of
+one piece of work usually go to one folder.
 """
 
 from __future__ import annotations
@@ -31,9 +33,24 @@ class NoFolderMemory:
         return None
 
 
+LAST_EXPORT = "last-export"  # where the last export of any kind went
+
+
+def is_export(kind: str) -> bool:
+    """Whether dialogs of `kind` choose where to write (a file or a folder)."""
+    return kind.startswith(("save:", "folder:")) or kind.endswith("-export")
+
+
+def _remember(memory: FolderMemory, kind: str, folder: str) -> None:
+    memory.remember(kind, folder)
+    if is_export(kind):
+        memory.remember(LAST_EXPORT, folder)
+
+
 def _start(memory: FolderMemory, kind: str, suggested: str = "") -> str:
-    """The dialog's starting path: a suggested bare name in the remembered folder."""
-    folder = memory.folder(kind)
+    """The dialog's starting path: a suggested bare name in the remembered folder (for an
+    export not made before, the folder of the last export)."""
+    folder = memory.folder(kind) or (memory.folder(LAST_EXPORT) if is_export(kind) else "")
     if not folder:
         return suggested
     if suggested and Path(suggested).is_absolute():
@@ -54,7 +71,7 @@ def open_file(
     start = current or _start(memory, kind)
     path, _ = QFileDialog.getOpenFileName(parent, caption, start, file_filter)
     if path:
-        memory.remember(kind, str(Path(path).parent))
+        _remember(memory, kind, str(Path(path).parent))
     return path or None
 
 
@@ -71,7 +88,7 @@ def save_file(
         parent, caption, _start(memory, kind, suggested), file_filter
     )
     if path:
-        memory.remember(kind, str(Path(path).parent))
+        _remember(memory, kind, str(Path(path).parent))
     return path or None
 
 
@@ -81,5 +98,5 @@ def existing_folder(
     """A folder, starting at the one last chosen in this kind of dialog; None if cancelled."""
     folder = QFileDialog.getExistingDirectory(parent, caption, _start(memory, kind))
     if folder:
-        memory.remember(kind, folder)
+        _remember(memory, kind, folder)
     return folder or None

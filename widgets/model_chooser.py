@@ -34,6 +34,8 @@ from PySide6.QtWidgets import (
 
 DEMO_SPEC = "demo"
 ON_DISK = "✓ on disk"
+USE_ON_DISK = "Use the selected model"
+USE_DOWNLOAD = "Download and use the selected model"
 MODEL_FILES = "Models (*.qmodel *.zip *.tar *.safetensors *.pt *.pth *.bin *.ckpt);;All files (*)"
 COLUMNS = ("Model", "Good at", "Download", "Memory", "On disk")
 ROLE_TABS = (
@@ -158,8 +160,12 @@ class ModelChooser(QDialog):
         progress_row.setContentsMargins(0, 0, 0, 0)
         self.progress_box.hide()
 
-        self.use_button = QPushButton("Use the selected model", self)
+        self.use_button = QPushButton(USE_DOWNLOAD, self)
         self.use_button.setObjectName("useModelButton")
+        # As wide as its longer wording: the buttons beside it stay put whichever tab or row is
+        # chosen (they moved as the text changed between "Use" and "Download and use").
+        self.use_button.setMinimumWidth(self.use_button.sizeHint().width())
+        self.use_button.setText(USE_ON_DISK)
         self.use_button.setDefault(True)
         self.use_button.clicked.connect(self._use_selected)
         self.demo_button = QPushButton("Use the demo model", self)
@@ -325,9 +331,7 @@ class ModelChooser(QDialog):
                 facts.append(f"Use it as: {row.use}")
             self.details.setText("<br>".join(facts))
         needs_download = row is not None and not row.installed
-        self.use_button.setText(
-            "Download and use the selected model" if needs_download else "Use the selected model"
-        )
+        self.use_button.setText(USE_DOWNLOAD if needs_download else USE_ON_DISK)
         self.use_button.setEnabled(row is not None and not self._busy)
         encoders = self.role() == "encoder"  # the demo and imports are search models
         # Enter never starts a download that cannot start: offline, it takes the demo model.

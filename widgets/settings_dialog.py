@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 LOCAL_CHECKPOINT = "__local_checkpoint__"
+NOT_DOWNLOADED = "not downloaded"  # how an offered model not on this computer is marked
 RUNTIME_LABELS = {
     "auto": "auto (ONNX on the CPU when the model has an export, else torch)",
     "torch": "torch",
@@ -109,7 +110,7 @@ class SettingsDialog(QDialog):
         self.model.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         # The list shows names, marked when on disk; the field shows the spec chosen.
         for choice in choices.models:
-            mark = "✓ on disk" if choice.installed else "download"
+            mark = "✓ on disk" if choice.installed else NOT_DOWNLOADED
             self.model.addItem(f"{choice.label}  ({mark})", choice.spec)
             self.model.setItemData(
                 self.model.count() - 1,
@@ -119,6 +120,14 @@ class SettingsDialog(QDialog):
         self.model.addItem("Local checkpoint file…", LOCAL_CHECKPOINT)
         self.model.activated.connect(self._model_chosen)
         self.model.setEditText(values.model)
+        # The field shows a spec, so whether that model is here is said beside it: a model
+        # never downloaded read as if it were the one in use.
+        self._installed = {choice.spec: choice.installed for choice in choices.models}
+        self.model_state = QLabel(self)
+        self.model_state.setObjectName("modelState")
+        self.model_state.setWordWrap(True)
+        self.model.editTextChanged.connect(lambda _text: self._show_model_state())
+        self._show_model_state()
         self.model.setToolTip(
             "demo, ARCH:PRETRAINED (e.g. ViT-B-32:laion2b_s34b_b79k), hf-hub:ORG/NAME, or ARCH:/path/to/checkpoint"
         )
@@ -207,6 +216,7 @@ class SettingsDialog(QDialog):
 
         form = QFormLayout()
         form.addRow("Model:", self.model)
+        form.addRow("", self.model_state)
         form.addRow("Device:", self.device)
         form.addRow("Runtime:", self.runtime)
         form.addRow("Batch size:", self.batch_size)
@@ -274,6 +284,18 @@ class SettingsDialog(QDialog):
         layout.addWidget(self.error)
         layout.addWidget(buttons)
 
+    def _show_model_state(self) -> None:
+        """Under the model: "not downloaded yet" for an offered model that is not on disk."""
+        spec = self._model_spec()
+        missing = self._installed.get(spec) is False
+        self.model_state.setText(
+            f"{spec} is {NOT_DOWNLOADED} yet: it is downloaded when first used, or now from "
+            "File › Models…"
+            if missing
+            else ""
+        )
+        self.model_state.setVisible(missing)
+
     def _model_chosen(self, row: int) -> None:
         if self.model.itemData(row) != LOCAL_CHECKPOINT:
             self.model.setEditText(str(self.model.itemData(row)))
@@ -313,12 +335,17 @@ class SettingsDialog(QDialog):
         if path:
             self.generator.setText(path)
 
-    def edited_values(self) -> SettingsValues:
-        """The values as currently edited (not validated)."""
+    def _model_spec(self) -> str:
+        """The model field's spec (a name picked from the list stands for its spec)."""
         text = self.model.currentText().strip()
         row = self.model.findText(text)
         if row >= 0 and self.model.itemData(row) != LOCAL_CHECKPOINT:
-            text = str(self.model.itemData(row))  # a name from the list: its spec
+            text = str(self.model.itemData(row))
+        return text
+
+    def edited_values(self) -> SettingsValues:
+        """The values as currently edited (not validated)."""
+        text = self._model_spec()
         library = self.library.text().strip()
         return replace(
             self._original,

@@ -93,3 +93,22 @@ def test_relevant_photos_show_their_months_hours_and_taxa_and_export(
     assert f"Wrote {len(written)} analysis files" in app.window.status_line.text()
     diel = (out / "diel.csv").read_text(encoding="utf-8").splitlines()
     assert len(diel) > 1
+
+
+def test_the_relevant_photos_map_draws_the_coastlines(qtbot) -> None:
+    """The relevant photos' map had dots on a blank rectangle: it draws the coastlines the
+    window reads once for the results' map."""
+    from widgets.map_view import LAND, OCEAN, read_coastlines
+    from widgets.place_pane import RELEVANT, PlacePane
+
+    pane = PlacePane()
+    qtbot.addWidget(pane)
+    pane.resize(900, 300)
+    pane.show()
+    pane.set_mode(RELEVANT)
+    relevant_map = pane.relevant.map_view
+    congo = relevant_map.to_pixel(5.0, 20.0)
+    assert relevant_map.grab().toImage().pixelColor(congo.toPoint()) == OCEAN
+    pane.map_view.set_coastlines(read_coastlines())  # as the filters controller does, once
+    assert relevant_map.has_coastlines()
+    assert relevant_map.grab().toImage().pixelColor(congo.toPoint()) == LAND

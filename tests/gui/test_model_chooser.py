@@ -272,14 +272,18 @@ def test_changing_the_model_asks_first_and_estimates_the_time(
     labels = [dialog.model.itemText(i) for i in range(dialog.model.count())]
     assert labels[:3] == [
         "Demo model (bundled)  (✓ on disk)",
-        "ViT-B/32 · LAION-2B  (download)",
-        "ViT-L/14 · LAION-2B  (download)",
+        "ViT-B/32 · LAION-2B  (not downloaded)",
+        "ViT-L/14 · LAION-2B  (not downloaded)",
     ]
+    assert not dialog.model_state.isVisible()  # demo: on disk
     questions: list[str] = []
     app.window.ask_yes_no = lambda title, text: questions.append(text) or True
     dialog.model.setCurrentIndex(2)
     dialog._model_chosen(2)  # as picking it in the list does
     assert dialog.model.currentText() == "ViT-L-14:laion2b_s32b_b82k"
+    # Never downloaded: said beside the field, not shown as if it were here.
+    assert dialog.model_state.isVisible()
+    assert dialog.model_state.text().startswith("ViT-L-14:laion2b_s32b_b82k is not downloaded")
     dialog.accept()
 
     assert len(questions) == 1
@@ -474,3 +478,67 @@ def test_a_search_after_not_now_says_no_model_is_chosen_and_offers_the_chooser(
     assert chooser_shown(app)  # offered again, on the search models
     assert chooser.role() == "encoder" and chooser.selected_spec() == DEFAULT_MODEL
     assert app.search._pending is None  # nothing waits for a model nobody fetches
+
+
+def test_the_choosers_buttons_stay_put_between_tabs_and_rows(qtbot) -> None:
+    """The buttons moved as "Use the selected model" became "Download and use the selected
+    model" on another tab or row: every button keeps its place whatever is chosen."""
+    from PySide6.QtWidgets import QApplication
+
+    from widgets.model_chooser import ModelChooser, ModelRow
+
+    chooser = ModelChooser()
+    qtbot.addWidget(chooser)
+    chooser.set_rows(
+        [
+            ModelRow("demo", "Demo model", 0, 10_000_000, "trying Quadrat", True),
+            ModelRow("ViT-B-32:x", "ViT-B/32", 151_000_000, 600_000_000, "search", False),
+            ModelRow(
+                "sd-turbo",
+                "SD Turbo",
+                2_500_000_000,
+                5_000_000_000,
+                "drawings for VisRet, one step; wants a GPU",
+                False,
+                role="generator",
+            ),  # fmt: skip
+            ModelRow("vlm", "A VLM", 4_000_000_000, 6_000_000_000, "yes/no", False, role="vlm"),
+        ],
+        "demo",
+    )
+    chooser.show()
+    qtbot.waitExposed(chooser)
+    buttons = (chooser.use_button, chooser.demo_button, chooser.import_button)
+
+    def places() -> list[tuple[int, int, int, int]]:
+        QApplication.processEvents()
+        return [button.geometry().getRect() for button in buttons]
+
+    first = places()
+    chooser.select("ViT-B-32:x")  # a download: the longer wording
+    assert chooser.use_button.text().startswith("Download")
+    assert places() == first
+    for tab in (1, 2, 0):
+        chooser.tabs.setCurrentIndex(tab)
+        assert places() == first, tab
+
+
+def test_settings_says_the_model_set_was_never_downloaded(qtbot) -> None:
+    """A new user's settings name the default search model, never downloaded (the demo model
+    does the work): the dialog says it is not on this computer."""
+    from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
+
+    choices = SettingsChoices(
+        [ModelChoice("demo", "Demo model", True), ModelChoice(DEFAULT_MODEL, "ViT-B/32", False)],
+        ["auto", "cpu"],
+        256,
+    )
+    values = SettingsValues(DEFAULT_MODEL, "auto", 32, 1000, "")
+    dialog = SettingsDialog(values, choices)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.model.currentText() == DEFAULT_MODEL
+    assert dialog.model_state.isVisible()
+    assert "not downloaded" in dialog.model_state.text()
+    dialog.model.setEditText("demo")
+    assert not dialog.model_state.isVisible()

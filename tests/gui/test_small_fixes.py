@@ -85,9 +85,28 @@ def test_file_dialogs_open_where_they_were_last_used(qtbot, make_app, tmp_path, 
         app.window.ask_save_file("Export the results shown", "results.csv", "CSV (*.csv)")
     assert asked[0] == "results.csv"  # first time: wherever Qt starts
     assert asked[1] == str(exports / "results.csv")  # then where the user went
-    # Another kind of dialog keeps its own folder.
+    # An export not made before starts where the last export went (it started wherever Qt
+    # starts: "export dialogs forget their folder")...
     app.window.ask_save_file("Export the judgments", "judgments.csv", "CSV (*.csv)")
-    assert asked[2] == "judgments.csv"
+    assert asked[2] == str(exports / "judgments.csv")
+    # ... and each kind then keeps its own folder.
+    elsewhere = tmp_path / "paper"
+    elsewhere.mkdir()
+    monkeypatch.setattr(
+        QFileDialog, "getSaveFileName", lambda p, c, start, f: (str(elsewhere / "j.csv"), f)
+    )
+    app.window.ask_save_file("Export the judgments", "judgments.csv", "CSV (*.csv)")
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", save)
+    app.window.ask_save_file("Export the results shown", "results.csv", "CSV (*.csv)")
+    assert asked[3] == str(exports / "results.csv")
+    analyses: list[str] = []
+    monkeypatch.setattr(
+        QFileDialog,
+        "getExistingDirectory",
+        lambda parent, caption, start="": analyses.append(start) or str(elsewhere),
+    )
+    app.window.ask_folder("Export analyses to folder")  # never used: the last export's
+    assert analyses == [str(exports)]
     # Add folder… opens at the folder added last (the next one is often beside it).
     photos = tmp_path / "fieldwork" / "2024"
     photos.mkdir(parents=True)
@@ -109,3 +128,4 @@ def test_file_dialogs_open_where_they_were_last_used(qtbot, make_app, tmp_path, 
     from app.settings import RecentFolders
 
     assert RecentFolders().folder("save:results.csv") == str(exports)
+    assert RecentFolders().folder("save:judgments.csv") == str(elsewhere)
