@@ -26,11 +26,13 @@ lint:
 	$(PYTHON) -m ruff format --check .
 
 # PNGs of the main views from the real window under Xvfb (see README), one folder per screen
-# size; fails if the layout clips anything on one of them.
-SCREENS := 1280x800 1600x1000 2560x1440
+# size, for the demo and the camera-trap demo; fails if the layout clips anything on one.
+SCREENS := 1280x800 1600x1000 1920x1080 2560x1440
 screenshots:
 	for screen in $(SCREENS); do \
 		$(PYTHON) tools/screenshots.py --out screenshots/$$screen --screen $${screen}x24 || exit 1; \
+		$(PYTHON) tools/screenshots.py --camera-traps --out screenshots/$$screen/camera-traps \
+			--screen $${screen}x24 || exit 1; \
 	done
 
 # On-demand benchmarks; each prints a Markdown table.
