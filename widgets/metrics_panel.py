@@ -53,6 +53,8 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("judged", "judged@{k}", True),
 )
 LEGEND_SHARE = 0.45  # of the chart's width at most, so the curves keep the rest
+LEGEND_BELOW_SHARE = 0.45  # of its height at most, for a legend under the curves (in a column)
+NARROW_CHART_HEIGHT = 220  # px: a chart with its legend under it, in a column
 LEGEND_MIN_TEXT = 90  # px; a legend's text is never narrower
 LEGEND_LINES = 4  # a run label wraps onto this many lines before it is elided
 LEGEND_SWATCH = 26  # px before the text: the line sample and its gap
@@ -159,6 +161,8 @@ class PrecisionChart(QWidget):
         self._current: int | None = None
         self._k = 10
         self._legend_rects: list[tuple[QRectF, str]] = []  # where each label was painted
+        # Under the curves rather than beside them: in a column the chart is tall and narrow.
+        self.legend_below = False
 
     def set_runs(self, runs: Sequence[RunMetrics], current: int | None, k: int) -> None:
         self._runs, self._current, self._k = list(runs), current, k
@@ -182,10 +186,14 @@ class PrecisionChart(QWidget):
         label is the legend entry's tooltip)."""
         metrics = QFontMetrics(self._chart_font(bold=True))  # the current run's is bold
         natural = max((metrics.horizontalAdvance(r.label) for r in self._runs), default=0)
-        room = max(LEGEND_MIN_TEXT, round(self.width() * LEGEND_SHARE) - LEGEND_SWATCH)
-        width = min(natural, room)
         line_height = metrics.height()
-        height = self.height() - 8 - line_height - 8
+        if self.legend_below:
+            room = max(LEGEND_MIN_TEXT, self.width() - LEGEND_SWATCH - 16)
+            height = round(self.height() * LEGEND_BELOW_SHARE)
+        else:
+            room = max(LEGEND_MIN_TEXT, round(self.width() * LEGEND_SHARE) - LEGEND_SWATCH)
+            height = self.height() - 8 - line_height - 8
+        width = min(natural, room)
         for max_lines in range(LEGEND_LINES, 0, -1):
             entries = [legend_lines(r.label, metrics, width, max_lines) for r in self._runs]
             used = sum(len(lines) * line_height + 4 for lines in entries)
@@ -220,9 +228,22 @@ class PrecisionChart(QWidget):
             default=0,
         )
         self._legend_rects = []
-        plot = QRectF(
-            left, top, max(10.0, self.width() - left - legend_w - 14), self.height() - top - bottom
-        )
+        if self.legend_below:
+            used = sum(len(lines) * metrics.height() + 4 for lines in entries)
+            below = min(used, round(self.height() * LEGEND_BELOW_SHARE))
+            plot = QRectF(
+                left,
+                top,
+                max(10.0, self.width() - left - 12),
+                max(10.0, self.height() - top - bottom - below - 6),
+            )
+        else:
+            plot = QRectF(
+                left,
+                top,
+                max(10.0, self.width() - left - legend_w - 14),
+                self.height() - top - bottom,
+            )
         axis = QColor("#9aa3ab")
         painter.setPen(QPen(QColor("#e6e9ec"), 1))
         for fraction in (0.25, 0.5, 0.75, 1.0):
@@ -254,7 +275,7 @@ class PrecisionChart(QWidget):
         if not self._runs:
             painter.drawText(plot, Qt.AlignmentFlag.AlignCenter, "precision at rank")
             return
-        y = float(top)
+        y = float(top) if not self.legend_below else plot.bottom() + bottom + 2
         legend_full = False
         for number, run in enumerate(self._runs):
             colour = QColor(RUN_COLOURS[number % len(RUN_COLOURS)])
@@ -271,7 +292,7 @@ class PrecisionChart(QWidget):
             painter.drawPath(path)
             if legend_full:
                 continue
-            lx = plot.right() + 12
+            lx = plot.right() + 12 if not self.legend_below else 8.0
             height = len(entries[number]) * metrics.height()
             later = len(self._runs) - number - 1
             if y + height + (metrics.height() if later else 0) > self.height() - 4:
@@ -442,6 +463,8 @@ class MetricsPanel(QWidget):
             QBoxLayout.Direction.TopToBottom if narrow else QBoxLayout.Direction.LeftToRight
         )
         self._line.setVisible(not narrow)
+        self.chart.legend_below = narrow
+        self.chart.setMinimumHeight(NARROW_CHART_HEIGHT if narrow else CHART_MIN.height())
         self._arrange_header()
         self._arrange_tiles(self._columns_for(self.width()))
         self._fill_runs(self._view)

@@ -240,6 +240,17 @@ def test_no_room_is_wasted_on_a_large_screen(windows: Windows, size: tuple[int, 
     assert window.queries_dock.y() > window.library_dock.y()
 
 
+@pytest.mark.parametrize("size", states.SCREENS, ids=[f"{w}x{h}" for w, h in states.SCREENS])
+def test_the_chart_names_every_run_whole(windows: Windows, size: tuple[int, int]) -> None:
+    """Beside the grid the chart is tall and narrow: its legend goes under the curves, so a
+    long run name (Reranked's questions, a deployment and hour filter) is wrapped, not cut."""
+    window = _window(windows, size)
+    for state in ("rerank-after-visret", "events"):
+        states.apply_state(window, state, QRect(0, 0, *size))
+        window.metrics_panel.chart.grab()  # paints, placing the legend
+        assert window.metrics_panel.clipped() == [], state
+
+
 def test_a_dozen_runs_in_the_legend_stay_inside_the_chart(qtbot) -> None:
     """Twelve runs: the legend names as many as fit and the rest in a “+ N more” tooltip,
     instead of painting labels past the chart's bottom edge."""
