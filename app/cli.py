@@ -422,6 +422,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         seconds = time.monotonic() - started
         hits = context.searcher.hits_for(ranking.pairs())
         events = event_results(library, hits, args)  # None unless --events
+        names = None
+        if filters.active:  # chips name collections and deployments; so does the note
+            from engine.search.filters import filter_names
+
+            names = filter_names(library.catalog)
     if events is not None:
         print_event_results(events, args.json, {"method": method.text, "kind": query.kind})
         if not args.json:
@@ -445,7 +450,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if filters.active:
-        applied = "; ".join(label for _, label in filters.describe())
+        applied = "; ".join(label for _, label in filters.describe(names))
         print(f"note: only photos passing the filters: {applied}", file=sys.stderr)
     if ranking.details.get("note"):  # e.g. why the language model's subqueries were not used
         print(f"note: {ranking.details['note']}", file=sys.stderr)
