@@ -1,5 +1,5 @@
 """Several judges in the window: who is judging, blind double judging, agreement and
-adjudication (`AgreementController`), and certified recall (`CertifyController`).
+adjudication (`AgreementController`; certified recall is `app/controllers/certify.py`'s).
 
 - **Who is judging**: the status bar says "Judge: NAME" (the Settings name, else the server
   login on PostgreSQL, else the OS user: `QueryStore.user`, read in a worker since a server is
@@ -14,8 +14,6 @@ adjudication (`AgreementController`), and certified recall (`CertifyController`)
   judge's own; the panel says which.
 - **Agreement…**: kappa and alpha with intervals, the confusion tables, the disagreements side by
   side with buttons that adjudicate (`adjudicate`, in the write pool).
-- **Certify recall…**: target and confidence, the rule's phase and the next photos (shown in the
-  grid to judge), and the certified result recorded with the query.
 
 Reads run in the read pool, writes in the write pool: the GUI thread never waits on the catalog.
 """
@@ -43,12 +41,10 @@ from widgets.agreement_dialog import (
     JudgesActions,
     PairView,
 )
-from widgets.certify_dialog import CertifyDialog, CertifyView
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.judgments.agreement import PairTable
-    from engine.judgments.certified_recall import Certification
 
 log = logging.getLogger(__name__)
 
@@ -420,131 +416,3 @@ def _pair_view(pair: PairTable) -> PairView:
         pair.second,
         pair.table,
     )
-
-
-class CertifyController(QObject):
-    """Judge › Certify recall…: the rule's state for the open query, computed in a worker."""
-
-    message = Signal(str)
-
-    def __init__(
-        self,
-        runner: TaskRunner,
-        session: LibrarySession,
-        judging: JudgingController,
-        feedback: FeedbackController,
-        actions: JudgesActions,
-        parent: QWidget | None = None,
-    ) -> None:
-        super().__init__()
-        self.runner = runner
-        self.session = session
-        self.judging = judging
-        self.feedback = feedback
-        self.parent_widget = parent
-        self.dialog: CertifyDialog | None = None
-        self.state: Certification | None = None
-        self._state_query: int | None = None
-        actions.certifyRequested.connect(self.open_dialog)
-        judging.judgmentSaved.connect(self._judgment_saved)
-
-    def open_dialog(self) -> CertifyDialog | None:
-        if self.session.library is None or self.judging.query_id is None:
-            self.message.emit(NO_QUERY)
-            return None
-        dialog = self.dialog = CertifyDialog(self.judging.query_title, parent=self.parent_widget)
-        dialog.checkRequested.connect(lambda t, c: self.check(t, c))
-        dialog.judgeNextRequested.connect(self.judge_next)
-        dialog.recordRequested.connect(self.record)
-        dialog.finished.connect(lambda _r: self._closed(dialog))
-        dialog.open()
-        self.check(*dialog.values())
-        return dialog
-
-    def _closed(self, dialog: CertifyDialog) -> None:
-        if self.dialog is dialog:
-            self.dialog = None
-
-    def _judgment_saved(self, query_id: int, _image_id: int, _relevance: object) -> None:
-        if self.dialog is not None and query_id == self.judging.query_id:
-            self.check(*self.dialog.values())
-
-    def check(self, target: float, confidence: float) -> TaskHandle | None:
-        """Where the open query stands against the target (the rule's state, in a worker)."""
-        library, query_id = self.session.library, self.judging.query_id
-        if library is None or query_id is None:
-            self.message.emit(NO_QUERY)
-            return None
-        encoder = self.session.ensure_encoder
-        if self.dialog is not None:
-            self.dialog.show_busy("Checking…")
-
-        def work(ctx: TaskContext) -> tuple[int, Certification, str]:
-            from engine.judgments.adjudication import certificates
-            from engine.methods.feedback import certify_for_query
-
-            state = certify_for_query(
-                library, encoder, query_id, target=target, confidence=confidence
-            )
-            kept = certificates(library, [query_id]).get(query_id)
-            same = kept is not None and (kept.target, kept.confidence) == (target, confidence)
-            return query_id, state, kept.text() if kept is not None and same else ""
-
-        return self.runner.submit(
-            work,
-            title="Checking the recall target",
-            pool=READ,
-            group="certify",
-            on_success=self._show,
-            on_failure=lambda exc: self.message.emit(f"Could not check the target: {exc}"),
-        )
-
-    def _show(self, result: tuple[int, Certification, str]) -> None:
-        query_id, state, recorded = result
-        if query_id != self.judging.query_id:
-            return
-        self.state, self._state_query = state, query_id
-        if self.dialog is not None:
-            self.dialog.show_state(
-                CertifyView(state.phase, state.summary(), len(state.next_ids), state.rule, recorded)
-            )
-
-    def judge_next(self) -> TaskHandle | None:
-        """The photos the rule asks for next, in the grid to judge."""
-        state = self.state
-        if state is None or self._state_query != self.judging.query_id:
-            return None
-        ids = list(state.next_ids)
-        where = "the random sample" if state.phase == "sample" else "the ranking's top"
-
-        def make(library: Library, query_id: int, _judgments: dict[int, int]) -> JudgingList:
-            items = result_items(library, [(i, float("nan")) for i in ids])
-            note = f"Certify recall: {len(items)} photos of {where} to judge"
-            return JudgingList("certify", query_id, items, note)
-
-        return self.feedback.show_judging_list(make, "Opening the photos to judge")
-
-    def record(self) -> TaskHandle | None:
-        """Keep the certified result with the query."""
-        state, library, store = self.state, self.session.library, self.session.query_store()
-        query_id = self._state_query
-        if state is None or library is None or store is None or query_id is None:
-            return None
-
-        def write(ctx: TaskContext) -> str:
-            from engine.judgments.adjudication import record_certificate
-
-            return record_certificate(library, query_id, state, store.user).text()
-
-        def done(text: str) -> None:
-            self.message.emit(f"Recorded with the query: {text}")
-            if self.dialog is not None:
-                self.check(*self.dialog.values())
-
-        return self.runner.submit(
-            write,
-            title="Recording the certified recall",
-            pool=WRITE,
-            on_success=done,
-            on_failure=lambda exc: self.message.emit(f"Could not record it: {exc}"),
-        )
