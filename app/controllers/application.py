@@ -261,7 +261,7 @@ class Application:
         # Judge › Agreement… (adjudication) and Judge › Certify recall….
         self.agreement = AgreementController(
             self.runner, self.session, self.judging, self.feedback, self.queries.reopen,
-            w.judges, w,
+            w.judges, w, thumbnails=self.thumbnails,
         )  # fmt: skip
         # Certify recall over what is shown: the filters' photos, events when grouped.
         self.certify = CertifyController(
