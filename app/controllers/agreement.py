@@ -346,8 +346,10 @@ class AgreementController(QObject):
             viewer.previousRequested.connect(lambda: self._step_photo(-1))
             viewer.closed.connect(lambda: setattr(self, "_viewed", None))
             viewer.resize(dialog.size().expandedTo(QSize(800, 600)))
-        viewer.show()
-        viewer.raise_()
+        if viewer.isVisible():
+            viewer.raise_()
+        else:
+            viewer.show()
         viewer.activateWindow()
         self._viewed = image_id
         viewer.show_loading(row.photo)
