@@ -1,5 +1,7 @@
 """Results grouped by event (View › Group results by event): one card per event — its best
-frame, scored as the event, with a "×7" frame-count badge —, the selected event's frames in a
+frame, scored as the event, with a "×7" frame-count badge, showing the event's face (its
+sharpest frame with something in it, `engine.indexing.event_faces`, chosen for the first cards
+in a worker and cached) —, the selected event's frames in a
 filmstrip under the photo, judging an event's card judging all its frames, a frame set apart
 from its event, and the metrics panel counting events rather than photos.
 
