@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -22,6 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.fitting import VerticalScroll
+
+LEAST_HEIGHT = 120  # px the dock asks for: the rest scrolls
 PHASE_WORDS = {
     "census": "Step 1 of 3 — judge the ranking's top",
     "sample": "Step 2 of 3 — judge the random sample",
@@ -46,7 +48,8 @@ class CertifyView:
 
 
 class CertifyPanel(QWidget):
-    """Target and confidence, the plan, the step and next photos, Record."""
+    """Target and confidence, the plan, the step and next photos, Record; `scroll` holds it
+    in its dock, scrolled rather than squeezed when the dock is short."""
 
     checkRequested = Signal(float, float)  # target, confidence
     judgeNextRequested = Signal()
@@ -58,18 +61,24 @@ class CertifyPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("certifyPanel")
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.setSpacing(6)
         self.heading = self._label("certifyHeading")
         layout.addWidget(self.heading)
-        form = QFormLayout()
+        values = QHBoxLayout()
         self.target = self._share_box(target, "targetSpin")
         self.confidence = self._share_box(confidence, "confidenceSpin")
         for box in (self.target, self.confidence):
             box.editingFinished.connect(self._check)
-        form.addRow("Target recall:", self.target)
-        form.addRow("Confidence:", self.confidence)
-        layout.addLayout(form)
-        self.plan = self._label("certifyPlan")
-        layout.addWidget(self.plan)
+        self.check_button = QPushButton("Check", self)
+        self.check_button.setToolTip("Read the judgments again and say where the query stands")
+        values.addWidget(QLabel("Target", self))
+        values.addWidget(self.target)
+        values.addWidget(QLabel("at", self))
+        values.addWidget(self.confidence)
+        values.addWidget(self.check_button)
+        values.addStretch(1)
+        layout.addLayout(values)
         self.phase = QLabel(self)
         self.phase.setObjectName("certifyPhase")
         font = self.phase.font()
@@ -87,12 +96,12 @@ class CertifyPanel(QWidget):
         self.judge_button.setObjectName("certifyJudgeNext")
         self.record_button = QPushButton("Record with the query", self)
         self.record_button.setObjectName("certifyRecord")
-        self.check_button = QPushButton("Check", self)
-        self.check_button.setToolTip("Read the judgments again and say where the query stands")
-        for button in (self.judge_button, self.record_button, self.check_button):
-            buttons.addWidget(button)
+        buttons.addWidget(self.judge_button)
+        buttons.addWidget(self.record_button)
         buttons.addStretch(1)
         layout.addLayout(buttons)
+        self.plan = self._label("certifyPlan")
+        layout.addWidget(self.plan)
         self.rule = self._label("certifyRule")
         self.rule.setStyleSheet("color: palette(mid)")
         layout.addWidget(self.rule)
@@ -102,6 +111,8 @@ class CertifyPanel(QWidget):
         self.record_button.clicked.connect(lambda: self.recordRequested.emit())
         self.judge_button.setEnabled(False)
         self.record_button.setEnabled(False)
+        self.scroll = VerticalScroll(self, LEAST_HEIGHT)
+        self.scroll.setObjectName("certifyScroll")
 
     def _label(self, name: str) -> QLabel:
         label = QLabel(self)

@@ -397,7 +397,8 @@ class AgreementController(QObject):
             return photo_reference(photo_details(library, [image_id]).get(image_id), image_id)
 
         def done(photo: str) -> None:
-            self.message.emit(f"{photo[:1].upper()}{photo[1:]} adjudicated {mark_word(relevance)}")
+            # The outcome first: a long name is what a narrow status line cuts.
+            self.message.emit(f"Adjudicated {mark_word(relevance)}: {photo}")
             if not store.blind:  # the grid shows the adjudicated judgment
                 self.reopen()
             self.read_view()

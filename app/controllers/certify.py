@@ -102,11 +102,16 @@ class CertifyController(QObject):
             self.panel.recordRequested.connect(self.record)
             dock = self.dock = QDockWidget("Certify recall", self.window)
             dock.setObjectName("certifyDock")
-            dock.setWidget(self.panel)
+            dock.setWidget(self.panel.scroll)
             self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
             detail = getattr(self.window, "detail_dock", None)
             if isinstance(detail, QDockWidget) and not detail.isFloating():
+                # Under the photo pane, with the larger share of its column.
                 self.window.splitDockWidget(detail, dock, Qt.Orientation.Vertical)
+                height = max(detail.height(), 400)
+                self.window.resizeDocks(
+                    [detail, dock], [height * 2 // 5, height * 3 // 5], Qt.Orientation.Vertical
+                )
         self.panel.set_query(self.judging.query_title)
         self.dock.show()
         self.dock.raise_()

@@ -46,12 +46,13 @@ class QueryPhoto:
 
 def photo_reference(details: PhotoDetails | None, image_id: int) -> str:
     """A photo as the status line and dialogs name it: its taxon (else its file name) and
-    catalog number, and its camera where its collection has several ("IMG_0013.JPG #1051,
-    CAM01_trail (QT0001) · QuadratTrail QT-1"); "photo #1051" when the catalog has no row."""
+    catalog number, and its deployment (folder and camera serial) where its collection has
+    several cameras ("IMG_0013.JPG #1051, CAM01_trail (QT0001)"); "photo #1051" when the
+    catalog has no row."""
     if details is None:
         return f"photo #{image_id}"
     name = taxon_label(details.taxon, details.common_name) or Path(details.rel_path).name
-    camera = details.camera_line
+    camera = details.camera_line and (details.deployment or details.camera_line)
     return f"{name} #{image_id}" + (f", {camera}" if camera else "")
 
 

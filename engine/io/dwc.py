@@ -48,6 +48,7 @@ from engine.judgments.attributes import DWC_ATTRIBUTE_TERMS, attributes_for_quer
 from engine.judgments.queries import QueryStore
 from engine.licences import Licence, read_licence
 from engine.methods.registry import run_label
+from engine.search.filters import filter_names
 
 DWC = "http://rs.tdwg.org/dwc/terms/"
 DCTERMS = "http://purl.org/dc/terms/"
@@ -275,7 +276,8 @@ def _provenance(
                 found.setdefault(image_id, (run_id, rank))
         prov = _Provenance(query.id, query.text, query.name or "")
     version = quadrat_version()
-    labels = {run.id: run_label(run.method, run.params, run.kind) for run in runs}
+    names = filter_names(library.catalog)  # runs filtered by collection or camera say which
+    labels = {run.id: run_label(run.method, run.params, run.kind, names) for run in runs}
     for run in runs:
         made = run.created_at.strftime("%Y-%m-%d %H:%M UTC")
         prov.runs.append(

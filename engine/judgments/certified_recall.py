@@ -241,12 +241,17 @@ class Certification:
     def plan(self) -> str:
         """What certifying costs, said before it starts."""
         where = self.scope or f"all {self._units(self.population)}"
+        if self.census >= self.population:
+            return (
+                f"Certifying {self._goal()} over {where}: too few to sample, every one is "
+                f"judged ({self.population:,} judgments in all)"
+            )
         if self.census_relevant is None or self.rate is None:
             return (
                 f"Certifying {self._goal()} over {where}: judge the ranking's top {self.census} "
-                f"first; then a random sample below it, the smaller the more relevant photos "
-                f"the top holds (about {self.expected:,} judgments in all if the top so far is "
-                "a guide)"
+                f"first; then a random sample below it, the smaller the more relevant "
+                f"{self.unit}s the top holds: about {self.expected:,} judgments in all with the "
+                f"{self.found} found there so far"
             )
         review = (
             " then the ranking on below it until the found reach the target share"

@@ -154,7 +154,7 @@ def test_the_status_line_and_the_agreement_rows_name_and_show_the_photo(
     assert dialog is not None
     qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=20_000)
     name = dialog.table.item(0, 0).text()
-    assert name == f"IMG_0003.JPG #{photo.image_id}, {CAMERA_B}"
+    assert name == f"IMG_0003.JPG #{photo.image_id}, camB (SER-B)"
     qtbot.waitUntil(lambda: not dialog.table.item(0, 0).icon().isNull(), timeout=20_000)
     # A double click shows the photo at full size.
     dialog.table.cellDoubleClicked.emit(0, 0)
@@ -165,6 +165,6 @@ def test_the_status_line_and_the_agreement_rows_name_and_show_the_photo(
     # Adjudicated: the status line names the photo as the window does, camera and all.
     with qtbot.waitSignal(app.agreement.message, timeout=20_000) as said:
         app.agreement.adjudicate(photo.image_id, 1)
-    assert said.args[0] == f"IMG_0003.JPG #{photo.image_id}, {CAMERA_B} adjudicated relevant"
+    assert said.args[0] == f"Adjudicated relevant: IMG_0003.JPG #{photo.image_id}, camB (SER-B)"
     viewer.close()
     dialog.close()
