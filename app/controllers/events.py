@@ -198,6 +198,8 @@ class EventsController(QObject):
             self._show_collapsed()  # toggled on while the search ran
         elif outcome.shown is not None and self.grouped:
             self.find_faces(list(outcome.shown))
+        elif outcome.shown is not None:
+            self.model.set_results(self._photos)  # toggled off while the search ran
 
     def _on_results_shown(self, items: list[ResultItem]) -> None:
         """A reopened run's photos: grouped like a search's when the toggle is on."""
