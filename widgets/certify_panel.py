@@ -48,7 +48,7 @@ class CertifyView:
 
 
 class CertifyPanel(QWidget):
-    """Target and confidence, the plan, the step and next photos, Record; `scroll` holds it
+    """Target and confidence, the plan, the step and next photos, Record; `scroller` holds it
     in its dock, scrolled rather than squeezed when the dock is short."""
 
     checkRequested = Signal(float, float)  # target, confidence
@@ -111,8 +111,8 @@ class CertifyPanel(QWidget):
         self.record_button.clicked.connect(lambda: self.recordRequested.emit())
         self.judge_button.setEnabled(False)
         self.record_button.setEnabled(False)
-        self.scroll = VerticalScroll(self, LEAST_HEIGHT)
-        self.scroll.setObjectName("certifyScroll")
+        self.scroller = VerticalScroll(self, LEAST_HEIGHT)
+        self.scroller.setObjectName("certifyScroll")
 
     def _label(self, name: str) -> QLabel:
         label = QLabel(self)

@@ -102,7 +102,7 @@ class CertifyController(QObject):
             self.panel.recordRequested.connect(self.record)
             dock = self.dock = QDockWidget("Certify recall", self.window)
             dock.setObjectName("certifyDock")
-            dock.setWidget(self.panel.scroll)
+            dock.setWidget(self.panel.scroller)
             self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
             detail = getattr(self.window, "detail_dock", None)
             if isinstance(detail, QDockWidget) and not detail.isFloating():

@@ -423,7 +423,8 @@ def deployment_labels(session: Session) -> dict[int, str]:
         .where(Image.deployment_id.is_not(None))
         .group_by(Image.deployment_id, Image.camera_make, Image.camera_model)
     ):
-        models[int(deployment_id)].add(camera_text(make, model))
+        if deployment_id is not None:
+            models[int(deployment_id)].add(camera_text(make, model))
     labels = {}
     for deployment_id, name in names.items():
         cameras = models.get(deployment_id, set()) - {""}

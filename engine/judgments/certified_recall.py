@@ -47,6 +47,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,7 @@ def sample_rate(found: float, target: float, confidence: float) -> float:
     by `allowed_missed(found)`: (1 - q)^(m + 1) <= 1 - confidence."""
     _check(target, confidence)
     m = allowed_missed(found, target)
-    return 1.0 - ((1.0 - confidence) * _EXACT) ** (1.0 / (m + 1))
+    return 1.0 - float(((1.0 - confidence) * _EXACT) ** (1.0 / (m + 1)))
 
 
 def unit_uniforms(ids: Sequence[int] | np.ndarray, seed: int) -> np.ndarray:
@@ -338,18 +339,23 @@ def certify_recall(
     alpha = 1.0 - confidence
     marks = [judgments.get(int(i)) for i in order.tolist()]
     judged = sum(1 for mark in marks if mark is not None)
-    common = {"target": target, "confidence": confidence, "population": n, "unit": unit,
-              "scope": scope, "judged": judged}  # fmt: skip
+
+    def state(**fields: Any) -> Certification:
+        return Certification(
+            target=target, confidence=confidence, population=n, unit=unit, scope=scope,
+            judged=judged, **fields,
+        )  # fmt: skip
+
     depth, found = census_depth(marks, n, target, confidence, ranked_depth)
     if found is None:
         unjudged = [int(i) for i, mark in zip(order[:depth].tolist(), marks, strict=False)
                     if mark is None]  # fmt: skip
         known = sum(1 for mark in marks[:depth] if mark)
         guess = depth + round(sample_rate(known, target, confidence) * (n - depth))
-        return Certification(
+        return state(
             phase="census", census=depth, census_relevant=None, rate=None, sample_size=0,
             sample_judged=0, sample_relevant=0, bound=None, stop_rank=None,
-            to_judge=len(unjudged), expected=guess, next_ids=unjudged, found=known, **common,
+            to_judge=len(unjudged), expected=guess, next_ids=unjudged, found=known,
         )  # fmt: skip
     rate = sample_rate(found, target, confidence)
     below = order[depth:]
@@ -363,12 +369,12 @@ def certify_recall(
     sample_judged = len(sample_ids) - len(unjudged_sample)
     plan_cost = depth + len(sample_ids)
     if unjudged_sample:
-        return Certification(
+        return state(
             phase="sample", census=depth, census_relevant=found, rate=rate,
             sample_size=len(sample_ids), sample_judged=sample_judged,
             sample_relevant=sample_relevant, bound=None, stop_rank=None,
             to_judge=len(unjudged_sample), expected=plan_cost, next_ids=unjudged_sample[:batch],
-            found=found, **common,
+            found=found,
         )  # fmt: skip
     # The review: walk the judged top from the census down, the first rank that certifies.
     prefix = n
@@ -394,12 +400,12 @@ def certify_recall(
             break
     if stop is not None:
         f = int(top_relevant[stop])
-        return Certification(
+        return state(
             phase="certified", census=depth, census_relevant=found, rate=rate,
             sample_size=len(sample_ids), sample_judged=sample_judged,
             sample_relevant=sample_relevant, bound=bound, stop_rank=stop, to_judge=0,
             expected=judged, found=f, sample_relevant_below=int(sampled_relevant_after[stop]),
-            judged_top=prefix, **common,
+            judged_top=prefix,
         )  # fmt: skip
     x_here = int(sampled_relevant_after[prefix])
     # The review usually ends below the deepest relevant sample photo (each adds 1/q to U).
@@ -407,12 +413,12 @@ def certify_recall(
     ahead = [int(i) for i, m in zip(order[prefix:].tolist(), marks[prefix:], strict=True)
              if m is None]  # fmt: skip
     review_left = sum(1 for m in marks[prefix:deepest] if m is None)
-    return Certification(
+    return state(
         phase="review", census=depth, census_relevant=found, rate=rate,
         sample_size=len(sample_ids), sample_judged=sample_judged, sample_relevant=sample_relevant,
         bound=bound, stop_rank=None, to_judge=review_left or None,
         expected=judged + review_left, next_ids=ahead[:batch], found=int(top_relevant[prefix]),
-        sample_relevant_below=x_here, judged_top=prefix, **common,
+        sample_relevant_below=x_here, judged_top=prefix,
     )  # fmt: skip
 
 
