@@ -46,7 +46,9 @@ def query_title(library: Library, query_id: int) -> str:
 
 
 def read_found_set(library: Library, query_id: int) -> FoundSet:
-    """Count the query's relevant photos (runs in a worker)."""
+    """Count the query's relevant photos (runs in a worker); places as the library's place rule
+    publishes them, since "Export analyses…" writes these counts."""
+    from engine.catalog.privacy import PlacePolicy
     from engine.indexing.collections import photo_details
     from engine.io.analyses import analyse_photos
     from engine.judgments.queries import QueryStore
@@ -60,7 +62,8 @@ def read_found_set(library: Library, query_id: int) -> FoundSet:
         for p in photos
         if p.latitude is not None and p.longitude is not None
     ]
-    return FoundSet(query_title(library, query_id), analyse_photos(photos), points)
+    analyses = analyse_photos(photos, PlacePolicy.of(library.catalog))
+    return FoundSet(query_title(library, query_id), analyses, points)
 
 
 def relevant_view(found: FoundSet) -> RelevantView:

@@ -17,7 +17,9 @@ import io
 import logging
 import os
 import re
+import secrets
 import shutil
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +33,11 @@ from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query
 from engine.catalog.backup import safety_backup
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
+from engine.catalog.privacy import PlacePolicy
 from engine.errors import BadInputError, QuadratError
 from engine.evaluation.evaluate import Judgment as FileJudgment
 from engine.evaluation.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
-from engine.files import atomic_output, atomic_write_bytes, csv_field, csv_record, csv_row
+from engine.files import atomic_write_bytes, csv_field, csv_record, csv_row
 from engine.indexing.collections import PhotoDetails, photo_details
 from engine.judgments.adjudication import adjudicated_photos
 from engine.judgments.attributes import (
@@ -119,15 +122,67 @@ def export_text(path: str | os.PathLike[str], text: str, what: str) -> None:
 
 def export_bytes(path: str | os.PathLike[str], data: bytes, what: str) -> None:
     """Write a whole export file atomically; a full or read-only disk gives one line and leaves
-    no partial file, and any earlier file of that name as it was."""
-    folder = Path(path).expanduser().absolute().parent
+    no partial file, and any earlier file of that name as it was. Where the system allows it
+    (Linux), the data is written to a file without a name that gets one only when complete,
+    so even a process killed mid-write leaves nothing behind (`_write_unnamed`)."""
+    target = Path(path).expanduser()
+    folder = target.absolute().parent
     free = free_bytes(folder)
     if free is not None and len(data) > free:
         raise write_failure(
             OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
         )
     with plain_write_errors(path, what, len(data)):
-        atomic_write_bytes(path, data)
+        if not _write_unnamed(target, data):
+            atomic_write_bytes(target, data)
+
+
+def _write_unnamed(target: Path, data: bytes) -> bool:
+    """Write `data` to an unnamed file in `target`'s folder (O_TMPFILE), link it beside the
+    target once whole and rename it onto the target. A kill before the link leaves nothing:
+    the kernel frees a file no name points to. False where the system or the file system
+    cannot make such a file (the caller then writes a named temporary file)."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not os.path.isdir("/proc/self/fd"):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(target.parent, flag | os.O_WRONLY, 0o666)
+    except OSError as error:
+        if error.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+            return False
+        raise
+    temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with contextlib.suppress(OSError):  # replacing a file keeps its mode
+            os.fchmod(fd, stat.S_IMODE(target.stat().st_mode))
+        _write_all(fd, data)
+        folder = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            # linkat(..., AT_SYMLINK_FOLLOW): a directory fd makes os.link call linkat, which
+            # follows /proc's link to the open file (plain link() would not).
+            os.link(f"/proc/self/fd/{fd}", temp.name, dst_dir_fd=folder, follow_symlinks=True)
+        except OSError as error:
+            if error.errno in (errno.EXDEV, errno.ENOENT, errno.EPERM, errno.ENOSYS):
+                return False  # no way to name it here: the caller writes a named file
+            raise
+        finally:
+            os.close(folder)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd`."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[: 1 << 20]) :]
 
 
 RESULT_COLUMNS = [
@@ -149,12 +204,20 @@ RESULT_COLUMNS = [
     "longitude",
     "license",
     "rights_holder",
+    "place_note",
 ]
 
 
-def _result_row(details: PhotoDetails) -> dict[str, object]:
-    """The metadata columns of RESULT_COLUMNS for one photo."""
+def _result_row(details: PhotoDetails, policy: PlacePolicy) -> dict[str, object]:
+    """The metadata columns of RESULT_COLUMNS for one photo; its place as the catalog's place
+    rule publishes it (withheld: empty; generalised: the cell's centre), `place_note` saying
+    why where it is not the recorded place."""
     ranks = dict(details.lineage)
+    names = (details.taxon, *(name for _, name in details.lineage))
+    place = policy.publish(
+        details.latitude, details.longitude, details.location_uncertainty,
+        details.place_privacy, names,
+    )  # fmt: skip
     return {
         "path": details.path,
         "image_id": details.image_id,
@@ -165,10 +228,11 @@ def _result_row(details: PhotoDetails) -> dict[str, object]:
             for rank in ("kingdom", "phylum", "class", "order", "family", "genus")
         },
         "date": details.observed_at.isoformat() if details.observed_at else "",
-        "latitude": "" if details.latitude is None else details.latitude,
-        "longitude": "" if details.longitude is None else details.longitude,
+        "latitude": "" if place.latitude is None else place.latitude,
+        "longitude": "" if place.longitude is None else place.longitude,
         "license": details.license or "",
         "rights_holder": details.rights_holder or "",
+        "place_note": place.reason,
     }
 
 
@@ -181,9 +245,11 @@ def export_results_csv(
 ) -> int:
     """Write a ranked result list with judgments and metadata as CSV; returns rows written.
     With `probabilities` (image id -> calibrated probability of relevance) a `probability`
-    column follows `score`."""
+    column follows `score`. Places are published through the catalog's place rule (the lab's
+    sensitive taxa included), as every export's."""
     judgments = judgments or {}
     records = photo_details(library, [int(i) for i, _ in ranking])
+    policy = PlacePolicy.of(library.catalog)
     columns = list(RESULT_COLUMNS)
     if probabilities is not None:
         columns.insert(columns.index("score") + 1, "probability")
@@ -199,7 +265,7 @@ def export_results_csv(
         writer.writerow(
             csv_record(
                 {
-                    **_result_row(record),
+                    **_result_row(record, policy),
                     "rank": rank,
                     "score": f"{score:.6f}",
                     "judgment": "" if judged is None else judged,
@@ -739,75 +805,6 @@ def import_benchmark(
     return ImportReport(count, judged, unresolved, mapping, backup)
 
 
-class CopiedPhotos(list[Path]):
-    """The files `copy_relevant_photos` wrote; `missing` counts the relevant photos whose files
-    are gone from disk (not copied; their judgments stay)."""
-
-    missing: int = 0
-
-
-def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> CopiedPhotos:
-    """Copy the photos judged relevant for a query into `dest`; name clashes get a suffix.
-    Photos missing from disk are skipped and counted in the result's `missing`.
-
-    All or nothing: when the disk cannot take every photo, nothing is copied (checked first
-    where the free space is known) and copies already made are taken back.
-    """
-    dest = Path(dest).expanduser()
-    what = "the relevant photos"
-    with library.catalog.session() as s:
-        if s.get(Query, query_id) is None:
-            raise BadInputError(f"no saved query with id {query_id}")
-        ids = list(
-            s.scalars(
-                select(Judgment.image_id).where(
-                    Judgment.query_id == query_id, Judgment.relevance > 0
-                )
-            )
-        )
-    copied = CopiedPhotos()
-    sources: list[Path] = []
-    for record in sorted(photo_details(library, ids).values(), key=lambda r: r.rel_path):
-        source = Path(record.path)
-        if not source.is_file():
-            log.warning("not copied, file is gone: %s", source)
-            copied.missing += 1
-            continue
-        sources.append(source)
-    needed = sum(_file_size(source) for source in sources)
-    free = free_bytes(dest)
-    if free is not None and needed > free:
-        raise write_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), dest, what, needed)
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        for source in sources:
-            target = dest / source.name
-            n = 1
-            while target.exists():
-                target = dest / f"{source.stem}-{n}{source.suffix}"
-                n += 1
-            _copy_whole(source, target)
-            copied.append(target)
-    except OSError as error:
-        for done in copied:  # all or nothing: take back what this call copied
-            done.unlink(missing_ok=True)
-        raise write_failure(error, dest, what, needed) from error
-    return copied
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _copy_whole(source: Path, target: Path) -> None:
-    """Copy to a temporary name beside the target, then rename: never a half-copied photo. The
-    copy keeps the photo's times but gets the mode of a file created there (not the source's,
-    nor a temporary file's private 0600): the folder is made to be handed on."""
-    times = source.stat()
-    with atomic_output(target) as (handle, temp), source.open("rb") as photo:
-        shutil.copyfileobj(photo, handle, 1 << 20)
-        handle.flush()  # so that closing writes nothing more after the times are set
-        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))
+# Copying the relevant photos lives beside its GPS removal; callers import it from here too.
+from engine.io.photo_copies import CopiedPhotos as CopiedPhotos  # noqa: E402
+from engine.io.photo_copies import copy_relevant_photos as copy_relevant_photos  # noqa: E402
