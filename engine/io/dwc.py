@@ -127,8 +127,8 @@ class DwcCheck:
     def summary(self) -> str:
         """The outcome of the check in one line."""
         what = "archive" if self.kind == DWCA else "CSV"
-        verdict = "ready to write" if self.would_write else "would not be written"
-        parts = [f"{self.written:,} records checked, the {what} is {verdict}"]
+        verdict = "is ready to write" if self.would_write else "would not be written"
+        parts = [f"{self.written:,} records checked, the {what} {verdict}"]
         parts.append(
             _count(len(self.errors), "error") + ", " + _count(len(self.warnings), "warning")
         )
@@ -216,17 +216,31 @@ def _record_problems(records: Sequence[Record], kind: str, media_url: str | None
                 f"its place is {record.place.decision}, but the photo file may carry GPS: "
                 "publish the copy 'quadrat export relevant-photos' makes (GPS removed)",
             )
-        cells = {**occurrence, **{f"multimedia {k}": v for k, v in record.multimedia.items()}}
-        if kind == DWC_CSV:
-            cells["dynamicProperties"] = ""  # JSON text never starts like a formula
-        for term in checks.formula_terms(cells):
+        for term, value in _cells(record, kind):
             how = (
                 "written with a leading ' so a spreadsheet shows it (take it off to use the value)"
                 if kind == DWC_CSV
                 else "left as it is: open the file in a spreadsheet as text"
             )
-            add(WARNING, term, f"{cells[term][:20]!r} starts like a spreadsheet formula; {how}")
+            add(WARNING, term, f"{value[:20]!r} starts like a spreadsheet formula; {how}")
     return out
+
+
+def _cells(record: Record, kind: str) -> list[tuple[str, str]]:
+    """(column, value) of each cell of the record's rows a spreadsheet would run as a formula:
+    its core row and, in an archive, its multimedia and measurement rows (as "multimedia
+    creator", "measurement measurementDeterminedBy"); in the CSV, its associatedMedia."""
+    rows: list[tuple[str, dict[str, str]]] = [("", record.occurrence)]
+    if kind == DWC_CSV:
+        rows.append(("", {"associatedMedia": record.multimedia["identifier"]}))
+    else:
+        rows.append(("multimedia ", record.multimedia))
+        rows.extend(("measurement ", row) for row in record.measurements)
+    found: dict[str, str] = {}
+    for prefix, row in rows:
+        for term in checks.formula_terms(row):
+            found.setdefault(prefix + term, row[term])
+    return list(found.items())
 
 
 def _export_problems(
