@@ -369,7 +369,7 @@ def test_a_full_disk_fails_in_one_line_and_leaves_no_partial_archive(judged, tmp
             export_dwca(library, judged.query_id, disk / "records.zip")
         assert "disk is full" in str(caught.value) and "\n" not in str(caught.value)
         # The same when the free space cannot be read first: the write itself fails.
-        monkeypatch.setattr("engine.io.export.free_bytes", lambda folder: None)
+        monkeypatch.setattr("engine.io.safe_write.free_bytes", lambda folder: None)
         with Library.open(judged.root) as library, pytest.raises(QuadratError) as caught:
             export_dwca(library, judged.query_id, disk / "records.zip")
         assert "disk is full" in str(caught.value)

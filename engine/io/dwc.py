@@ -65,7 +65,7 @@ from engine.io.dwc_records import (
     select_records,
 )
 from engine.io.eml import Provenance, check_eml, eml_xml
-from engine.io.export import export_bytes
+from engine.io.safe_write import export_bytes
 from engine.judgments.queries import QueryStore
 from engine.licences import read_licence
 

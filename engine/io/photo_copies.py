@@ -28,7 +28,7 @@ from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy
 from engine.errors import BadInputError
 from engine.files import atomic_output
 from engine.indexing.collections import PhotoDetails, photo_details
-from engine.io import export
+from engine.io import safe_write
 from engine.io.photo_gps import MalformedExif, strip_gps
 
 log = logging.getLogger(__name__)
@@ -108,9 +108,9 @@ def copy_relevant_photos(
         else:
             sources.append(source)
     needed = sum(len(without_gps[s]) if s in without_gps else _file_size(s) for s in sources)
-    free = export.free_bytes(dest)
+    free = safe_write.free_bytes(dest)
     if free is not None and needed > free:
-        raise export.write_failure(
+        raise safe_write.write_failure(
             OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), dest, what, needed
         )
     try:
@@ -126,7 +126,7 @@ def copy_relevant_photos(
     except OSError as error:
         for done in copied:  # all or nothing: take back what this call copied
             done.unlink(missing_ok=True)
-        raise export.write_failure(error, dest, what, needed) from error
+        raise safe_write.write_failure(error, dest, what, needed) from error
     copied.stripped = len(without_gps)
     return copied
 
