@@ -167,8 +167,7 @@ def test_an_archive_of_the_demo_reads_back_with_every_record_term_and_value(judg
             assert DC + term in media_terms, term
         assert len(dwca.rows) == RELEVANT
         assert all(
-            [e.rowtype for e in row.extensions] == [MULTIMEDIA, MEASUREMENTS]
-            for row in dwca.rows
+            [e.rowtype for e in row.extensions] == [MULTIMEDIA, MEASUREMENTS] for row in dwca.rows
         )  # one photo and how it was judged (one judge, precision unmeasured: no p)
         ids = [row.id for row in dwca.rows]
         assert len(set(ids)) == RELEVANT

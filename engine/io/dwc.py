@@ -483,7 +483,7 @@ def _zip(files: dict[str, bytes], now: datetime) -> bytes:
     stamp = now.timetuple()[:6]
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
-            member = zipfile.ZipInfo(name, date_time=stamp)  # type: ignore[arg-type]
+            member = zipfile.ZipInfo(name, date_time=stamp)
             member.compress_type = zipfile.ZIP_DEFLATED
             member.create_system = 3  # Unix: the mode below is read
             member.external_attr = (0o100000 | ARCHIVE_MEMBER_MODE) << 16

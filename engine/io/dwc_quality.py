@@ -150,6 +150,10 @@ class PackageQuality:
         ]
 
 
+def _when(moment: object) -> datetime | None:
+    return moment if isinstance(moment, datetime) else None
+
+
 def _day(moment: datetime | None) -> str:
     return moment.date().isoformat() if moment is not None else ""
 
@@ -225,7 +229,7 @@ def package_quality(library: Library, query_id: int, records: Sequence[int]) -> 
             .where(JudgmentEvent.query_id == query_id, JudgmentEvent.kind == ADJUDICATION)
             .order_by(JudgmentEvent.id)
         ).all()  # fmt: skip
-        newest = {
+        newest: dict[int, tuple[str | None, datetime | None]] = {
             int(image_id): (by, at)
             for image_id, by, at in s.execute(
                 select(Judgment.image_id, Judgment.judged_by, Judgment.judged_at).where(
@@ -234,11 +238,11 @@ def package_quality(library: Library, query_id: int, records: Sequence[int]) -> 
             )
         }
     adjudication: dict[int, tuple[int, str | None, datetime | None]] = {}
-    for image_id, relevance, by, at in events:
+    for image_id, relevance, settled_by, settled_at in events:
         if relevance is None:
             adjudication.pop(int(image_id), None)
         else:
-            adjudication[int(image_id)] = (int(relevance), by, at)
+            adjudication[int(image_id)] = (int(relevance), settled_by, settled_at)
     settled = {i: value for i, (value, _, _) in adjudication.items()}
     single = single_judge_precision(ratings, settled, double_judging_sample(library, query_id))
     one = Measured(1.0, 1.0, 1.0, "the reference")
@@ -248,9 +252,11 @@ def package_quality(library: Library, query_id: int, records: Sequence[int]) -> 
         marks = ratings.get(image_id, {})
         yes = tuple(sorted(j for j, v in marks.items() if v > 0))
         no = tuple(sorted(j for j, v in marks.items() if v <= 0))
-        by, at = newest.get(image_id, (None, None))
+        by, judged_at = newest.get(image_id, (None, None))
+        at = _when(judged_at)
         if image_id in adjudication:
-            _, adjudicator, at = adjudication[image_id]
+            _, adjudicator, adjudicated_at = adjudication[image_id]
+            at = _when(adjudicated_at)
             how, p = ADJUDICATED, one
         elif len(marks) >= 2 and not no:
             how, p, adjudicator = AGREED, one, None
