@@ -386,7 +386,7 @@ def test_the_commands_write_both_formats_and_say_what_was_left_out(judged, tmp_p
     said = capsys.readouterr()
     assert said.out.strip() == (
         f"{RELEVANT - 1} records written to {archive}; 1 photo left out: their licence does "
-        "not allow reuse (include them with --include-restricted); 1 warning"
+        "not allow reuse (include them with --include-restricted)"
     )
     assert "file: URIs, which only this computer can open" in said.err
     assert _photo(judged.root, judged.relevant[2]).rel_path in said.err

@@ -175,12 +175,9 @@ class DwcReport:
         if self.places:
             parts.append(self.places)
         errors = sum(p.severity == ERROR for p in self.problems)
-        warnings = len(self.problems) - errors
         if errors:
             parts.append(f"written with {_count(errors, 'error')} as asked")
-        if warnings:
-            parts.append(_count(warnings, "warning"))
-        return "; ".join(parts)
+        return "; ".join(parts)  # warnings are listed apart (`problems`), not counted here
 
 
 # --- pre-flight ---------------------------------------------------------------------------------
