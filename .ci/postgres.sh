@@ -37,13 +37,17 @@ ci_pg_stop() {
 trap ci_pg_stop EXIT
 
 # Durability is not under test here: no fsync makes the cluster start and the tests faster.
+# Autovacuum is off and the role may signal other backends: an autovacuum worker that had just
+# entered a test's database made its DROP DATABASE ... WITH (FORCE) fail ("must be a member of
+# the role whose process is being terminated") on a loaded machine.
 ci_pg "$CI_PG_BIN/initdb" -D "$CI_PG_DIR/data" -U postgres -E UTF8 --no-locale \
     --auth-local=trust --auth-host=scram-sha-256 >/dev/null </dev/null
 ci_pg "$CI_PG_BIN/pg_ctl" -D "$CI_PG_DIR/data" -l "$CI_PG_DIR/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $CI_PG_PORT -k $CI_PG_DIR -c fsync=off -c max_connections=200" \
+    -o "-c listen_addresses=127.0.0.1 -p $CI_PG_PORT -k $CI_PG_DIR -c fsync=off -c autovacuum=off -c max_connections=200" \
     start >/dev/null </dev/null
 ci_pg "$CI_PG_BIN/psql" -h "$CI_PG_DIR" -p "$CI_PG_PORT" -U postgres -d postgres -q -v ON_ERROR_STOP=1 \
     -c "CREATE ROLE quadrat_ci LOGIN CREATEDB PASSWORD '$CI_PG_PASSWORD'" \
+    -c "GRANT pg_signal_backend TO quadrat_ci" \
     -c "CREATE DATABASE quadrat_ci OWNER quadrat_ci" </dev/null
 export QUADRAT_TEST_POSTGRES_URL="postgresql://quadrat_ci:$CI_PG_PASSWORD@127.0.0.1:$CI_PG_PORT/quadrat_ci"
 echo "ci: PostgreSQL $("$CI_PG_BIN/postgres" -V | awk '{print $3}') on 127.0.0.1:$CI_PG_PORT for the catalog tests" >&2

@@ -471,12 +471,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.what == "xmp":
         return cmd_export_xmp(args)
+    if args.what == CAMTRAP_KIND:
+        return cmd_export_camtrap(args)  # OUT may be left out with --check
+    if args.what in DWC_KINDS:
+        return cmd_export_records(args)  # likewise
     if args.out is None:
         raise BadInputError(f"export {args.what} needs OUT (a file or folder to write)")
-    if args.what in DWC_KINDS:
-        return cmd_export_records(args)
-    if args.what == CAMTRAP_KIND:
-        return cmd_export_camtrap(args)
     with open_library(args.library) as library:
         queries = [saved_query_id(library, q) for q in args.query or ()] or None
         if args.what == "judgments":

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from app.cli_common import EXIT_FAILURE, EXIT_OK, one_query_argument, open_library, saved_query_id
+from engine.errors import BadInputError
 
 DWC_KINDS = ("dwca", "dwc-csv")
 """What `quadrat export` writes as Darwin Core: an archive for GBIF, or a flat CSV."""
@@ -25,8 +26,8 @@ def add_dwc_options(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--include-restricted",
         action="store_true",
-        help="dwca, dwc-csv: include photos whose licence does not allow reuse (all rights "
-        "reserved, none recorded); they are left out and counted otherwise",
+        help="dwca, dwc-csv, camtrap-dp: include photos whose licence does not allow reuse (all "
+        "rights reserved, none recorded); they are left out and counted otherwise",
     )
     export.add_argument(
         "--media-url",
@@ -37,19 +38,20 @@ def add_dwc_options(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--check",
         action="store_true",
-        help="dwca, dwc-csv: check the records against GBIF's rules and report, writing "
-        "nothing (exit 1 when the export would not be written)",
+        help="dwca, dwc-csv, camtrap-dp: check the records (GBIF's rules, the standard's) and "
+        "report, writing nothing (OUT may be left out; exit 1 when it would not be written)",
     )
     export.add_argument(
         "--write-anyway",
         action="store_true",
-        help="dwca, dwc-csv: write even when the check finds errors GBIF would refuse",
+        help="dwca, dwc-csv, camtrap-dp: write even when the check finds errors (they are not "
+        "written otherwise)",
     )
     export.add_argument(
         "--no-sensitive-taxa",
         dest="sensitive_taxa",
         action="store_false",
-        help="dwca, dwc-csv, relevant-photos: do not apply the lab's sensitive-taxa list "
+        help="dwca, dwc-csv, camtrap-dp, relevant-photos: do not apply the lab's sensitive-taxa list "
         "(places the records themselves withhold stay withheld; the dataset's metadata says so)",
     )
 
@@ -87,12 +89,14 @@ def cmd_export_records(args: argparse.Namespace) -> int:
     }
     with open_library(args.library) as library:
         query_id = saved_query_id(library, query)
-        if args.check:
+        if args.check:  # OUT may be left out: nothing is written
             check = check_records(library, query_id, args.what, **options)
             print(check.summary())
             _print_problems(check.problems)
             _list_photos(check.left_out, check.incomplete, check.restricted_included)
             return EXIT_OK if check.would_write else EXIT_FAILURE
+        if args.out is None:
+            raise BadInputError(f"export {args.what} needs OUT (a file to write), or --check")
         write = export_dwca if args.what == "dwca" else export_dwc_csv
         try:
             report = write(library, query_id, args.out, write_anyway=args.write_anyway, **options)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from app.cli_common import EXIT_OK, open_library, saved_query_id
 from app.cli_feedback import _encoder_loader, _model_options
-from engine.errors import BadInputError
+from engine.errors import BadInputError, QuadratError
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
@@ -145,6 +145,11 @@ def run_agreement_command(args: argparse.Namespace) -> int:
         query_id = saved_query_id(library, args.query)
         if term is not None:
             ratings = attribute_ratings(library, query_id, term)
+            if not ratings:
+                raise QuadratError(
+                    f"no attribute judgments for {term} on query {query_id} yet: no judge has "
+                    "given it a value, so there is no agreement to measure"
+                )
             agreement = measure_agreement(ratings, seed=query_id)
             if args.json:
                 print(json.dumps({"query_id": query_id, "term": term, **agreement.to_json()}))

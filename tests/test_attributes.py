@@ -15,12 +15,15 @@ from engine.judgments.attributes import (
     attribute_history,
     attributes_for_query,
     attributes_of,
+    fill_presets,
     normalize_value,
     off_vocabulary,
+    preset_offer,
     query_presets,
     set_attributes,
     set_query_presets,
     undo_attributes,
+    undo_preset_fill,
 )
 from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
@@ -140,6 +143,61 @@ def test_undo_of_not_relevant_brings_back_the_preset_value(library):
     store.undo(change)
     assert store.judgments(qid) == {a: 1}
     assert attributes_of(library, qid, a) == {"vitality": "dead"}
+
+
+def test_a_preset_set_after_judging_reaches_the_photos_judged_before_and_undo_takes_it_back(
+    library,
+):
+    """Issue 34: a preset filled only photos judged after it was set (a DwC-A had lifeStage on
+    1 of 10 records). Now the photos judged relevant before are offered it, counted, filled in
+    one step with the judge named, and that step is taken back whole."""
+    store = QueryStore(library, user="dana")
+    qid = store.find_or_create_query("adult gulls")
+    a, b, c, d, e = image_ids(library)
+    for photo in (a, b, c):
+        store.judge(qid, photo, 1)
+    store.judge(qid, d, 0)
+    set_attributes(library, qid, b, {"lifeStage": "juvenile"}, "dana")  # its own value
+    set_query_presets(library, qid, {"lifeStage": "Adult", "vitality": "alive"})
+    # Setting the presets changed no photo judged before.
+    assert attributes_of(library, qid, a) == {}
+
+    offer = preset_offer(library, qid)
+    assert (offer.relevant, offer.photos, offer.keeping_their_own) == (3, 3, 0)
+    assert offer.per_term == {"lifeStage": 2, "vitality": 3}
+    assert offer.presets == {"lifeStage": "adult", "vitality": "alive"}
+
+    fill = fill_presets(library, qid, judge="erin")
+    assert fill.photos == 3
+    assert attributes_for_query(library, qid) == {
+        a: {"lifeStage": "adult", "vitality": "alive"},
+        b: {"lifeStage": "juvenile", "vitality": "alive"},  # its own value kept
+        c: {"lifeStage": "adult", "vitality": "alive"},
+    }
+    assert attributes_of(library, qid, d) == {} and attributes_of(library, qid, e) == {}
+    events = [(r.image_id, r.term, r.value, r.changed_by) for r in attribute_history(library, qid)]
+    assert (a, "lifeStage", "adult", "erin") in events and (
+        b,
+        "vitality",
+        "alive",
+        "erin",
+    ) in events
+    assert preset_offer(library, qid).photos == 0  # nothing left to fill
+    assert fill_presets(library, qid, judge="erin").photos == 0
+
+    # A value changed after the fill keeps its newer value when the fill is undone.
+    set_attributes(library, qid, c, {"lifeStage": "subadult"}, "dana")
+    undone = undo_preset_fill(library, fill, judge="erin")
+    assert undone.photos == 3
+    assert attributes_for_query(library, qid) == {
+        b: {"lifeStage": "juvenile"},
+        c: {"lifeStage": "subadult"},
+    }
+    assert (a, "lifeStage", None, "erin") in [
+        (r.image_id, r.term, r.value, r.changed_by) for r in attribute_history(library, qid)
+    ]
+    # The judgments themselves are untouched.
+    assert store.judgments(qid) == {a: 1, b: 1, c: 1, d: 0}
 
 
 def test_vocabulary_values_are_normalized_and_others_flagged_but_kept():

@@ -423,12 +423,12 @@ def test_a_session_turns_database_faults_into_one_line(
         assert caught.value.__cause__ is error  # the original stays chained for the log
         with catalog.session() as s:  # rolled back, and the catalog still works
             # (the catalog's own keys are there from its creation: the filter columns' state and
-            # the images' change counter)
+            # the images' generation)
             assert (
                 s.execute(
                     text(
                         "SELECT count(*) FROM library_meta "
-                        "WHERE key NOT LIKE 'filter_columns%' AND key <> 'images_changed'"
+                        "WHERE key NOT LIKE 'filter_columns%' AND key <> 'images_generation'"
                     )
                 ).scalar()
                 == 0
@@ -451,7 +451,7 @@ def test_a_session_still_commits_and_leaves_constraint_errors_alone(tmp_path: Pa
             rows = s.execute(
                 text(
                     "SELECT key, value FROM library_meta "
-                    "WHERE key NOT LIKE 'filter_columns%' AND key <> 'images_changed'"
+                    "WHERE key NOT LIKE 'filter_columns%' AND key <> 'images_generation'"
                 )
             ).all()
         assert [tuple(r) for r in rows] == [("k", "v")]

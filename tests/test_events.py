@@ -303,7 +303,7 @@ def test_deployments_command_sets_and_undoes_an_offset_and_lists_undated(
     assert (after["first"], after["clock_offset_s"]) == ("2024-06-30T23:59:45", 0)
     undated = json.loads(deployments("--undated", "--json"))
     assert [(Path(u["path"]).name, u["reason"]) for u in undated] == [
-        ("undated.jpg", "no capture time in the EXIF")
+        ("undated.jpg", "no capture time in the EXIF, XMP or IPTC")
     ]
     # 5 s apart splits every burst here: each of the 11 photos is an event.
     assert "event gap 5 s: 11 events" in deployments("--gap", "5")

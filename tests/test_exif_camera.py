@@ -124,6 +124,15 @@ def test_a_bad_original_falls_back_to_a_good_digitized_time(tmp_path: Path) -> N
     assert exif.flags == 0
 
 
+def test_a_make_and_model_with_bytes_after_their_nul_are_cut_there(tmp_path: Path) -> None:
+    # Fixed-size fields some cameras fill after the string's terminating NUL.
+    path = camera_jpeg(
+        tmp_path / "m.jpg", make="FUJIFILM\x00\x00\x00", model="X-T4\x00\x01\x7fjunk  \x02"
+    )
+    exif = exif_of(path)
+    assert (exif.make, exif.model) == ("FUJIFILM", "X-T4")
+
+
 def test_gps_zero_zero_is_no_position_and_flagged(tmp_path: Path) -> None:
     exif = exif_of(camera_jpeg(tmp_path / "z.jpg", original="2022:01:01 10:00:00", gps=(0, 0)))
     assert (exif.latitude, exif.longitude) == (None, None)
@@ -165,7 +174,7 @@ def test_indexing_stores_the_camera_and_lists_undated_photos_with_reasons(
         undated = dict((Path(p).name, why) for p, why in undated_photos(library))
     assert undated == {
         "future.jpg": "capture time in the future",
-        "plain.jpg": "no capture time in the EXIF",
+        "plain.jpg": "no capture time in the EXIF, XMP or IPTC",
         "unset.jpg": "capture time unreadable",
     }
     assert report.camera["undated"] == 3

@@ -1,7 +1,7 @@
 """The filter column cache answers dates, months and boxes from memory with the same photos as
 the database, on SQLite and PostgreSQL, and never from rows that changed since it read them:
 a new photo, a corrected date or place, a photo gone missing or deleted, written through this
-catalog or another connection, is in the very next answer (migration 0016's change counter)."""
+catalog or another connection, is in the very next answer (migration 0019's generation)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from engine.catalog import Image, LibraryMeta, open_catalog
 from engine.catalog.db import Catalog
 from engine.search import filter_cache
 from engine.search.filter_cache import (
-    COUNTER_KEY,
+    GENERATION_KEY,
     load_filter_cache,
     wait_for_filter_cache,
 )
@@ -53,9 +53,9 @@ class SqlReads:
             self.count += 1
 
 
-def counter(catalog: Catalog) -> int:
+def generation(catalog: Catalog) -> str:
     with catalog.session() as s:
-        return int(s.scalar(select(LibraryMeta.value).where(LibraryMeta.key == COUNTER_KEY)))
+        return str(s.scalar(select(LibraryMeta.value).where(LibraryMeta.key == GENERATION_KEY)))
 
 
 def answers(catalog: Catalog) -> list[list[int]]:
@@ -135,15 +135,15 @@ def test_a_write_through_another_connection_is_seen(catalog, catalog_url):
     assert answers(catalog) == expected(catalog)
 
 
-def test_only_writes_that_can_change_an_answer_move_the_counter(catalog):
+def test_only_writes_that_can_change_an_answer_draw_a_new_generation(catalog):
     ids = add_photos(catalog, "/photos", PHOTOS)
-    before = counter(catalog)
+    before = generation(catalog)
     with catalog.session() as s:
         s.execute(update(Image).where(Image.id == ids["leap-day"]).values(size=5, taxon_id=None))
-    assert counter(catalog) == before
+    assert generation(catalog) == before
     with catalog.session() as s:
         s.execute(update(Image).where(Image.id == ids["leap-day"]).values(longitude=-79.5))
-    assert counter(catalog) > before
+    assert generation(catalog) != before
 
 
 def test_without_its_triggers_the_cache_stays_off(tmp_path, monkeypatch):
@@ -152,7 +152,7 @@ def test_without_its_triggers_the_cache_stays_off(tmp_path, monkeypatch):
     try:
         add_photos(catalog, "/photos", PHOTOS)
         with catalog.session() as s:  # as a migration rebuilding `images` would leave it
-            s.execute(text("DROP TRIGGER images_changed_updated"))
+            s.execute(text("DROP TRIGGER images_generation_updated"))
         assert load_filter_cache(catalog) is None
         assert answers(catalog) == expected(catalog)
     finally:

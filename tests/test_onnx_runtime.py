@@ -50,7 +50,8 @@ def test_demo_exports_both_towers_with_the_torch_vectors(
     assert encoder.model_key == demo_encoder.model_key  # libraries need no re-indexing
     export = read_export(onnx_store, encoder.model_key)
     assert export is not None and export.image.usable and export.text.usable
-    assert {p.name for p in export.folder.iterdir()} == {"image.onnx", "text.onnx", "onnx.json"}
+    names = {p.name for p in export.folder.iterdir()}
+    assert names == {"image.onnx", "text.onnx", "onnx.json", "checked.json"}
     assert export.image.min_cosine is not None and export.image.min_cosine >= PROBE_COSINE
     assert encoder.image_size == demo_encoder.image_size
 

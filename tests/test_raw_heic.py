@@ -6,20 +6,26 @@ Adobe's converter write them."""
 
 from __future__ import annotations
 
+import io
 import tomllib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import ExifTags, Image
 
 from engine.catalog.library import Library
 from engine.errors import BadImageError
-from engine.indexing.decode import IMAGE_EXTENSIONS, decode_image
+from engine.indexing.decode import IMAGE_EXTENSIONS, DecodeBudget, decode_image
 from engine.indexing.indexer import Indexer
+from engine.indexing.keywords import embedded_keywords
+from engine.indexing.raw import decode_raw
 from engine.indexing.walk import walk_images
 
 tifffile = pytest.importorskip("tifffile")
+rawpy = pytest.importorskip("rawpy")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,3 +142,67 @@ def test_a_multi_frame_tiff_gives_its_first_frame(tmp_path: Path) -> None:
     frames[0].save(tmp_path / "stack.tif", save_all=True, append_images=frames[1:])
     decoded = decode_image(tmp_path / "stack.tif")
     assert decoded.image.getpixel((5, 5))[0] > 200
+
+
+def _jpeg(exif: Image.Exif, app1: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (160, 120), (200, 30, 30)).save(buffer, "JPEG", exif=exif)
+    data = buffer.getvalue()
+    return data[:2] + app1 + data[2:]
+
+
+def write_raf(path: Path, jpeg: bytes) -> Path:
+    """A RAF as Fujifilm lays it out (big-endian): "FUJIFILMCCD-RAW ", format version, camera
+    id, the camera's name in 32 bytes, directory version, 20 bytes, then the offsets and
+    lengths of the embedded JPEG, the CFA header and the CFA data."""
+    header = b"FUJIFILMCCD-RAW " + b"0201" + b"FF383501" + b"X-T4".ljust(32, b"\x00")
+    header += b"0100" + b"\x00" * 20
+    start, cfa_header, cfa = 160, b"\x00\x00\x00\x00", b"\x00" * 2048
+    table = (start, len(jpeg), start + len(jpeg), 4, start + len(jpeg) + 4, len(cfa))
+    header += b"".join(n.to_bytes(4, "big") for n in table)
+    path.write_bytes(header.ljust(start, b"\x00") + jpeg + cfa_header + cfa)
+    return path
+
+
+def test_a_raf_takes_its_time_and_camera_from_the_embedded_jpeg_exif(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    camera = Image.Exif()
+    camera[ExifTags.Base.Make], camera[ExifTags.Base.Model] = "FUJIFILM", "X-T4"
+    camera.get_ifd(ExifTags.IFD.Exif).update(
+        {ExifTags.Base.DateTimeOriginal: "2023:05:01 06:30:00",
+         ExifTags.Base.OffsetTimeOriginal: "+02:00"}
+    )  # fmt: skip
+    packet = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/'
+    packet += b'02/22-rdf-syntax-ns#"><rdf:Description xmlns:xmp="http://ns.adobe.com/xap/1.0/"'
+    packet += b' xmp:Rating="3"/></rdf:RDF></x:xmpmeta>'
+    xmp = b"http://ns.adobe.com/xap/1.0/\x00" + packet
+    app1 = b"\xff\xe1" + (len(xmp) + 2).to_bytes(2, "big") + xmp
+    path = write_raf(tmp_path / "DSCF0001.RAF", _jpeg(camera, app1))
+    # What LibRaw hands back as the preview: the same picture under an EXIF it generated from
+    # its own data (its spelling of the make, the time only as IFD0's DateTime).
+    generated = Image.Exif()
+    generated[ExifTags.Base.Make], generated[ExifTags.Base.Model] = "Fujifilm", "X-T4"
+    generated[ExifTags.Base.DateTime] = "2023:05:01 06:30:00"
+    thumb = SimpleNamespace(format=rawpy.ThumbFormat.JPEG, data=_jpeg(generated))
+
+    class LibRawStandIn:  # LibRaw cannot open a RAF with no real sensor data
+        sizes = SimpleNamespace(width=6240, height=4160, flip=0, raw_width=6240, raw_height=4160)
+
+        def __enter__(self) -> LibRawStandIn:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def extract_thumb(self) -> SimpleNamespace:
+            return thumb
+
+    monkeypatch.setattr(rawpy, "imread", lambda name: LibRawStandIn())
+    decoded = decode_raw(path, 10**9, 64, DecodeBudget())
+    assert decoded.from_preview
+    assert (decoded.exif.make, decoded.exif.model) == ("FUJIFILM", "X-T4")
+    assert decoded.exif.observed_at == datetime(
+        2023, 5, 1, 6, 30, tzinfo=timezone(timedelta(hours=2))
+    )
+    assert embedded_keywords(path).rating == 3  # the RAF's XMP: in its embedded JPEG too

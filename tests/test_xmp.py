@@ -81,9 +81,10 @@ def test_sidecars_are_read_back_by_exiftool_and_the_photos_are_untouched(judged)
         "Quadrat|striped owls|relevant",
         "Quadrat|lifeStage|juvenile",
     }
-    assert set(_as_list(tags["Subject"])) == {"relevant", "juvenile"}
+    assert _as_list(tags["Subject"]) == ["juvenile"]  # a verdict is no term on its own
     tags = _read_back(photos / f"{not_relevant}.xmp")
     assert _as_list(tags["HierarchicalSubject"]) == ["Quadrat|striped owls|not relevant"]
+    assert "Subject" not in tags
     assert {p: _digest(photos / p) for p in before} == before  # the originals' bytes
 
 
@@ -128,7 +129,7 @@ def test_an_existing_sidecar_keeps_its_content_and_foreign_namespaces(judged):
         "Quadrat|striped owls|relevant",
         "Quadrat|lifeStage|juvenile",
     }
-    assert set(_as_list(tags["Subject"])) == {"Coast", "relevant", "juvenile"}
+    assert set(_as_list(tags["Subject"])) == {"Coast", "juvenile"}
 
 
 def test_a_lightroom_sidecar_is_updated_in_place(judged):
@@ -189,16 +190,25 @@ def open_library(request: pytest.FixtureRequest, tmp_path: Path):
 
 
 def test_embedded_keywords_are_searched_and_filtered(photos: Path, open_library, demo_encoder):
-    target = sorted(p.relative_to(photos).as_posix() for p in photos.rglob("*.jpg"))[3]
+    names = sorted(p.relative_to(photos).as_posix() for p in photos.rglob("*.jpg"))
+    target, iptc_only = names[3], names[4]
     _tag_photo(photos / target)
+    subprocess.run(
+        [_exiftool(), "-q", "-overwrite_original", "-IPTC:Keywords=nocturnal", str(photos / iptc_only)],
+        check=True,
+    )  # fmt: skip
     with open_library() as library:
         Indexer(library, demo_encoder).run(photos)
         image_id = _ids_by_path(library)[target]
-        assert {i for i, _ in text_ranked(library.catalog, "nocturnal", 100)} == {image_id}
+        # The tagged photo's IPTC keywords are superseded by its XMP dc:subject (no IPTC digest
+        # says the XMP is out of step); a photo with IPTC alone keeps them.
+        found = {i for i, _ in text_ranked(library.catalog, "nocturnal", 100)}
+        assert found == {_ids_by_path(library)[iptc_only]}
         assert {i for i, _ in text_ranked(library.catalog, "tabby", 100)} == {image_id}
-        for keyword in ("Felis catus", "STRIPED", "tabby", "Cats|tabby", "Animals"):
-            found = filtered_ids(library.catalog, SearchFilters(keyword=keyword))
-            assert found.tolist() == [image_id], keyword
+        for keyword in ("STRIPED", "tabby", "Cats|tabby", "Animals"):
+            found_ids = filtered_ids(library.catalog, SearchFilters(keyword=keyword))
+            assert found_ids.tolist() == [image_id], keyword
+        assert filtered_ids(library.catalog, SearchFilters(keyword="Felis catus")).size == 0
         assert filtered_ids(library.catalog, SearchFilters(keyword="tab")).size == 0
         with library.catalog.session() as s:
             assert s.get(Image, image_id).rating == 4
@@ -224,6 +234,19 @@ def test_a_changed_sidecar_is_read_again_without_encoding_the_photo(
         sidecar.unlink()
         Indexer(library, demo_encoder).run(photos)
         assert text_ranked(library.catalog, "pond", 100) == []
+
+
+def test_flat_verdicts_of_an_earlier_version_are_removed_and_attribute_terms_kept():
+    # What earlier versions wrote: every leaf flat, the verdict too.
+    earlier = FOREIGN.replace(
+        "<rdf:li>Places|Coast</rdf:li>",
+        "<rdf:li>Places|Coast</rdf:li><rdf:li>Quadrat|owls|relevant</rdf:li>",
+    ).replace("<rdf:li>Coast</rdf:li>", "<rdf:li>Coast</rdf:li><rdf:li>relevant</rdf:li>")
+    assert parse_xmp(earlier.encode()).keywords[:2] == ["Coast", "relevant"]
+    keywords, replaces = xmp.judgment_keywords("owls", 0, {"lifeStage": "adult"})
+    merged = parse_xmp(xmp.merge_keywords(earlier.encode(), keywords, replaces)).keywords
+    assert merged == ["Coast", "adult", "Places|Coast", "Quadrat|owls|not relevant",
+                      "Quadrat|lifeStage|adult"]  # fmt: skip
 
 
 def test_parse_reads_digikam_tags_and_a_rating_element():

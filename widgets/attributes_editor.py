@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -196,8 +197,9 @@ class PresetsDialog(QDialog):
         self.setWindowTitle("Query presets")
         self.setObjectName("presetsDialog")
         intro = QLabel(
-            f"Photos judged relevant for “{title}” get these values, unless they have their "
-            "own. Marking a photo not relevant takes them back.",
+            f"Each photo you judge relevant for “{title}” from now on gets these values "
+            "where it has none of its own; marking it not relevant takes back the values it "
+            "got this way. After OK, the photos already judged relevant are offered them.",
             self,
         )
         intro.setWordWrap(True)
@@ -216,3 +218,21 @@ class PresetsDialog(QDialog):
 
     def values(self) -> dict[str, str]:
         return self.form.values()
+
+
+def ask_to_fill_presets(parent: QWidget | None, question: str, photos: int) -> bool:
+    """Whether to give the presets to the photos judged before (`question` says what happens,
+    from the controller): a button that counts them, and one that leaves them as they are."""
+    box = QMessageBox(parent)
+    box.setObjectName("fillPresetsQuestion")
+    box.setWindowTitle("Query presets")
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setText(question)
+    apply = box.addButton(
+        f"Apply to {photos:,} {'photo' if photos == 1 else 'photos'}",
+        QMessageBox.ButtonRole.AcceptRole,
+    )
+    box.addButton("Only photos judged from now on", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(apply)
+    box.exec()
+    return box.clickedButton() is apply

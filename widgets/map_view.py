@@ -53,6 +53,13 @@ DOT_COLOURS = {None: QColor("#1f6fb2"), 1: QColor("#2b8a3e"), 0: QColor("#c92a2a
 BOX = QColor("#d9480f")
 
 
+# What the dots are: places as an export would publish them (the controller decides which).
+PUBLISHED_LEGEND = (
+    "Places are drawn as they would be published: a withheld place is not drawn, and a "
+    "sensitive taxon's or an obscured record's at its generalised place."
+)
+
+
 @dataclass(frozen=True)
 class MapPoint:
     """One result with a place: its catalog id, where it was seen, and its judgment for the
@@ -136,12 +143,14 @@ class MapView(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setToolTip(
             "Where the results were seen. Drag a box to keep only photos from there; click a "
-            "dot to select its photo; the wheel zooms, a double click fits the results."
+            f"dot to select its photo; the wheel zooms, a double click fits the results.\n"
+            f"{PUBLISHED_LEGEND}"
         )
         self._land = QPainterPath()
         self._has_land = False
         self._points: list[MapPoint] = []
         self._without_place = 0
+        self._note = ""  # how many places are withheld or generalised
         self._extent = QRectF(WORLD)  # what must be visible (degrees; lon may pass 180)
         self._box: tuple[float, float, float, float] | None = None
         self._near: tuple[float, float, float] | None = None
@@ -161,11 +170,23 @@ class MapView(QWidget):
     def has_coastlines(self) -> bool:
         return self._has_land
 
-    def set_points(self, points: list[MapPoint], without_place: int = 0) -> None:
-        """The results' places (the view fits them) and how many results have none."""
+    def set_points(self, points: list[MapPoint], without_place: int = 0, note: str = "") -> None:
+        """The results' places (the view fits them), how many results have none, and `note`:
+        how many others are withheld or drawn generalised ("2 withheld · 1 generalised")."""
         self._points = list(points)
         self._without_place = without_place
+        self._note = note
         self.fit()
+
+    def caption(self) -> str:
+        """The line drawn in the map's corner."""
+        if not self._points:
+            text = "No result has a place" if self._without_place and not self._note else ""
+        elif self._without_place:
+            text = f"{self._without_place:,} without a place"
+        else:
+            text = ""
+        return " · ".join(part for part in (text, self._note) if part)
 
     def points(self) -> list[MapPoint]:
         return list(self._points)
@@ -387,12 +408,7 @@ class MapView(QWidget):
         painter.drawRect(QRectF(self._press, self._drag).normalized())
 
     def _paint_caption(self, painter: QPainter) -> None:
-        if not self._points:
-            text = "No result has a place" if self._without_place else ""
-        elif self._without_place:
-            text = f"{self._without_place:,} without a place"
-        else:
-            text = ""
+        text = self.caption()
         if not text:
             return
         metrics = painter.fontMetrics()

@@ -35,6 +35,7 @@ class RelevantView:
     title: str = ""
     points: list[MapPoint] = field(default_factory=list)
     without_place: int = 0
+    place_note: str = ""  # places withheld or generalised, as an export would publish them
     months: list[int] = field(default_factory=lambda: [0] * 12)
     undated: int = 0
     hours: list[int] = field(default_factory=lambda: [0] * HOURS)
@@ -92,7 +93,7 @@ class RelevantPage(QWidget):
 
     def show_view(self, view: RelevantView) -> None:
         """Show these counts (and nothing of what was shown before)."""
-        self.map_view.set_points(view.points, view.without_place)
+        self.map_view.set_points(view.points, view.without_place, view.place_note)
         self.month_histogram.set_counts(view.months, view.undated)
         self.hour_histogram.set_counts(view.hours, view.no_time)
         self.taxa.clear()

@@ -1,7 +1,9 @@
 """The relevant photos of the open query in the "Where and when" tab: their places, months,
 hours of the day and commonest taxa, counted by `engine.io.analyses` in the read pool and read
 again when a judgment is saved or another query opens (only while that page is shown); and
-"Export analyses…", which writes the CSV files and charts in the write pool."""
+"Export analyses…", which writes the CSV files and charts in the write pool. Places, on the map
+and in the counts and files by place, are as they would be published (`engine.search.places`):
+a withheld place is neither drawn nor counted, a generalised one where it would be published."""
 
 from __future__ import annotations
 
@@ -28,11 +30,21 @@ TAXA_SHOWN = 10  # the commonest taxa listed in the tab (the exported CSV lists 
 
 @dataclass
 class FoundSet:
-    """A query's relevant photos: their counts and where each was seen."""
+    """A query's relevant photos: their counts and where each was seen (as published)."""
 
     title: str
     analyses: FoundSetAnalyses
     points: list[MapPoint]
+    withheld: int = 0  # places withheld (not drawn, not counted by place)
+    generalised: int = 0  # places drawn where they would be published
+
+    def place_note(self) -> str:
+        parts = []
+        if self.withheld:
+            parts.append(f"{self.withheld:,} withheld")
+        if self.generalised:
+            parts.append(f"{self.generalised:,} generalised")
+        return " · ".join(parts)
 
 
 def query_title(library: Library, query_id: int) -> str:
@@ -46,24 +58,39 @@ def query_title(library: Library, query_id: int) -> str:
 
 
 def read_found_set(library: Library, query_id: int) -> FoundSet:
-    """Count the query's relevant photos (runs in a worker); places as the library's place rule
-    publishes them, since "Export analyses…" writes these counts."""
-    from engine.catalog.privacy import PlacePolicy
+    """Count the query's relevant photos, each place as it would be published (runs in a
+    worker)."""
+    from dataclasses import replace
+
+    from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy
     from engine.indexing.collections import photo_details
     from engine.io.analyses import analyse_photos
     from engine.judgments.queries import QueryStore
+    from engine.search.places import published_place_of
 
     judgments = QueryStore(library).judgments(query_id)
     relevant = sorted(image_id for image_id, value in judgments.items() if value > 0)
     details = photo_details(library, relevant)
-    photos = [details[i] for i in relevant if i in details]
+    policy = PlacePolicy.of(library.catalog)
+    photos = []
+    withheld = generalised = 0
+    for image_id in relevant:
+        if image_id not in details:
+            continue
+        place = published_place_of(policy, details[image_id])
+        withheld += place.decision == WITHHELD
+        generalised += place.decision == GENERALISED
+        photos.append(
+            replace(details[image_id], latitude=place.latitude, longitude=place.longitude)
+        )
     points = [
         MapPoint(p.image_id, p.latitude, p.longitude, 1)
         for p in photos
         if p.latitude is not None and p.longitude is not None
     ]
-    analyses = analyse_photos(photos, PlacePolicy.of(library.catalog))
-    return FoundSet(query_title(library, query_id), analyses, points)
+    return FoundSet(
+        query_title(library, query_id), analyse_photos(photos), points, withheld, generalised
+    )
 
 
 def relevant_view(found: FoundSet) -> RelevantView:
@@ -79,7 +106,8 @@ def relevant_view(found: FoundSet) -> RelevantView:
     return RelevantView(
         title=found.title,
         points=found.points,
-        without_place=a.no_place,
+        without_place=a.no_place - found.withheld,
+        place_note=found.place_note(),
         months=months,
         undated=a.no_date,
         hours=[a.by_hour.get(hour, 0) for hour in range(HOURS)],

@@ -173,7 +173,15 @@ class Application:
         )
         self.transfers = TransferController(self.runner, self.session, self.judging)
         # Judge › Export records…: the open query's relevant photos as Darwin Core records.
-        self.records = RecordsController(self.runner, self.session, self.judging, w.folders)
+        self.records = RecordsController(
+            self.runner,
+            self.session,
+            self.judging,
+            w.folders,
+            action=w.export_records_action,
+            end_blind=lambda: w.judges.blind_action.setChecked(False),
+            confirm=lambda title, text: w.ask_yes_no(title, text),
+        )
         # Judge › Ask an attribute question…: learnt from the judged photos' attributes.
         self.questions = AttributeQuestionsController(self.runner, self.session, self.judging)
         self.sidecars = SidecarsController(
@@ -257,6 +265,9 @@ class Application:
         self.certify = CertifyController(
             self.runner, self.session, self.judging, self.feedback, w.judges, w
         )
+        # Export records waits while judging blind (after the agreement controller has set
+        # the store blind or not).
+        w.judges.blindToggled.connect(self.records.blind_changed)
         # "Where and when" › Relevant photos of this query: their analyses, and their export.
         self.analyses = AnalysesController(
             self.runner, self.session, self.judging, w.place_pane, lambda c: w.ask_folder(c)

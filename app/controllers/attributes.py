@@ -6,6 +6,8 @@ the selected photo for the open query; an edit is shown at once and stored in th
 "write" pool (after any judgment clicked before it), then goes on the judging controller's undo
 stack, so Ctrl+Z takes it back. Values are read in the "read" pool, newest selection wins; the
 GUI thread never waits on the catalog. A value outside its vocabulary is kept and flagged.
+Presets set or changed are offered to the photos judged relevant before them, with their count;
+giving them is one step on the same undo stack.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
-from widgets.attributes_editor import AttributeField, AttributesEditor, PresetsDialog
+from widgets.attributes_editor import (
+    AttributeField,
+    AttributesEditor,
+    PresetsDialog,
+    ask_to_fill_presets,
+)
 
 if TYPE_CHECKING:
     from app.controllers.judging import JudgingController
-    from engine.judgments.attributes import AttributeChange
+    from engine.judgments.attributes import AttributeChange, PresetFill, PresetOffer
     from widgets.detail_pane import DetailPane
 
 log = logging.getLogger(__name__)
@@ -30,6 +37,7 @@ NO_QUERY_NOTE = "Run a search or open a saved query to describe its photos."
 NO_PHOTO_NOTE = "Select a photo to describe it."
 
 PresetsAsker = Callable[[Sequence[AttributeField], str, dict[str, str]], "dict[str, str] | None"]
+FillAsker = Callable[[str, int], bool]  # (the question, photos it would change) -> apply?
 
 
 def attribute_fields() -> list[AttributeField]:
@@ -71,6 +79,18 @@ def presets_text(presets: dict[str, str]) -> str:
     return f"Relevant photos get: {shown}"
 
 
+def fill_question(offer: PresetOffer) -> str:
+    """What giving the presets to the photos judged before does, as the question asks it."""
+    from engine.judgments.dwc_terms import caption
+
+    shown = " and ".join(f"{caption(t)} = {v}" for t, v in offer.presets.items())
+    photos = "the relevant photo" if offer.photos == 1 else f"the {offer.photos:,} relevant photos"
+    return (
+        f"Apply {shown} to {photos} judged before? Photos with their own value keep it. "
+        "Undo the last judgment (Ctrl+Z) takes it back."
+    )
+
+
 class AttributesController(QObject):
     """Loads, shows and stores the attributes of the shown photo and the open query's presets."""
 
@@ -78,6 +98,7 @@ class AttributesController(QObject):
     attributesShown = Signal(int, int)  # query id, image id: loaded into the editor
     attributeSaved = Signal(int, int, str)  # query id, image id, term: now durable
     presetsSaved = Signal(int)  # query id
+    presetsFilled = Signal(int, int)  # query id, photos given the presets (stored)
 
     def __init__(
         self,
@@ -85,6 +106,7 @@ class AttributesController(QObject):
         judging: JudgingController,
         detail: DetailPane,
         ask_presets: PresetsAsker | None = None,
+        ask_fill: FillAsker | None = None,
     ) -> None:
         super().__init__()
         self.runner = runner
@@ -94,6 +116,9 @@ class AttributesController(QObject):
         detail.add_section(self.editor)
         self._detail = detail
         self._ask_presets = ask_presets or self._presets_dialog
+        self._ask_fill = ask_fill or (
+            lambda question, photos: ask_to_fill_presets(self._detail.window(), question, photos)
+        )
         self.shown: tuple[int, int] | None = None  # (query id, image id) in the editor
         self.values: dict[str, str] = {}
         self.presets: dict[str, str] = {}
@@ -222,23 +247,26 @@ class AttributesController(QObject):
         return self.set_presets(query_id, values)
 
     def set_presets(self, query_id: int, values: dict[str, str]) -> TaskHandle | None:
-        """Store a query's presets (blank values dropped), then show them."""
+        """Store a query's presets (blank values dropped) and show them; then, where photos
+        judged relevant before have no value for them, offer to give them the presets."""
         store = self.judging.store
         if store is None:
             return None
         library = store.library
 
-        def write(ctx: TaskContext) -> dict[str, str]:
-            from engine.judgments.attributes import query_presets, set_query_presets
+        def write(ctx: TaskContext) -> PresetOffer:
+            from engine.judgments.attributes import preset_offer, set_query_presets
 
             set_query_presets(library, query_id, {t: v or None for t, v in values.items()})
-            return query_presets(library, query_id)
+            return preset_offer(library, query_id)
 
-        def saved(presets: dict[str, str]) -> None:
+        def saved(offer: PresetOffer) -> None:
             if self._presets_of == query_id:
-                self.presets = presets
-                self.editor.set_presets_text(presets_text(presets))
+                self.presets = dict(offer.presets)
+                self.editor.set_presets_text(presets_text(offer.presets))
             self.presetsSaved.emit(query_id)
+            if offer.photos and self._ask_fill(fill_question(offer), offer.photos):
+                self.fill_presets(query_id)
 
         return self.runner.submit(
             write,
@@ -246,6 +274,39 @@ class AttributesController(QObject):
             pool=WRITE,
             on_success=saved,
             on_failure=lambda exc: self.runner.report_error(exc, "Saving the query's presets"),
+        )
+
+    def fill_presets(self, query_id: int) -> TaskHandle | None:
+        """Give the query's presets to the photos judged relevant before them (in the write
+        pool, after every judgment queued before); one step on the undo stack."""
+        store = self.judging.store
+        if store is None:
+            return None
+        library = store.library
+
+        def write(ctx: TaskContext) -> PresetFill:
+            from engine.judgments.attributes import fill_presets
+
+            return fill_presets(library, query_id, store.user)
+
+        def filled(fill: PresetFill) -> None:
+            self.judging.record_preset_fill(fill)
+            n = fill.photos
+            self.message.emit(
+                f"The query's presets given to {n:,} {'photo' if n == 1 else 'photos'} judged "
+                "before (Ctrl+Z takes them back)"
+            )
+            self.presetsFilled.emit(query_id, n)
+            shown = self.shown
+            if shown is not None and any((query_id, c.image_id) == shown for c in fill.changes):
+                self.refresh()
+
+        return self.runner.submit(
+            write,
+            title="Giving the presets to the photos judged before",
+            pool=WRITE,
+            on_success=filled,
+            on_failure=lambda exc: self.runner.report_error(exc, "Giving the presets"),
         )
 
     def _presets_dialog(

@@ -9,7 +9,10 @@ and saves them with the run; a saved run reopened brings its chips back, without
 
 Whenever the grid shows another ranking (a search, a reopened run), the facet counts of its
 photos (for the menus), their observation months (the histogram) and places (the map) are read
-in a worker, the newest ranking winning; the coastlines load once, in a worker too.
+in a worker, the newest ranking winning; the coastlines load once, in a worker too. Places are
+shown as they would be published (`engine.search.places`): a withheld one is not drawn and
+cannot centre a "within N km" filter, a generalised one is drawn, and centres it, where it
+would be published.
 """
 
 from __future__ import annotations
@@ -47,16 +50,25 @@ class ResultSummary:
     facets: dict[str, list[FacetChoice]] = field(default_factory=dict)
     months: list[int] = field(default_factory=lambda: [0] * 12)
     undated: int = 0
-    places: list[tuple[int, float, float]] = field(default_factory=list)  # (id, lat, lon)
+    # (id, lat, lon) as published: withheld places left out, generalised ones moved.
+    places: list[tuple[int, float, float]] = field(default_factory=list)
+    withheld: dict[int, str] = field(default_factory=dict)  # id -> why its place is withheld
+    place_note: str = ""  # "2 withheld · 1 generalised"
 
     @property
     def without_place(self) -> int:
-        return len(self.image_ids) - len(self.places)
+        """Photos with no place at all (withheld ones are counted in the note)."""
+        return len(self.image_ids) - len(self.places) - len(self.withheld)
+
+    def place_of(self, image_id: int) -> tuple[float, float] | None:
+        """The place drawn for a photo, if any."""
+        return next(((lat, lon) for i, lat, lon in self.places if i == image_id), None)
 
 
 def summarise(library: Library, image_ids: list[int]) -> ResultSummary:
     """Facet counts, observation months and places of `image_ids`. Runs in a worker."""
-    from engine.search.filters import facet_counts, locations, month_counts
+    from engine.search.filters import facet_counts, month_counts
+    from engine.search.places import shown_places
 
     catalog = library.catalog
     ids = list(image_ids)
@@ -74,8 +86,16 @@ def summarise(library: Library, image_ids: list[int]) -> ResultSummary:
         for d in list_deployments(library)
     ]  # fmt: skip
     months = [int(c) for c in month_counts(catalog, ids)]
-    places = [(int(i), float(lat), float(lon)) for i, lat, lon in locations(catalog, ids)]
-    return ResultSummary(list(image_ids), facets, months, len(image_ids) - sum(months), places)
+    shown = shown_places(catalog, ids)
+    return ResultSummary(
+        list(image_ids),
+        facets,
+        months,
+        len(image_ids) - sum(months),
+        shown.places,
+        shown.withheld_reasons,
+        shown.note(),
+    )
 
 
 def taxon_choices(library: Library, prefix: str) -> list[TaxonChoice]:
@@ -213,15 +233,21 @@ class FiltersController(QObject):
         self.message.emit("Drag a box on the map to keep only photos from there")
 
     def near_selected(self, km: float) -> None:
-        """Photos within `km` of the selected photo's place."""
+        """Photos within `km` of the selected photo's place, as it would be published (a
+        generalised place centres the filter where it is drawn; a withheld one cannot)."""
         item = self.view.current_item()
-        details = item.details if item is not None else None
-        lat = getattr(details, "latitude", None)
-        lon = getattr(details, "longitude", None)
-        if lat is None or lon is None:
+        summary = self.summary
+        if item is not None and summary is not None and item.image_id in summary.withheld:
+            self.message.emit(
+                f"This photo's place is withheld ({summary.withheld[item.image_id]}): select "
+                "another photo to centre the filter"
+            )
+            return
+        place = summary.place_of(item.image_id) if item and summary else None
+        if place is None:
             self.message.emit("Select a photo with a place first")
             return
-        self.edit({"near": [float(lat), float(lon), float(km)]})
+        self.edit({"near": [place[0], place[1], float(km)]})
 
     # -- what the results hold ---------------------------------------------------------------
 
@@ -251,9 +277,9 @@ class FiltersController(QObject):
         self.map.set_points(
             [MapPoint(i, lat, lon, judgment(i)) for i, lat, lon in summary.places],
             summary.without_place,
+            summary.place_note,
         )
-        current = self.view.current_item()
-        self.map.set_current(current.image_id if current is not None else None)
+        self._current_changed(self.view.current_item())
 
     def _judgments_changed(self, first: QModelIndex, last: QModelIndex, roles: list[int]) -> None:
         if roles and ResultRole.Judgment not in roles:
@@ -266,8 +292,9 @@ class FiltersController(QObject):
 
     def _current_changed(self, item: ResultItem | None) -> None:
         self.map.set_current(item.image_id if item is not None else None)
-        details = item.details if item is not None else None
-        has_place = getattr(details, "latitude", None) is not None
+        # Only a place drawn on the map (as it would be published) can centre a filter.
+        summary = self.summary
+        has_place = item is not None and summary is not None and summary.place_of(item.image_id)
         self.bar.set_selected_photo(item.title if item is not None and has_place else None)
         self.bar.set_judged_available(self.open_query() is not None)
 

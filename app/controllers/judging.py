@@ -3,8 +3,9 @@
 The user marks photos relevant (R), not relevant (N) or clears them (U), from the keyboard, the
 thumbnail toggle or the detail pane; Ctrl+Z undoes. A judgment belongs to the query, so it shows
 under every method's run. The undo stack also holds the attribute edits of the detail pane
-(`AttributesController` records them with `record_attribute_change`), so Ctrl+Z takes back the
-last act of either kind; undoing a judgment puts back the attribute values its query's presets
+(`AttributesController` records them with `record_attribute_change`) and the query's presets
+given to the photos judged before them (`record_preset_fill`, one step), so Ctrl+Z takes back
+the last act of any kind; undoing a judgment puts back the attribute values its query's presets
 filled or took back with it (`QueryStore.undo`).
 
 A judgment is shown at once (the model, the detail pane and the metrics panel change on the
@@ -29,10 +30,10 @@ from widgets.metrics_panel import MetricsPanel, MetricsView, RunMetrics
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
-    from engine.judgments.attributes import AttributeChange
+    from engine.judgments.attributes import AttributeChange, PresetFill
     from engine.judgments.queries import JudgmentChange, QueryStore
 
-    UndoEntry = JudgmentChange | AttributeChange
+    UndoEntry = JudgmentChange | AttributeChange | PresetFill
 
 log = logging.getLogger(__name__)
 
@@ -303,16 +304,25 @@ class JudgingController(QObject):
         else:
             stack[stack.index(change)] = stored
 
+    def record_preset_fill(self, fill: PresetFill) -> None:
+        """The query's presets were given to the photos judged before (stored): Ctrl+Z takes
+        them all back as one step."""
+        if fill.changed:
+            self._undo.setdefault(fill.query_id, []).append(fill)
+
     def undo(self) -> TaskHandle | None:
-        """Put back what the last R / N / U or attribute edit of the open query replaced."""
+        """Put back what the last R / N / U, attribute edit or preset fill of the open query
+        replaced."""
         stack = self._undo.get(self.query_id) if self.query_id is not None else None
         if not stack:
             self.message.emit("Nothing to undo")
             return None
-        from engine.judgments.attributes import AttributeChange
+        from engine.judgments.attributes import AttributeChange, PresetFill
         from engine.judgments.queries import JudgmentChange
 
         change = stack.pop()
+        if isinstance(change, PresetFill):
+            return self._undo_preset_fill(change, lambda: stack.append(change))
         row = self.model.row_of(change.image_id)
         if row is not None:
             self.view.select_row(row)
@@ -349,6 +359,35 @@ class JudgingController(QObject):
             pool=WRITE,
             on_success=lambda _r: self.attributesRestored.emit(change.query_id, change.image_id),
             on_failure=failed,
+        )
+
+    def _undo_preset_fill(
+        self, fill: PresetFill, on_reverted: Callable[[], None]
+    ) -> TaskHandle | None:
+        store = self.store
+        if store is None:
+            on_reverted()
+            return None
+
+        def write(ctx: TaskContext) -> PresetFill:
+            from engine.judgments.attributes import undo_preset_fill
+
+            return undo_preset_fill(store.library, fill, store.user)
+
+        def undone(_result: PresetFill) -> None:
+            self.message.emit(
+                f"Took the query's presets back from {fill.photos:,} "
+                f"{'photo' if fill.photos == 1 else 'photos'}"
+            )
+            for change in fill.changes:
+                self.attributesRestored.emit(change.query_id, change.image_id)
+
+        def failed(exc: BaseException) -> None:
+            on_reverted()
+            self.runner.report_error(exc, "Undoing the presets")
+
+        return self.runner.submit(
+            write, title="Undoing the presets", pool=WRITE, on_success=undone, on_failure=failed
         )
 
     def _write(

@@ -28,6 +28,11 @@ KIND_JUDGMENTS = "judgments"
 BUSY_TIMEOUT_S = 10.0
 
 CatalogRef = Any  # a path, a URL (str or SQLAlchemy), an Engine, a Catalog or a Library
+# A full restore's mark in the restored catalog (`library_meta`): a new random value each time.
+# Vector index files are saved with the mark they were made under and rebuilt when it is not
+# the catalog's (their ids may since name other photos); a process with the library open drops
+# the indexes it holds (`engine.catalog.library.Library.vector_index`).
+META_RESTORED = "catalog_restored"
 
 
 def url_of(catalog: CatalogRef) -> URL | None:

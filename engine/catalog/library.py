@@ -24,6 +24,7 @@ from sqlalchemy import delete, func, select
 from engine.catalog import Catalog, Embedding, Image, LibraryMeta, open_catalog
 from engine.catalog.models import STATUS_OK
 from engine.errors import BadInputError, ModelMismatchError, QuadratError
+from engine.files import atomic_write_text
 from engine.progress import CancelToken, ProgressCallback, no_progress
 
 if TYPE_CHECKING:
@@ -135,6 +136,10 @@ class Library:
         # Where this workstation finds collection roots recorded elsewhere (see RootMap).
         self.root_map = root_map or RootMap()
         self._indexes: dict[str, VectorIndex] = {}
+        # The catalog's restore mark the indexes in memory were loaded under (read when first
+        # needed: `_loaded_under`).
+        self._restored_as: str | None = None
+        self._restored_as_read = False
         self._lock = threading.RLock()
         # Bytes the vector index may take in memory (None: engine.vectors.policy.DEFAULT_MEMORY_BUDGET);
         # the application sets the user's setting. Decides the index kind at the next build.
@@ -345,6 +350,9 @@ class Library:
         for path in (self.root / "indexes").glob("*.vectors.*"):
             if not path.name.startswith(keep + ".vectors."):
                 path.unlink(missing_ok=True)
+        for path in (self.root / "indexes").glob("*.faiss-restore-mark"):
+            if path != self._restore_mark_path(model_key):
+                path.unlink(missing_ok=True)
         return removed
 
     # -- vector indexes -----------------------------------------------------------------------
@@ -443,17 +451,46 @@ class Library:
         minutes at millions of photos; `engine.catalog.filter_columns`).
         """
         with self._lock:
+            restored = self.restore_mark()
+            if self._indexes and restored != self._loaded_under():
+                log.info("the catalog was restored meanwhile: its vector indexes are read again")
+                self._indexes.clear()
+            self._restored_as, self._restored_as_read = restored, True
             index = self._indexes.get(model_key)
             if index is None:
                 from engine.catalog.filter_columns import fill_filter_columns
+                from engine.errors import CatalogError
 
-                fill_filter_columns(self.catalog, progress)
+                try:
+                    fill_filter_columns(self.catalog, progress)
+                except CatalogError as error:  # a full disk, say: no answer depends on it
+                    log.warning(
+                        "the date and place filters are not prepared yet (%s); they read every "
+                        "photo until a later search prepares them",
+                        error,
+                    )
                 index, report = self._load_and_repair(model_key, dim, progress)
                 if report.changed:
                     log.info("repaired vector index for %s: %s", model_key, report)
                 self._indexes[model_key] = index
             index.memory_budget = self.index_memory_budget
             return index
+
+    def restore_mark(self) -> str | None:
+        """The catalog's mark of its last full restore (`engine.catalog.restore`), or None."""
+        from engine.catalog.backup_source import META_RESTORED
+
+        return self.meta(META_RESTORED)
+
+    def restored_since_indexes_loaded(self) -> bool:
+        """Whether a full restore (by any process) replaced the catalog after this library's
+        vector indexes were loaded: their ids may now name other photos."""
+        return bool(self._indexes) and self.restore_mark() != self._loaded_under()
+
+    def _loaded_under(self) -> str | None:
+        if not self._restored_as_read:
+            self._restored_as, self._restored_as_read = self.restore_mark(), True
+        return self._restored_as
 
     def _load_and_repair(
         self, model_key: str, dim: int | None, progress: ProgressCallback = no_progress
@@ -470,7 +507,13 @@ class Library:
         if dim is None:
             dim = self._dim(model_key) if len(table_ids) else None
         index = None
-        if path.exists():
+        if path.exists() and self._made_before_a_restore(model_key):
+            log.warning(
+                "vector index made before the catalog was restored, rebuilding from the "
+                "restored catalog: %s",
+                path,
+            )
+        elif path.exists():
             try:
                 index = VectorIndex.load(path)
                 if dim is not None and index.dim != dim:
@@ -507,7 +550,7 @@ class Library:
             index.add(ids, vectors)
         report = RepairReport(added=len(missing), removed=removed)
         if report.changed:
-            index.save(path)
+            self._save(model_key, index)
         return index, report
 
     def _attach_vector_file(
@@ -581,14 +624,34 @@ class Library:
             progress=progress,
             cancel=cancel,
         )
-        index.save(path)
+        self._save(model_key, index)
         return index
 
     def save_index(self, model_key: str) -> None:
         with self._lock:
             index = self._indexes.get(model_key)
             if index is not None:
-                index.save(self.index_path(model_key))
+                self._save(model_key, index)
+
+    def _save(self, model_key: str, index: VectorIndex) -> None:
+        """Save an index file with, beside it, the catalog restore mark it was made under
+        (`_restore_mark_path`): a later restore makes it a file to rebuild, not to trust."""
+        path = self.index_path(model_key)
+        index.save(path)
+        atomic_write_text(self._restore_mark_path(model_key), self._loaded_under() or "")
+
+    def _restore_mark_path(self, model_key: str) -> Path:
+        path = self.index_path(model_key)
+        return path.with_name(path.name + "-restore-mark")
+
+    def _made_before_a_restore(self, model_key: str) -> bool:
+        """Whether the index file was made under another restore mark than the catalog's now
+        (none beside it: made before any restore, fine while the catalog was never restored)."""
+        try:
+            made_under = self._restore_mark_path(model_key).read_text(encoding="utf-8").strip()
+        except OSError:
+            made_under = ""
+        return made_under != (self._loaded_under() or "")
 
     def set_index(self, model_key: str, index: VectorIndex) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from engine.catalog.backup_source import (
     BUSY_TIMEOUT_S,
     KIND_FULL,
     KIND_JUDGMENTS,
+    META_RESTORED,
     CatalogRef,
     catalog_engine,
     catalog_errors,
@@ -177,7 +178,11 @@ def restore_backup(
             try:
                 # One page per step, so the safety backup is taken once this copy holds the
                 # write lock and before it commits (an aborted copy is rolled back).
+                # Marked before and after: a process searching meanwhile reads a new mark
+                # however its reads fall around the copy's commit (`Library.vector_index`).
+                _mark_restored(dst)
                 src.backup(dst, pages=1, progress=take_safety_backup)
+                _mark_restored(dst)
                 dst.execute("PRAGMA journal_mode=WAL").fetchall()
                 result = integrity(dst)
             finally:
@@ -197,6 +202,21 @@ def restore_backup(
         )
     log.info("catalog restored from %s; previous state saved in %s", backup, safety)
     return Restored(safety=safety, kind=KIND_FULL)
+
+
+def _mark_restored(connection: sqlite3.Connection) -> None:
+    """A new restore mark in the restored catalog (`META_RESTORED`), so a process that has the
+    library open drops the vector indexes it holds in memory."""
+    import uuid
+
+    try:
+        connection.execute(
+            "INSERT OR REPLACE INTO library_meta (key, value) VALUES (?, ?)",
+            (META_RESTORED, uuid.uuid4().hex),
+        )
+        connection.commit()
+    except sqlite3.Error as error:  # a backup older than library_meta: nothing open can tell
+        log.warning("the restored catalog could not be marked as restored: %s", error)
 
 
 _SQLITE_OK, _SQLITE_BUSY, _SQLITE_LOCKED = 0, 5, 6

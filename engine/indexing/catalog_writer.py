@@ -245,6 +245,9 @@ class CatalogWriter:
             s.add(img)
         img.rel_path = job.entry.rel_path
         img.size, img.mtime_ns, img.content_hash = job.entry.size, job.entry.mtime_ns, digest
+        # The photo's own XMP is read again after the commit (keywords.refresh_keywords): the
+        # licence it gave may have been reset from the metadata file here.
+        img.keywords_source = None
         return img
 
     def _apply_metadata(self, s: Session, img: Image, meta: ImageMeta | None, exif: Any) -> None:

@@ -5,7 +5,8 @@
   threads together stay within a memory budget (`DecodeBudget`).
 - `read_exif` (from `engine.indexing.exif`) reads the capture time, GPS, camera and orientation.
 - `IMAGE_EXTENSIONS`: the file names the formats decoded here go by: JPEG, PNG, WebP, TIFF (its
-  first frame), GIF, HEIC/HEIF (pillow-heif) and camera RAW (rawpy/LibRaw; `decode_raw`).
+  first frame), GIF, HEIC/HEIF and Fujifilm's HIF (pillow-heif), AVIF (Pillow's own plugin,
+  where it was built with libavif) and camera RAW (rawpy/LibRaw; `decode_raw`).
 
 Nothing here changes PIL settings that decoding reads per call (the pixel limit, truncated
 images), so decoding can run in a thread pool; only Pillow's memory block size is raised, once.
@@ -43,10 +44,25 @@ try:
 except ImportError:
     HEIF_AVAILABLE = False
 
-# The file names the walk takes for photos: those of the formats decoded here.
+
+def _avif_available() -> bool:
+    """Whether this Pillow decodes AVIF (its own plugin, Pillow 11.2 and later with libavif)."""
+    try:
+        from PIL import features
+
+        return bool(features.check("avif"))
+    except (ImportError, ValueError):  # an older Pillow: "Unknown feature"
+        return False
+
+
+AVIF_AVAILABLE = _avif_available()
+
+# The file names the walk takes for photos: those of the formats decoded here. `.hif` is
+# Fujifilm's name for the HEIF its cameras write.
 IMAGE_EXTENSIONS: frozenset[str] = frozenset(
     {".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".gif"}
-    | ({".heic", ".heif"} if HEIF_AVAILABLE else set())
+    | ({".heic", ".heif", ".hif"} if HEIF_AVAILABLE else set())
+    | ({".avif"} if AVIF_AVAILABLE else set())
     | (RAW_EXTENSIONS if RAW_AVAILABLE else set())
 )
 
@@ -56,8 +72,10 @@ DEFAULT_MAX_PIXELS: int = 178_956_970
 # PIL formats decode_image accepts, whatever the file's extension says. Restricting the list
 # keeps PIL from handing odd files to plugins such as EPS, which would run Ghostscript.
 # "JPEG" also covers MPO, the multi-picture JPEG many cameras write under a .jpg name.
-_ALLOWED_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "TIFF", "GIF") + (
-    ("HEIF",) if HEIF_AVAILABLE else ()
+_ALLOWED_FORMATS: tuple[str, ...] = (
+    ("JPEG", "PNG", "WEBP", "TIFF", "GIF")
+    + (("HEIF",) if HEIF_AVAILABLE else ())
+    + (("AVIF",) if AVIF_AVAILABLE else ())
 )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import cast as cast_type
 
 import numpy as np
 from sqlalchemy import String, Table, bindparam, case, cast, func, or_, select, update
+from sqlalchemy.orm import Session
 
 from engine.catalog.library import Library
 from engine.catalog.models import STATUS_OK, Collection, Deployment, Image, LibraryMeta
@@ -37,12 +39,15 @@ from engine.errors import BadInputError
 from engine.indexing.events import (
     as_datetime64,
     count_events,
+    event_gap,
     fetch_rows,
     refresh_events,
+    regroup_events,
     write_column,
 )
 from engine.indexing.exif import (
     EXIF_DATE_BEFORE_1990,
+    EXIF_DATE_FROM_XMP,
     EXIF_DATE_IN_FUTURE,
     EXIF_DATE_UNREADABLE,
     EXIF_GPS_ZERO,
@@ -64,6 +69,7 @@ class CameraTally:
     dates_before_1990: int = 0
     dates_unreadable: int = 0
     gps_zero: int = 0
+    dates_from_xmp: int = 0  # no EXIF capture time: dated from the embedded XMP or IPTC
     serial_changes: int = 0  # folders holding photos of more than one camera serial
     deployments: int = 0
     events: int = 0
@@ -89,6 +95,11 @@ class CameraTally:
                 f"{_count(self.undated, 'photo')} {_has(self.undated)} no capture time and "
                 f"{_is(self.undated)} undated{why}; "
                 "'quadrat deployments --undated' lists them"
+            )
+        if self.dates_from_xmp:
+            lines.append(
+                f"{_count(self.dates_from_xmp, 'photo')} had no EXIF capture time and "
+                f"{_is(self.dates_from_xmp)} dated from XMP/IPTC"
             )
         if self.gps_zero:
             lines.append(f"{_count(self.gps_zero, 'photo')} had GPS (0, 0), taken as no position")
@@ -260,80 +271,94 @@ def apply_clock_offsets(library: Library, collection_id: int) -> int:
     """Set each camera-timed photo's time to its camera clock plus its deployment's offset;
     the number of photos whose time changed."""
     with library.catalog.session() as s:
-        offsets = dict(
-            s.execute(
-                select(Deployment.id, Deployment.clock_offset_s).where(
-                    Deployment.collection_id == collection_id
-                )
-            ).all()
-        )
-        table = cast_type(Table, Image.__table__)
-        rows = fetch_rows(
-            s.connection(),
-            select(
-                table.c.id,
-                cast(table.c.camera_time, String),
-                cast(table.c.observed_at, String),
-                table.c.deployment_id,
-            ).where(table.c.collection_id == collection_id, table.c.camera_time.is_not(None)),
-        )
-        if not rows:
-            return 0
-        ids, camera, observed, deployments = zip(*rows, strict=True)
-        shift = np.array([offsets.get(d, 0) for d in deployments], dtype=np.int64)
-        shifted = as_datetime64(camera) + shift.astype("timedelta64[s]")
-        differs = np.flatnonzero(shifted != as_datetime64(observed))
-        changed = [
-            {"image_id": int(ids[i]), "moment": shifted[i].astype("datetime64[us]").item()}
-            for i in differs
-        ]
-        if changed:
-            # Through SQLAlchemy, which writes times as the dialect keeps them; the database's
-            # triggers fill the date parts from them.
-            s.connection().execute(
-                update(table)
-                .where(table.c.id == bindparam("image_id"))
-                .values(observed_at=bindparam("moment")),
-                changed,
+        return _apply_clock_offsets(s, collection_id)
+
+
+def _apply_clock_offsets(s: Session, collection_id: int) -> int:
+    """`apply_clock_offsets` in the caller's transaction."""
+    offsets = dict(
+        s.execute(
+            select(Deployment.id, Deployment.clock_offset_s).where(
+                Deployment.collection_id == collection_id
             )
+        ).all()
+    )
+    table = cast_type(Table, Image.__table__)
+    rows = fetch_rows(
+        s.connection(),
+        select(
+            table.c.id,
+            cast(table.c.camera_time, String),
+            cast(table.c.observed_at, String),
+            table.c.deployment_id,
+        ).where(table.c.collection_id == collection_id, table.c.camera_time.is_not(None)),
+    )
+    if not rows:
+        return 0
+    ids, camera, observed, deployments = zip(*rows, strict=True)
+    shift = np.array([offsets.get(d, 0) for d in deployments], dtype=np.int64)
+    shifted = as_datetime64(camera) + shift.astype("timedelta64[s]")
+    differs = np.flatnonzero(shifted != as_datetime64(observed))
+    changed = [
+        {"image_id": int(ids[i]), "moment": shifted[i].astype("datetime64[us]").item()}
+        for i in differs
+    ]
+    if changed:
+        # Through SQLAlchemy, which writes times as the dialect keeps them; the database's
+        # triggers fill the date parts from them.
+        s.connection().execute(
+            update(table)
+            .where(table.c.id == bindparam("image_id"))
+            .values(observed_at=bindparam("moment")),
+            changed,
+        )
     return len(changed)
-
-
-def _deployment(library: Library, deployment_id: int) -> Deployment:
-    with library.catalog.session() as s:
-        deployment = s.get(Deployment, deployment_id)
-        if deployment is None:
-            raise BadInputError(f"no deployment {deployment_id}; 'quadrat deployments' lists them")
-        s.expunge(deployment)
-        return deployment
 
 
 def set_clock_offset(library: Library, deployment_id: int, seconds: int) -> tuple[int, int]:
     """Set a deployment's clock offset (the previous one kept for undo); its photos' times and
-    events follow. Returns (previous offset, new offset)."""
+    events follow in the same transaction. Returns (previous offset, new offset)."""
     if not -MAX_CLOCK_OFFSET_S <= seconds <= MAX_CLOCK_OFFSET_S:
         raise BadInputError(
             f"a clock offset of {seconds} s is more than ten years; give it in seconds"
         )
-    deployment = _deployment(library, deployment_id)
-    previous = deployment.clock_offset_s
-    with library.catalog.session() as s:
-        s.execute(
-            update(Deployment)
-            .where(Deployment.id == deployment_id)
-            .values(clock_offset_s=seconds, previous_clock_offset_s=previous)
-        )
-    apply_clock_offsets(library, deployment.collection_id)
-    refresh_events(library, deployment.collection_id)
-    return previous, seconds
+    return _change_clock_offset(library, deployment_id, lambda _deployment: seconds)
 
 
 def undo_clock_offset(library: Library, deployment_id: int) -> tuple[int, int]:
     """Bring back a deployment's previous clock offset (an undo undone is the change again)."""
-    deployment = _deployment(library, deployment_id)
-    if deployment.previous_clock_offset_s is None:
-        raise BadInputError(f"deployment {deployment_id}'s clock offset was never changed")
-    return set_clock_offset(library, deployment_id, deployment.previous_clock_offset_s)
+
+    def previous(deployment: Deployment) -> int:
+        if deployment.previous_clock_offset_s is None:
+            raise BadInputError(f"deployment {deployment_id}'s clock offset was never changed")
+        return deployment.previous_clock_offset_s
+
+    return _change_clock_offset(library, deployment_id, previous)
+
+
+def _change_clock_offset(
+    library: Library, deployment_id: int, new_offset: Callable[[Deployment], int]
+) -> tuple[int, int]:
+    """The offset `new_offset` gives the deployment as it is now, its photos' times and their
+    events in one transaction: a process killed in between leaves all as they were (and
+    undo then still returns to the offset before), never an offset its photos do not show."""
+    gap = event_gap(library)
+    with library.catalog.session() as s:
+        # Two changes at once (two windows) would each read the other's offset as previous.
+        library.catalog.serialize(s, (_OFFSET_LOCK, deployment_id))
+        deployment = s.get(Deployment, deployment_id)
+        if deployment is None:
+            raise BadInputError(f"no deployment {deployment_id}; 'quadrat deployments' lists them")
+        previous, seconds = deployment.clock_offset_s, new_offset(deployment)
+        deployment.clock_offset_s, deployment.previous_clock_offset_s = seconds, previous
+        s.flush()
+        _apply_clock_offsets(s, deployment.collection_id)
+        regroup_events(s.connection(), deployment.collection_id, gap)
+    return previous, seconds
+
+
+# The first half of the key an offset change serializes on ("DPOF"), the deployment id the other.
+_OFFSET_LOCK = 0x44504F46
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -390,7 +415,7 @@ def undated_photos(library: Library, limit: int | None = None) -> list[tuple[str
     undated = []
     for root, rel_path, flags in rows:
         reasons = [r for r in flag_reasons(flags) if r.startswith("capture time")]
-        why = "; ".join(reasons) if reasons else "no capture time in the EXIF"
+        why = "; ".join(reasons) if reasons else "no capture time in the EXIF, XMP or IPTC"
         undated.append((str(library.photo_root(root) / rel_path), why))
     return undated
 
@@ -412,6 +437,7 @@ def camera_tally(library: Library, collection_id: int) -> CameraTally:
                 flagged(EXIF_DATE_BEFORE_1990),
                 flagged(EXIF_DATE_UNREADABLE),
                 flagged(EXIF_GPS_ZERO),
+                flagged(EXIF_DATE_FROM_XMP),
             ).where(table.c.collection_id == collection_id, table.c.status == STATUS_OK)
         ).one()
         deployments = s.scalar(
@@ -420,7 +446,9 @@ def camera_tally(library: Library, collection_id: int) -> CameraTally:
             .where(Deployment.collection_id == collection_id)
         )
         events = count_events(s.connection(), collection_id)
-    photos, undated, future, before_1990, unreadable, gps_zero = (int(c or 0) for c in counts)
+    photos, undated, future, before_1990, unreadable, gps_zero, from_xmp = (
+        int(c or 0) for c in counts
+    )
     return CameraTally(
         photos=photos,
         undated=undated,
@@ -428,6 +456,7 @@ def camera_tally(library: Library, collection_id: int) -> CameraTally:
         dates_before_1990=before_1990,
         dates_unreadable=unreadable,
         gps_zero=gps_zero,
+        dates_from_xmp=from_xmp,
         deployments=int(deployments or 0),
         events=events,
     )

@@ -78,12 +78,14 @@ def check_event_gap(seconds: int) -> int:
 
 
 def set_event_gap(library: Library, seconds: int) -> int:
-    """Set the library's event gap and group every collection's frames again; the number
-    of events after it."""
+    """Set the library's event gap and group every collection's frames again, in one
+    transaction (killed in between, neither the gap nor an event changed); the number of
+    events after it."""
     check_event_gap(seconds)
     with library.catalog.session() as s:
         s.merge(LibraryMeta(key=META_EVENT_GAP, value=str(seconds)))
-    return refresh_events(library)
+        s.flush()
+        return regroup_events(s.connection(), None, seconds)
 
 
 def as_datetime64(values: Iterable[object]) -> np.ndarray:
@@ -146,8 +148,15 @@ def refresh_events(
     library: Library, collection_id: int | None = None, gap: int | None = None
 ) -> int:
     """Group the frames of one collection (or all) into events and store the ids that
-    changed; the number of events among its photos."""
+    changed (one transaction); the number of events among its photos."""
     gap = event_gap(library) if gap is None else gap
+    with library.catalog.session() as s:
+        return regroup_events(s.connection(), collection_id, gap)
+
+
+def regroup_events(connection: Connection, collection_id: int | None, gap: int) -> int:
+    """`refresh_events` in the caller's transaction, so a change that moves frames (a clock
+    offset, a gap, a frame set apart) commits with its events or not at all."""
     table = Image.__table__
     stmt = select(
         table.c.id,
@@ -170,38 +179,36 @@ def refresh_events(
     )
     if collection_id is not None:
         stmt = stmt.where(table.c.collection_id == collection_id)
-    with library.catalog.session() as s:
-        connection = s.connection()
-        rows = fetch_rows(connection, stmt)
-        if not rows:
-            return count_events(connection, collection_id)
-        columns = list(zip(*rows, strict=True))
-        ids = np.array(columns[0], dtype=np.int64)
-        camera_keys: dict[tuple[object, ...], int] = {}
-        cameras = np.empty(len(rows), dtype=np.int64)
-        for i, (collection, rel_path, deployment, make, model, serial) in enumerate(
-            zip(*columns[1:7], strict=True)
-        ):
-            key: tuple[object, ...] = (
-                (deployment,)
-                if deployment is not None
-                else (collection, rel_path.rpartition("/")[0], make, model, serial)
-            )
-            cameras[i] = camera_keys.setdefault(key, len(camera_keys))
-        seconds = _utc_seconds(as_datetime64(columns[7]), columns[8])
-        alone = np.array([bool(a) for a in columns[9]], dtype=bool)  # set apart
-        seconds[alone] = np.nan  # an event of its own, as an undated frame is
-        events = group_events(ids, cameras, seconds, gap)
-        no_camera = np.array([bool(n) for n in columns[11]], dtype=bool)
-        events[no_camera] = -1  # NULL: its own event, as for any photo never grouped
-        stored = np.array([-1 if e is None else e for e in columns[10]], dtype=np.int64)
-        changed = np.flatnonzero(stored != events)
-        write_column(
-            connection,
-            "event_id",
-            [(None if events[i] < 0 else int(events[i]), int(ids[i])) for i in changed],
-        )
+    rows = fetch_rows(connection, stmt)
+    if not rows:
         return count_events(connection, collection_id)
+    columns = list(zip(*rows, strict=True))
+    ids = np.array(columns[0], dtype=np.int64)
+    camera_keys: dict[tuple[object, ...], int] = {}
+    cameras = np.empty(len(rows), dtype=np.int64)
+    for i, (collection, rel_path, deployment, make, model, serial) in enumerate(
+        zip(*columns[1:7], strict=True)
+    ):
+        key: tuple[object, ...] = (
+            (deployment,)
+            if deployment is not None
+            else (collection, rel_path.rpartition("/")[0], make, model, serial)
+        )
+        cameras[i] = camera_keys.setdefault(key, len(camera_keys))
+    seconds = _utc_seconds(as_datetime64(columns[7]), columns[8])
+    alone = np.array([bool(a) for a in columns[9]], dtype=bool)  # set apart
+    seconds[alone] = np.nan  # an event of its own, as an undated frame is
+    events = group_events(ids, cameras, seconds, gap)
+    no_camera = np.array([bool(n) for n in columns[11]], dtype=bool)
+    events[no_camera] = -1  # NULL: its own event, as for any photo never grouped
+    stored = np.array([-1 if e is None else e for e in columns[10]], dtype=np.int64)
+    changed = np.flatnonzero(stored != events)
+    write_column(
+        connection,
+        "event_id",
+        [(None if events[i] < 0 else int(events[i]), int(ids[i])) for i in changed],
+    )
+    return count_events(connection, collection_id)
 
 
 def count_events(connection: Connection, collection_id: int | None = None) -> int:
@@ -220,13 +227,13 @@ def count_events(connection: Connection, collection_id: int | None = None) -> in
 
 def set_apart(library: Library, image_id: int, apart: bool = True) -> int:
     """Set one frame apart from its event (its own event) or put it back; its event id."""
-    with library.catalog.session() as s:
+    gap = event_gap(library)
+    with library.catalog.session() as s:  # one transaction: the frame and its event
         image = s.get(Image, image_id)
         if image is None:
             raise BadInputError(f"no photo with id {image_id} in the library")
         image.event_apart = apart or None
-        collection_id = image.collection_id
-    refresh_events(library, collection_id)
-    with library.catalog.session() as s:
+        s.flush()
+        regroup_events(s.connection(), image.collection_id, gap)
         event = s.scalar(select(Image.event_id).where(Image.id == image_id))
     return int(event if event is not None else image_id)

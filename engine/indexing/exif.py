@@ -12,6 +12,13 @@
   CameraSerialNumber; maker notes are not parsed: too costly per photo for what they add);
 - the orientation (1..8).
 
+A photo whose EXIF gives no capture time takes one from its embedded XMP (exif:DateTimeOriginal,
+photoshop:DateCreated, xmp:CreateDate) or IPTC (DateCreated with TimeCreated, else
+DigitalCreationDate with its time), reconciled as `engine.indexing.embedded` says, within the
+same bounds, and flagged `EXIF_DATE_FROM_XMP`: editors and scanners keep a date there when they
+write no EXIF. (A sidecar's dates are not read here: a sidecar can change without its photo
+being decoded again.)
+
 The flags (`EXIF_*`) are stored with the photo (`images.exif_flags`), so the catalog can count
 and list what was dropped and why.
 """
@@ -26,6 +33,7 @@ from typing import Any
 
 from PIL import ExifTags, Image
 
+from engine.indexing.embedded import embedded_facts, embedded_in_image
 from engine.indexing.metadata import as_float
 
 log = logging.getLogger(__name__)
@@ -35,12 +43,14 @@ EXIF_DATE_IN_FUTURE = 1
 EXIF_DATE_BEFORE_1990 = 2
 EXIF_DATE_UNREADABLE = 4  # a capture time tag whose text is no date ("0000:00:00 00:00:00")
 EXIF_GPS_ZERO = 8  # GPS of (0, 0): no fix, not a place in the Gulf of Guinea
+EXIF_DATE_FROM_XMP = 16  # no EXIF capture time: the date is the embedded XMP's or IPTC's
 
 EXIF_FLAG_REASONS: dict[int, str] = {
     EXIF_DATE_IN_FUTURE: "capture time in the future",
     EXIF_DATE_BEFORE_1990: "capture time before 1990",
     EXIF_DATE_UNREADABLE: "capture time unreadable",
     EXIF_GPS_ZERO: "GPS position (0, 0)",
+    EXIF_DATE_FROM_XMP: "date from XMP/IPTC",
 }
 EXIF_DATE_FLAGS = EXIF_DATE_IN_FUTURE | EXIF_DATE_BEFORE_1990 | EXIF_DATE_UNREADABLE
 
@@ -80,11 +90,13 @@ _MAX_TEXT = 128  # a make, model or serial longer than this is junk, not a name
 
 
 def _exif_text(value: object) -> str | None:
+    """An EXIF ASCII value: the text before its terminating NUL (cameras leave junk after it
+    in fixed-size fields), without the blanks around it."""
     if isinstance(value, bytes):
         value = value.decode("ascii", "replace")
     if not isinstance(value, str):
         return None
-    return value.strip("\x00 ") or None
+    return value.split("\x00", 1)[0].strip() or None
 
 
 def _name(value: object) -> str | None:
@@ -125,14 +137,40 @@ def capture_time(
             flags |= EXIF_DATE_UNREADABLE
             continue
         moment = _with_offset(moment, _exif_text(exif_ifd.get(offset_tag)))
-        if moment.year < EARLIEST_CAPTURE_YEAR:
-            flags |= EXIF_DATE_BEFORE_1990
-            continue
-        # Compared as the camera's wall clock against ours: a zone's difference is in the slack.
-        if moment.replace(tzinfo=None) > (now or datetime.now()) + FUTURE_SLACK:
-            flags |= EXIF_DATE_IN_FUTURE
+        dropped = _impossible(moment, now)
+        if dropped:
+            flags |= dropped
             continue
         return moment, 0  # a good digitized time: the original's problem was not kept
+    return None, flags
+
+
+def _impossible(moment: datetime, now: datetime | None) -> int:
+    """The flag of a capture time outside [1990, now + 1 day], else 0."""
+    if moment.year < EARLIEST_CAPTURE_YEAR:
+        return EXIF_DATE_BEFORE_1990
+    # Compared as the camera's wall clock against ours: a zone's difference is in the slack.
+    if moment.replace(tzinfo=None) > (now or datetime.now()) + FUTURE_SLACK:
+        return EXIF_DATE_IN_FUTURE
+    return 0
+
+
+def fallback_time(
+    image: Image.Image, exif: Image.Exif | None, now: datetime | None = None
+) -> tuple[datetime | None, int]:
+    """The capture time of the image's embedded XMP or IPTC (the first candidate within the
+    bounds) flagged `EXIF_DATE_FROM_XMP`, else None with the flags of what was dropped."""
+    try:
+        candidates = embedded_facts(embedded_in_image(image, exif)).dates
+    except Exception as exc:  # noqa: BLE001 - junk metadata: no date, never a failure
+        log.debug("unreadable XMP/IPTC date: %s", exc)
+        return None, 0
+    flags = 0
+    for moment in candidates:
+        dropped = _impossible(moment, now)
+        if not dropped:
+            return moment, EXIF_DATE_FROM_XMP
+        flags |= dropped
     return None, flags
 
 
@@ -162,7 +200,7 @@ def read_exif(image: Image.Image, now: datetime | None = None) -> ExifInfo:
         exif = image.getexif()
     except Exception as exc:  # PIL raises many kinds of errors on junk EXIF
         log.debug("unreadable EXIF: %s", exc)
-        return ExifInfo()
+        exif = Image.Exif()  # nothing from it; the XMP's or IPTC's date may still be read
 
     orientation: int | None = None
     make = model = serial = None
@@ -183,6 +221,10 @@ def read_exif(image: Image.Image, now: datetime | None = None) -> ExifInfo:
         serial = _name(exif_ifd.get(_TAG_BODY_SERIAL)) or serial
     except Exception as exc:
         log.debug("unreadable EXIF date: %s", exc)
+    if observed_at is None:
+        observed_at, fallback_flags = fallback_time(image, exif, now)
+        # A date found elsewhere replaces the EXIF's dropped one, as a digitized time would.
+        flags = fallback_flags if observed_at is not None else flags | fallback_flags
 
     latitude = longitude = None
     try:

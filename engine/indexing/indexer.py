@@ -282,7 +282,7 @@ class Indexer:
             from engine.indexing.keywords import refresh_keywords
 
             read = refresh_keywords(
-                self.library.catalog, collection_id, root, cancel, progress
+                self.library.catalog, collection_id, root, cancel, progress, metadata=coco
             )
             if read:
                 log.info("%s: keywords read for %d photos", root, read)

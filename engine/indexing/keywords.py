@@ -1,9 +1,13 @@
-"""A photo's keywords and rating as other tools keep them: its XMP sidecar (`photo.jpg.xmp`,
-digiKam's and darktable's name, or `photo.xmp`, Lightroom's) and the XMP and IPTC embedded in
-the file. Read at indexing time by `refresh_keywords` into `images.keywords` (one per line),
-`images.rating` and `images.keywords_source` (migration 0015); the keywords are words of the
-record (`record_text`), so the text and hybrid searches find them, and `keyword_condition` is
-the keyword filter. Only files whose size or mtime changed (photo or sidecar) are read again.
+"""A photo's keywords, rating and licence as other tools keep them: its XMP sidecar
+(`photo.jpg.xmp`, digiKam's and darktable's name, or `photo.xmp`, Lightroom's) and the XMP and
+IPTC embedded in the file (`engine.indexing.embedded`, which reconciles the two as the Metadata
+Working Group asks). Read at indexing time by `refresh_keywords` into `images.keywords` (one per
+line), `images.rating` and `images.keywords_source` (migration 0015), and the licence into
+`images.license` where the collection's metadata file gives the photo none; the keywords are
+words of the record (`record_text`), so the text and hybrid searches find them, and
+`keyword_condition` is the keyword filter. Only files whose size or mtime changed (photo or
+sidecar) are read again. Only regular files are opened: a FIFO named like a sidecar is passed
+over.
 
 Nothing here writes a photo or a sidecar: `engine.io.xmp` writes sidecars.
 """
@@ -12,8 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,26 +25,51 @@ from sqlalchemy import ColumnElement, func, literal, or_, select, update
 
 from engine.catalog import Catalog, Image
 from engine.catalog.models import STATUS_OK
-from engine.indexing.metadata import as_int
+from engine.indexing.embedded import NotARegularFile, embedded_facts, open_regular, read_embedded
+from engine.indexing.metadata import ImageMeta, metadata_key
+from engine.indexing.xmp_packet import (
+    HIERARCHY_SEPARATOR,
+    NS_DC,
+    NS_DIGIKAM,
+    NS_LR,
+    NS_RDF,
+    NS_X,
+    NS_XMP,
+    PREFIXES,
+    RATING_RANGE,
+    XMP_MAX_BYTES,
+    read_xmp,
+)
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
 log = logging.getLogger(__name__)
 
-# Namespaces of the properties read and written.
-NS_X = "adobe:ns:meta/"
-NS_RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
-NS_DC = "http://purl.org/dc/elements/1.1/"
-NS_LR = "http://ns.adobe.com/lightroom/1.0/"
-NS_XMP = "http://ns.adobe.com/xap/1.0/"
-NS_DIGIKAM = "http://www.digikam.org/ns/1.0/"
-PREFIXES = {"x": NS_X, "rdf": NS_RDF, "dc": NS_DC, "lr": NS_LR, "xmp": NS_XMP}
+__all__ = [
+    "HIERARCHY_SEPARATOR",
+    "NS_DC",
+    "NS_DIGIKAM",
+    "NS_LR",
+    "NS_RDF",
+    "NS_X",
+    "NS_XMP",
+    "PREFIXES",
+    "RATING_RANGE",
+    "KeywordFacts",
+    "clean_keyword",
+    "embedded_keywords",
+    "find_sidecar",
+    "keyword_condition",
+    "keywords_of",
+    "parse_xmp",
+    "photo_keywords",
+    "read_sidecar",
+    "refresh_keywords",
+    "sidecar_names",
+]
 
 SIDECAR_SUFFIX = ".xmp"
-HIERARCHY_SEPARATOR = "|"  # Lightroom's, in lr:hierarchicalSubject (digiKam's TagsList: "/")
 KEYWORD_MAX_CHARS = 500  # a keyword is a word or a short path; longer text is not one
 KEYWORDS_MAX = 1_000  # per photo: more is a file of another kind, not a photo's keywords
-RATING_RANGE = (-1, 5)  # XMP: -1 rejected, 0 unrated, 1..5 stars
-_SIDECAR_MAX_BYTES = 16 * 1024 * 1024  # a sidecar is kilobytes; refuse to parse gigabytes
 _BATCH = 500  # rows updated per transaction
 
 
@@ -71,10 +99,12 @@ def clean_keyword(text: object) -> str | None:
 
 @dataclass
 class KeywordFacts:
-    """Keywords (in the order found, each once) and a rating, from one or more sources."""
+    """Keywords (in the order found, each once), a rating and a licence (a URL or a short
+    statement, as the file gives it), from one or more sources."""
 
     keywords: list[str] = field(default_factory=list)
     rating: int | None = None
+    licence: str | None = None
 
     def add(self, keywords: Iterable[object]) -> None:
         seen = set(self.keywords)
@@ -85,10 +115,12 @@ class KeywordFacts:
                 self.keywords.append(keyword)
 
     def merge(self, other: KeywordFacts) -> None:
-        """`other`'s keywords after these; its rating only where this has none."""
+        """`other`'s keywords after these; its rating and licence only where these have none."""
         self.add(other.keywords)
         if self.rating is None:
             self.rating = other.rating
+        if self.licence is None:
+            self.licence = other.licence
 
     @property
     def stored_keywords(self) -> str | None:
@@ -96,111 +128,53 @@ class KeywordFacts:
         return "\n".join(self.keywords) or None
 
 
-def _bag_items(element: ET.Element) -> Iterator[str]:
-    """The texts of an rdf:Bag / rdf:Seq / rdf:Alt's items under `element`."""
-    for item in element.iter(f"{{{NS_RDF}}}li"):
-        if item.text:
-            yield item.text
-
-
 def parse_xmp(data: bytes | str) -> KeywordFacts:
-    """Keywords and rating of an XMP packet or sidecar: dc:subject (flat),
-    lr:hierarchicalSubject and digiKam:TagsList (hierarchical, as "A|B|C"), xmp:Rating as an
-    element or an attribute. Malformed XML gives nothing (logged), never an error."""
-    facts = KeywordFacts()
-    if isinstance(data, bytes):
-        data = data.strip(b"\x00 \t\r\n")  # APP1 packets may carry padding
-    try:
-        # expat resolves no external entity and refuses entity expansion bombs (Python 3.11).
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        log.debug("unreadable XMP: %s", exc)
-        return facts
-    hierarchical: list[str] = []
-    for element in root.iter(f"{{{NS_LR}}}hierarchicalSubject"):
-        hierarchical.extend(_bag_items(element))
-    for element in root.iter(f"{{{NS_DIGIKAM}}}TagsList"):
-        hierarchical.extend(tag.replace("/", HIERARCHY_SEPARATOR) for tag in _bag_items(element))
-    flat: list[str] = []
-    for element in root.iter(f"{{{NS_DC}}}subject"):
-        flat.extend(_bag_items(element))
-    facts.add(flat + hierarchical)
-    rating_key = f"{{{NS_XMP}}}Rating"
-    for description in root.iter(f"{{{NS_RDF}}}Description"):
-        value = description.get(rating_key)
-        if value is None:
-            rating_element = description.find(rating_key)
-            value = rating_element.text if rating_element is not None else None
-        rating = _rating(value)
-        if rating is not None:
-            facts.rating = rating
-            break
+    """Keywords, rating and licence of an XMP packet or sidecar (UTF-8, -16 or -32): dc:subject
+    (flat), lr:hierarchicalSubject and digiKam:TagsList (hierarchical, as "A|B|C"), xmp:Rating
+    as an element or an attribute, the licence (`engine.indexing.xmp_packet`). Malformed XML
+    gives nothing (logged), never an error."""
+    found = read_xmp(data)
+    facts = KeywordFacts(rating=found.rating, licence=found.licence)
+    facts.add(found.subjects + found.hierarchical)
     return facts
 
 
-def _rating(value: object) -> int | None:
-    """An XMP rating as a whole number in -1..5 ("3", "3.0"), else None."""
-    if isinstance(value, str) and value.strip().endswith(".0"):
-        value = value.strip()[:-2]
-    number = as_int(value)
-    if number is None or not RATING_RANGE[0] <= number <= RATING_RANGE[1]:
-        return None
-    return number
-
-
 def read_sidecar(path: Path) -> KeywordFacts:
-    """Keywords and rating of a sidecar file (nothing when it cannot be read)."""
+    """Keywords, rating and licence of a sidecar file (nothing when it cannot be read, is not
+    a regular file or is over 16 MB)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_SIDECAR_MAX_BYTES + 1)
+        with open_regular(path) as handle:
+            data = handle.read(XMP_MAX_BYTES + 1)
+    except NotARegularFile:
+        log.warning("the sidecar %s is not a regular file: not read", path)
+        return KeywordFacts()
     except OSError as exc:
         log.warning("cannot read the sidecar %s: %s", path, exc.strerror or exc)
         return KeywordFacts()
-    if len(data) > _SIDECAR_MAX_BYTES:
-        log.warning("the sidecar %s is over %d MB: not read", path, _SIDECAR_MAX_BYTES >> 20)
+    if len(data) > XMP_MAX_BYTES:
+        log.warning("the sidecar %s is over %d MB: not read", path, XMP_MAX_BYTES >> 20)
         return KeywordFacts()
     return parse_xmp(data)
 
 
-def _iptc_text(value: bytes, utf8: bool) -> str:
-    if utf8:
-        return value.decode("utf-8", "replace")
-    try:
-        return value.decode("utf-8")  # most writers use UTF-8 without saying so
-    except UnicodeDecodeError:
-        return value.decode("latin-1")
-
-
 def embedded_keywords(path: Path) -> KeywordFacts:
-    """Keywords and rating embedded in a photo: its XMP packet (JPEG APP1, PNG iTXt, WebP,
-    TIFF tag 700) and its IPTC Keywords (2:25). Only the headers are read, no pixels."""
-    from PIL import Image as PILImage
-    from PIL import IptcImagePlugin
-
+    """Keywords, rating and licence embedded in a photo: its XMP packet (JPEG APP1, TIFF tag
+    700, PNG iTXt, WebP, HEIF) and its IPTC Keywords (2:25), where IPTC that XMP supersedes is
+    dropped (`engine.indexing.embedded`). Only the headers are read, bounded, no pixels."""
     facts = KeywordFacts()
     try:
-        with PILImage.open(path) as image:
-            packet: Any = image.info.get("xmp") or image.info.get("XML:com.adobe.xmp")
-            if packet is None and hasattr(image, "tag_v2"):
-                packet = image.tag_v2.get(700)
-            if packet:
-                facts.merge(parse_xmp(packet))
-            iptc = IptcImagePlugin.getiptcinfo(image) or {}
+        found = embedded_facts(read_embedded(path))
     except Exception as exc:  # noqa: BLE001 - any unreadable header: no keywords, not a failure
         log.debug("no embedded keywords read from %s: %s", path, exc)
         return facts
-    charset = iptc.get((1, 90))
-    utf8 = isinstance(charset, bytes) and b"%G" in charset
-    values = iptc.get((2, 25))
-    if values is not None:
-        items = values if isinstance(values, list) else [values]
-        facts.add(_iptc_text(v, utf8) for v in items if isinstance(v, bytes))
+    facts.add(found.keywords)
+    facts.rating, facts.licence = found.rating, found.licence
     return facts
 
 
 def photo_keywords(photo: Path, sidecar: Path | None) -> KeywordFacts:
     """A photo's keywords: its sidecar's first (the tools' newer word), then its embedded
-    ones; the sidecar's rating, else the embedded one."""
+    ones; the sidecar's rating and licence, else the embedded ones."""
     facts = read_sidecar(sidecar) if sidecar is not None else KeywordFacts()
     facts.merge(embedded_keywords(photo))
     return facts
@@ -211,13 +185,23 @@ def photo_keywords(photo: Path, sidecar: Path | None) -> KeywordFacts:
 
 def _sidecars_in(folder: Path) -> dict[str, os.DirEntry[str]]:
     """The folder's .xmp files by lower-case name (one listing per folder, not a stat per
-    photo; case-blind, as the tools write `IMG_1.JPG.xmp` or `IMG_1.xmp`)."""
+    photo; case-blind, as the tools write `IMG_1.JPG.xmp` or `IMG_1.xmp`). Only regular files
+    (links to them included): opening a FIFO so named would wait for a writer forever."""
     found: dict[str, os.DirEntry[str]] = {}
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
-                if entry.name.lower().endswith(SIDECAR_SUFFIX):
-                    found.setdefault(entry.name.lower(), entry)
+                name = entry.name.lower()
+                if not name.endswith(SIDECAR_SUFFIX):
+                    continue
+                try:
+                    regular = entry.is_file()
+                except OSError:
+                    regular = False
+                if regular:
+                    found.setdefault(name, entry)
+                else:
+                    log.warning("%s is not a regular file: not read as a sidecar", entry.path)
     except OSError:
         pass
     return found
@@ -249,10 +233,16 @@ def refresh_keywords(
     root: Path,
     cancel: CancelToken | None = None,
     progress: ProgressCallback = no_progress,
+    metadata: Mapping[str, ImageMeta] | None = None,
 ) -> int:
-    """Read the keywords and rating of the collection's photos whose photo or sidecar changed
-    since they were last read (a sidecar added, edited or removed counts), into the catalog.
-    Returns how many photos were read. The triggers of migration 0015 update the words.
+    """Read the keywords, rating and licence of the collection's photos whose photo or sidecar
+    changed since they were last read (a sidecar added, edited or removed counts), into the
+    catalog. Returns how many photos were read. The triggers of migration 0015 update the words.
+
+    The photo's own licence (`KeywordFacts.licence`, a URL or text as written) becomes
+    `images.license` where `metadata` (the run's metadata file, by `metadata_key`) gives the
+    photo none; a metadata file's licence is never replaced. Without `metadata` the photo's
+    licence only fills an empty one. No licence in the photo leaves the stored one as it is.
 
     An unchanged collection costs one catalog read and one listing per folder; the first run
     over a library catalogued before keywords were read opens every photo's header (a quarter of
@@ -261,16 +251,25 @@ def refresh_keywords(
     root = Path(root)
     with catalog.session() as s:
         rows = s.execute(
-            select(Image.id, Image.rel_path, Image.size, Image.mtime_ns, Image.keywords_source)
+            select(
+                Image.id,
+                Image.rel_path,
+                Image.size,
+                Image.mtime_ns,
+                Image.keywords_source,
+                Image.license,
+            )
             .where(Image.collection_id == collection_id, Image.status == STATUS_OK)
             .order_by(Image.rel_path)
         ).all()
-    # (id, name, size, mtime_ns, source) by folder; str.rpartition, not PurePosixPath: a
-    # re-scan with nothing changed costs this loop alone, per photo of the collection.
-    by_folder: dict[str, list[tuple[int, str, int, int, str | None]]] = {}
-    for image_id, rel_path, size, mtime_ns, stored_source in rows:
+    # (id, name, size, mtime_ns, source, licence) by folder; str.rpartition, not PurePosixPath:
+    # a re-scan with nothing changed costs this loop alone, per photo of the collection.
+    by_folder: dict[str, list[tuple[int, str, int, int, str | None, str | None]]] = {}
+    for image_id, rel_path, size, mtime_ns, stored_source, licence in rows:
         folder, _, name = rel_path.rpartition("/")
-        by_folder.setdefault(folder, []).append((image_id, name, size, mtime_ns, stored_source))
+        by_folder.setdefault(folder, []).append(
+            (image_id, name, size, mtime_ns, stored_source, licence)
+        )
     pending: list[dict[str, Any]] = []
     read = seen = 0
     meter = RateMeter(len(rows))
@@ -282,7 +281,7 @@ def refresh_keywords(
         seen += len(photos)
         folder_path = root / folder if folder else root
         sidecars = _sidecars_in(folder_path)
-        for image_id, name, size, mtime_ns, stored_source in photos:
+        for image_id, name, size, mtime_ns, stored_source, licence in photos:
             sidecar = find_sidecar(name, sidecars) if sidecars else None
             source = _source(size, mtime_ns, sidecar)
             if source == stored_source:
@@ -290,12 +289,19 @@ def refresh_keywords(
             facts = photo_keywords(
                 folder_path / name, Path(sidecar.path) if sidecar is not None else None
             )
+            if facts.licence is not None and not (
+                _licensed_by_file(metadata, f"{folder}/{name}" if folder else name)
+                if metadata is not None
+                else licence is not None
+            ):
+                licence = facts.licence
             pending.append(
                 {
                     "id": image_id,
                     "keywords": facts.stored_keywords,
                     "rating": facts.rating,
                     "keywords_source": source,
+                    "license": licence,
                 }
             )
             read += 1
@@ -303,6 +309,12 @@ def refresh_keywords(
                 _store(catalog, pending)
     _store(catalog, pending)
     return read
+
+
+def _licensed_by_file(metadata: Mapping[str, ImageMeta], rel_path: str) -> bool:
+    """Whether the run's metadata file gives the photo a licence."""
+    record = metadata.get(metadata_key(rel_path))
+    return record is not None and bool(record.license)
 
 
 def _store(catalog: Catalog, pending: list[dict[str, Any]]) -> None:

@@ -6,9 +6,13 @@ the encoder asks: decoding it takes milliseconds, where demosaicing takes a seco
 sensor data is demosaiced at half size (LibRaw's `half_size`: one pixel per 2 x 2 Bayer block, no
 interpolation, about four times faster than a full demosaic), with the camera's white balance.
 
-EXIF comes from the RAW's own TIFF header where PIL can read one (DNG, CR2, NEF, ARW, PEF), else
-from the embedded JPEG preview (RAF, RW2, CR3 and ORF keep their EXIF there). A damaged file
-raises `BadImageError` with a short reason, like every other photo.
+EXIF comes from the RAW's own TIFF header where PIL can read one (DNG, CR2, NEF, ARW, PEF); for
+a Fujifilm RAF, from the APP1 segment of the JPEG the RAF container embeds (its offset and
+length at bytes 84 and 88 of the header, big-endian), read here directly: the preview LibRaw
+hands back carries an EXIF LibRaw generated from its own data (its spelling of the make and
+model, no DateTimeOriginal), which left every RAF undated. Other RAWs (RW2, CR3, ORF) take the
+preview's EXIF. A damaged file raises `BadImageError` with a short reason, like every other
+photo.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ import logging
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import IO, Any, Protocol, cast
 
 import numpy as np
 from PIL import Image
 
 from engine.errors import BadImageError
+from engine.indexing.embedded import RAF_MAGIC, open_regular
 from engine.indexing.exif import ExifInfo, read_exif
 
 log = logging.getLogger(__name__)
@@ -86,18 +91,44 @@ class _ExifOnly:
 
 
 def _header_exif(path: Path) -> ExifInfo:
-    """The EXIF of a TIFF-based RAW's header (nothing decoded), or an empty one."""
+    """The camera's EXIF read from the file itself (nothing decoded): a TIFF-based RAW's header,
+    or the APP1 of a RAF's embedded JPEG; an empty one for other RAWs (the preview's then)."""
     try:
-        with path.open("rb") as file:
+        with open_regular(path) as file:
             head = file.read(_HEADER_BYTES)
-        if head[:4] not in (b"II*\x00", b"MM\x00*"):
-            return ExifInfo()  # not TIFF-based (RAF, RW2, CR3, ORF): the preview's EXIF
+            if head[:16] == RAF_MAGIC:
+                head = _raf_exif_segment(file, head)
+            elif head[:4] not in (b"II*\x00", b"MM\x00*"):
+                return ExifInfo()  # RW2, CR3, ORF: the preview's EXIF
+        if not head:
+            return ExifInfo()
         exif = Image.Exif()
         exif.load(head)
         return read_exif(cast(Image.Image, _ExifOnly(exif)))
     except Exception as exc:  # a header PIL rejects
-        log.debug("no TIFF header EXIF in %s: %s", path.name, exc)
+        log.debug("no header EXIF in %s: %s", path.name, exc)
         return ExifInfo()
+
+
+def _raf_exif_segment(file: IO[bytes], head: bytes) -> bytes:
+    """The EXIF (TIFF) of a RAF's embedded JPEG: its APP1 "Exif" segment, b"" when none."""
+    start = int.from_bytes(head[84:88], "big")
+    length = int.from_bytes(head[88:92], "big")
+    file.seek(start)
+    jpeg = file.read(min(length, _HEADER_BYTES))
+    if jpeg[:2] != b"\xff\xd8":
+        return b""
+    position = 2
+    while position + 4 <= len(jpeg) and jpeg[position] == 0xFF:
+        marker = jpeg[position + 1]
+        if marker in (0xDA, 0xD9):  # the image data: no EXIF before it
+            break
+        size = int.from_bytes(jpeg[position + 2 : position + 4], "big")
+        payload = jpeg[position + 4 : position + 2 + size]
+        if marker == 0xE1 and payload.startswith(b"Exif\x00\x00"):
+            return payload[6:]
+        position += 2 + size
+    return b""
 
 
 def _preview(raw: Any, min_side: int) -> tuple[Image.Image | None, ExifInfo]:

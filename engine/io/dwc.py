@@ -78,6 +78,7 @@ __all__ = [
     "ListedPhoto",
     "RecordsRefused",
     "check_records",
+    "dataset_licence",
     "export_dwc_csv",
     "export_dwca",
     "library_id",

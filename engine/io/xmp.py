@@ -1,8 +1,14 @@
 """A query's judgments and attributes written as keywords into XMP sidecars, for digiKam,
 Lightroom, darktable and exiftool users: `Quadrat|<query>|relevant` (or `not relevant`) and
-`Quadrat|<term>|<value>` ("Quadrat|lifeStage|juvenile") in lr:hierarchicalSubject, their last
-levels in dc:subject (Lightroom's and digiKam's practice, so those tools tie the flat and the
-hierarchical keyword together).
+`Quadrat|<term>|<value>` ("Quadrat|lifeStage|juvenile") in lr:hierarchicalSubject.
+
+dc:subject, the flat keywords every tool reads, gets only the leaves that are terms about the
+photo on their own: an attribute's value ("juvenile"), as Lightroom and digiKam put a
+hierarchical keyword's leaf there. A verdict is not such a term: a bare "relevant" says nothing
+without its query, and a photo judged for two queries would carry both "relevant" and "not
+relevant". It stays in the hierarchy alone, where Lightroom (as for a keyword not included on
+export) and digiKam (which reads lr:hierarchicalSubject) show it under its query; the flat
+verdicts earlier versions wrote are removed when a sidecar is written again.
 
 The photo itself is never opened for writing. A sidecar the photo already has is parsed and
 updated (its other properties, keywords and foreign namespaces kept; this query's and these
@@ -31,6 +37,7 @@ from engine.catalog import Collection, Image, Judgment, Query
 from engine.catalog.models import STATUS_OK
 from engine.errors import BadInputError
 from engine.files import atomic_write_bytes
+from engine.indexing.embedded import NotARegularFile, open_regular
 from engine.indexing.keywords import (
     HIERARCHY_SEPARATOR,
     NS_DC,
@@ -42,6 +49,7 @@ from engine.indexing.keywords import (
     find_sidecar,
     sidecar_names,
 )
+from engine.indexing.xmp_packet import XMP_MAX_BYTES
 from engine.judgments.attributes import attributes_for_query
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 
@@ -54,7 +62,7 @@ ROOT_KEYWORD = "Quadrat"
 RELEVANT, NOT_RELEVANT = "relevant", "not relevant"
 _PACKET_BEGIN = '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
 _PACKET_END = '\n<?xpacket end="w"?>\n'
-_SIDECAR_MAX_BYTES = 16 * 1024 * 1024
+_SIDECAR_MAX_BYTES = XMP_MAX_BYTES
 
 
 def _level(text: str) -> str:
@@ -81,6 +89,19 @@ def judgment_keywords(
 
 def _leaf(keyword: str) -> str:
     return keyword.rsplit(HIERARCHY_SEPARATOR, 1)[-1]
+
+
+def _is_verdict(keyword: str) -> bool:
+    """Whether a hierarchical keyword is a Quadrat judgment (`Quadrat|<query>|relevant`)."""
+    return keyword.startswith(ROOT_KEYWORD + HIERARCHY_SEPARATOR) and _leaf(keyword) in (
+        RELEVANT,
+        NOT_RELEVANT,
+    )
+
+
+def _flat_term(keyword: str) -> str | None:
+    """What a hierarchical keyword puts in dc:subject: its leaf, except for a verdict."""
+    return None if _is_verdict(keyword) else _leaf(keyword)
 
 
 # -- the XMP document -------------------------------------------------------------------------
@@ -131,6 +152,12 @@ def _bag(rdf: ET.Element, namespace: str, name: str) -> ET.Element:
     return bag
 
 
+def _remove_property(rdf: ET.Element, namespace: str, name: str) -> None:
+    for description in rdf.iter(_q(NS_RDF, "Description")):
+        for prop in description.findall(_q(namespace, name)):
+            description.remove(prop)
+
+
 def _items(bag: ET.Element) -> list[ET.Element]:
     return bag.findall(_q(NS_RDF, "li"))
 
@@ -144,10 +171,11 @@ def merge_keywords(
     existing: bytes | None, keywords: Iterable[str], replaces: Iterable[str]
 ) -> bytes:
     """The sidecar `existing` (None: a new one) with `keywords` added to lr:hierarchicalSubject
-    and their last levels to dc:subject; hierarchical keywords starting with a prefix of
-    `replaces` are removed first, with their flat leaves where no other keyword holds them.
-    Everything else in the document is kept. Raises `SidecarUnreadable` for a document that
-    is not XMP."""
+    and their flat terms (`_flat_term`: leaves, verdicts excepted) to dc:subject; hierarchical
+    keywords starting with a prefix of `replaces` are removed first, with their flat leaves
+    where no other keyword holds them, and so are flat verdicts where a Quadrat verdict is
+    in the hierarchy. Everything else in the document is kept. Raises `SidecarUnreadable` for
+    a document that is not XMP."""
     keywords = list(keywords)
     replaces = tuple(replaces)
     if existing is None or not existing.strip(b"\x00 \t\r\n"):
@@ -166,27 +194,35 @@ def merge_keywords(
     if rdf is None:
         raise SidecarUnreadable("no rdf:RDF element")
     hierarchical = _bag(rdf, NS_LR, "hierarchicalSubject")
-    flat = _bag(rdf, NS_DC, "subject")
     removed: set[str] = set()
+    verdicts = False
     for item in _items(hierarchical):
         text = item.text or ""
         if text.startswith(replaces) and text not in keywords:
             hierarchical.remove(item)
             removed.add(_leaf(text))
+            verdicts = verdicts or _is_verdict(text)
     kept = {item.text or "" for item in _items(hierarchical)}
     for keyword in keywords:
         if keyword not in kept:
             _add_item(hierarchical, keyword)
             kept.add(keyword)
-    leaves = {_leaf(k) for k in kept}
-    for item in _items(flat):
-        if (item.text or "") in removed and item.text not in leaves:
-            flat.remove(item)
-    have = {item.text or "" for item in _items(flat)}
-    for keyword in keywords:
-        if _leaf(keyword) not in have:
-            _add_item(flat, _leaf(keyword))
-            have.add(_leaf(keyword))
+    verdicts = verdicts or any(_is_verdict(k) for k in kept)
+    terms = {t for t in (_flat_term(k) for k in kept) if t is not None}
+    stale = removed | ({RELEVANT, NOT_RELEVANT} if verdicts else set())
+    new_terms = [t for t in (_flat_term(k) for k in keywords) if t is not None]
+    if new_terms or rdf.find(f".//{_q(NS_DC, 'subject')}") is not None:
+        flat = _bag(rdf, NS_DC, "subject")
+        for item in _items(flat):
+            if (item.text or "") in stale and item.text not in terms:
+                flat.remove(item)
+        have = {item.text or "" for item in _items(flat)}
+        for term in new_terms:
+            if term not in have:
+                _add_item(flat, term)
+                have.add(term)
+        if not have:  # an emptied dc:subject goes, rather than stay an empty bag
+            _remove_property(rdf, NS_DC, "subject")
     ET.indent(root, space=" ")
     body = ET.tostring(root, encoding="unicode")
     return (_PACKET_BEGIN + body + _PACKET_END).encode("utf-8")
@@ -245,11 +281,15 @@ def default_mirror(library: Library) -> Path:
 
 
 def _read_existing(path: Path) -> bytes | None:
+    """The sidecar at `path` (None when there is none); `SidecarUnreadable` for one over the
+    bound or that is no regular file (a FIFO would block the write forever)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             data = handle.read(_SIDECAR_MAX_BYTES + 1)
     except FileNotFoundError:
         return None
+    except NotARegularFile:
+        raise SidecarUnreadable("not a regular file") from None
     if len(data) > _SIDECAR_MAX_BYTES:
         raise SidecarUnreadable(f"over {_SIDECAR_MAX_BYTES >> 20} MB")
     return data

@@ -160,6 +160,10 @@ def majority(ratings: dict[int, dict[str, int]], newest: dict[int, int]) -> dict
 # -- blind double judging -----------------------------------------------------------------------
 
 
+# The first half of the key `offer_double_judging` serializes on ("DJSG"), the query id the other.
+_DOUBLE_JUDGING_LOCK = 0x444A5347
+
+
 def offer_double_judging(
     library: Library, query_id: int, size: int | None, by: str, *, seed: int | None = None
 ) -> list[int]:
@@ -169,6 +173,9 @@ def offer_double_judging(
     if size is not None and size < 1:
         raise BadInputError("the sample needs at least one photo")
     with library.catalog.session() as s:
+        # Two judges offering at once (two processes): the second waits, then reads the
+        # first's sample and adds nothing it already holds (no duplicate row to fail on).
+        library.catalog.serialize(s, (_DOUBLE_JUDGING_LOCK, query_id))
         judged = sorted(
             s.scalars(select(Judgment.image_id).where(Judgment.query_id == query_id)).all()
         )

@@ -108,6 +108,8 @@ def _counts(ratings: Ratings, categories: Sequence[Category]) -> np.ndarray:
         for value in marks.values():
             row[column[value]] += 1
         rows.append(row)
+    if not rows:  # (numpy cannot reshape nothing into no columns)
+        return np.zeros((0, len(categories)))
     return np.asarray(rows).reshape(-1, len(categories))
 
 

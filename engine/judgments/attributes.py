@@ -15,7 +15,9 @@ photo relevant fills the preset terms the photo has no value for; marking it not
 clearing its judgment takes back the preset values it still carries unchanged, so no stale
 preset stays on a photo that is no longer relevant, while values typed by hand stay (a
 judgment undone or changed loses nothing typed). `engine/judgments/queries.py` applies this
-inside the judgment's transaction (`preset_changes`).
+inside the judgment's transaction (`preset_changes`). Photos judged relevant before a preset
+was set get it only when asked (`preset_offer` counts them, `fill_presets` fills them in one
+transaction, `undo_preset_fill` takes that back as one step).
 """
 
 from __future__ import annotations
@@ -62,6 +64,40 @@ class AttributeChange:
     @property
     def changed(self) -> bool:
         return self.previous != self.current
+
+
+@dataclass(frozen=True)
+class PresetFill:
+    """A query's presets given to the photos judged relevant before them: one change per photo
+    that got a value, undone together (`undo_preset_fill`)."""
+
+    query_id: int
+    changes: tuple[AttributeChange, ...] = ()
+
+    @property
+    def photos(self) -> int:
+        return len(self.changes)
+
+    @property
+    def changed(self) -> bool:
+        return any(change.changed for change in self.changes)
+
+
+@dataclass(frozen=True)
+class PresetOffer:
+    """What filling a query's presets into its relevant photos would do: `photos` would get a
+    value (`per_term`: how many for each term), `relevant` photos are judged relevant, and the
+    others keep values of their own."""
+
+    query_id: int
+    presets: dict[str, str]
+    relevant: int
+    photos: int
+    per_term: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def keeping_their_own(self) -> int:
+        return self.relevant - self.photos
 
 
 @dataclass(frozen=True)
@@ -319,8 +355,9 @@ def query_presets(library: Library, query_id: int) -> dict[str, str]:
 
 
 def set_query_presets(library: Library, query_id: int, values: Mapping[str, str | None]) -> None:
-    """Replace a query's presets (blank values dropped). Photos judged before keep their
-    values: a preset applies from the next judgment on."""
+    """Replace a query's presets (blank values dropped). Photos judged before are not changed
+    here: a preset applies from the next judgment on, and `fill_presets` gives it to the
+    photos judged relevant before, when asked."""
     presets = {t: v for t, v in _normalized(values).items() if v is not None}
     with library.catalog.session() as s:
         s.execute(delete(AttributePreset).where(AttributePreset.query_id == query_id))
@@ -329,3 +366,120 @@ def set_query_presets(library: Library, query_id: int, values: Mapping[str, str 
 
 def _in_term_order(values: Mapping[str, str]) -> dict[str, str]:
     return {term: values[term] for term in DWC_ATTRIBUTE_TERMS if term in values}
+
+
+# -- presets for the photos judged before ---------------------------------------------------------
+
+
+def _relevant_ids(s: Session, query_id: int) -> list[int]:
+    return list(
+        s.scalars(
+            select(Judgment.image_id)
+            .where(Judgment.query_id == query_id, Judgment.relevance > 0)
+            .order_by(Judgment.image_id)
+        )
+    )
+
+
+def _query_values(s: Session, query_id: int) -> dict[int, Values]:
+    """image id -> term -> value of every photo of a query that carries any."""
+    out: dict[int, Values] = {}
+    rows = s.execute(
+        select(JudgmentAttribute.image_id, JudgmentAttribute.term, JudgmentAttribute.value).where(
+            JudgmentAttribute.query_id == query_id
+        )
+    )
+    for image_id, term, value in rows:
+        out.setdefault(image_id, {})[term] = value
+    return out
+
+
+def _missing_presets(s: Session, query_id: int) -> tuple[Values, list[int], dict[int, Values]]:
+    """The query's presets, its relevant photos, and per relevant photo the preset values it
+    would get (the terms it has no value for)."""
+    presets = presets_in(s, query_id)
+    relevant = _relevant_ids(s, query_id)
+    values = _query_values(s, query_id) if presets and relevant else {}
+    fills: dict[int, Values] = {}
+    for image_id in relevant:
+        own = values.get(image_id, {})
+        wanted = {term: value for term, value in presets.items() if term not in own}
+        if wanted:
+            fills[image_id] = wanted
+    return presets, relevant, fills
+
+
+def preset_offer(library: Library, query_id: int) -> PresetOffer:
+    """How many photos judged relevant would get the query's presets (`fill_presets`): those
+    with no value of their own for a preset term."""
+    with library.catalog.session() as s:
+        presets, relevant, fills = _missing_presets(s, query_id)
+    per_term = {
+        term: sum(term in wanted for wanted in fills.values())
+        for term in DWC_ATTRIBUTE_TERMS
+        if term in presets
+    }
+    return PresetOffer(query_id, _in_term_order(presets), len(relevant), len(fills), per_term)
+
+
+def _lock_photos(library: Library, s: Session, query_id: int, image_ids: list[int]) -> None:
+    """Exclude concurrent judgments of these photos, as `QueryStore.judge` does for one: on
+    PostgreSQL each photo's advisory lock, in id order; on SQLite its one write lock (first in
+    the transaction, whatever the photos)."""
+    catalog = library.catalog
+    if catalog.engine.dialect.name == "postgresql":
+        for image_id in sorted(set(image_ids)):
+            catalog.serialize(s, (query_id, image_id))
+    else:
+        catalog.serialize(s, (query_id, 0))
+
+
+def fill_presets(library: Library, query_id: int, judge: str | None = None) -> PresetFill:
+    """Give the query's presets to every photo judged relevant that has no value of its own
+    for a preset term, in one transaction; each value an event with the judge (`judge`, else
+    `judges.default_judge`). Values a photo has are kept. Returns what changed, for undo."""
+    who = judge or default_judge(library)
+    catalog = library.catalog
+    postgres = catalog.engine.dialect.name == "postgresql"
+    with catalog.session() as s:
+        # PostgreSQL locks photo by photo, so it needs their ids first; read again after. A
+        # photo judged relevant in between gets the presets from its own judgment.
+        locked = _relevant_ids(s, query_id) if postgres else []
+        _lock_photos(library, s, query_id, locked)
+        _presets, _relevant, fills = _missing_presets(s, query_id)
+        if postgres:
+            held = set(locked)
+            fills = {i: wanted for i, wanted in fills.items() if i in held}
+        now = utcnow()
+        changes = tuple(
+            change
+            for image_id, wanted in fills.items()
+            if (change := write_changes(s, query_id, image_id, dict(wanted), who, now)).changed
+        )
+    catalog.checkpoint_wal()
+    return PresetFill(query_id, changes)
+
+
+def undo_preset_fill(library: Library, fill: PresetFill, judge: str | None = None) -> PresetFill:
+    """Take back what `fill_presets` gave, in one transaction: a term still holding the value
+    the fill gave returns to what it had; a term changed since keeps its newer value."""
+    who = judge or default_judge(library)
+    catalog = library.catalog
+    undone: list[AttributeChange] = []
+    with catalog.session() as s:
+        _lock_photos(library, s, fill.query_id, [c.image_id for c in fill.changes])
+        values = _query_values(s, fill.query_id)
+        now = utcnow()
+        for change in fill.changes:
+            now_values = values.get(change.image_id, {})
+            back = {
+                term: change.previous.get(term)
+                for term, given in change.current.items()
+                if now_values.get(term) == given
+            }
+            if back:
+                done = write_changes(s, fill.query_id, change.image_id, back, who, now)
+                if done.changed:
+                    undone.append(done)
+    catalog.checkpoint_wal()
+    return PresetFill(fill.query_id, tuple(undone))

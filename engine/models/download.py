@@ -34,6 +34,7 @@ from engine.models.folders import (
     folder_slug,
     installed_from,
     read_manifest,
+    whole_safetensors,
 )
 from engine.models.hub import (
     HEADERS,
@@ -88,6 +89,22 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _MAX_REDIRECTS = 5
 
 
+class _RefusedRedirect(urllib.error.URLError):
+    """A redirect `_open` will not follow (its reason is the one line said)."""
+
+
+def _followable(url: str, came_from: str) -> None:
+    """Refuse a redirect off http(s) (urllib's opener would read a local file:, a data: or an
+    ftp: URL and install what it found as the model) or from https down to http."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise _RefusedRedirect(
+            f"the hub redirected to a {scheme or 'relative'}: URL, never followed"
+        )
+    if scheme == "http" and urllib.parse.urlsplit(came_from).scheme.lower() == "https":
+        raise _RefusedRedirect("the hub redirected from https to plain http, never followed")
+
+
 def _open(url: str, headers: dict[str, str], timeout: float) -> tuple[Any, str | None]:
     """Open `url`, following redirects, and the sha256 the hub gives for the file.
 
@@ -110,7 +127,8 @@ def _open(url: str, headers: dict[str, str], timeout: float) -> tuple[Any, str |
             if _origin(url) == first and expected is None:
                 expected = sha256_of_etag(error.headers.get("X-Linked-Etag"))
             error.close()
-            url = urllib.parse.urljoin(url, str(error.headers["Location"]))
+            came_from, url = url, urllib.parse.urljoin(url, str(error.headers["Location"]))
+            _followable(url, came_from)
             continue
         if _origin(url) == first and expected is None:
             expected = sha256_of_etag(response.headers.get("X-Linked-Etag")) or sha256_of_etag(
@@ -320,6 +338,13 @@ class HubDownloads(StoreFolders):
             raise unavailable(key, one_line(reason)) from None
         with response:
             start = have if response.status == 206 else 0
+            if response.status == 206 and _range_start(response) != have:
+                if _range_start(response) != 0:  # bytes from elsewhere: never spliced in
+                    part.unlink(missing_ok=True)
+                    raise unavailable(
+                        key, "the server resumed the download at the wrong place (run it again)"
+                    )
+                start = 0  # the whole file after all: written from its start
             length = int(response.headers.get("Content-Length") or 0)
             total = start + length if length else 0
             meter = RateMeter(total)
@@ -347,6 +372,13 @@ class HubDownloads(StoreFolders):
             part.unlink(missing_ok=True)
             raise ModelLoadError(
                 f"the download of {key} was damaged (its sha256 does not match); run it again"
+            )
+        if not expected and url.endswith(".safetensors") and not whole_safetensors(part):
+            # No sha256 from the server to check it against: the file's own shape must hold.
+            part.unlink(missing_ok=True)
+            raise ModelLoadError(
+                f"the download of {key} is not a whole safetensors file (cut short or "
+                "damaged on the way); run it again"
             )
 
     # -- installing ----------------------------------------------------------------------------
@@ -425,3 +457,12 @@ def _loaded_key(parsed: ModelSpec, key: str) -> str:
     from engine.models.trained_as import for_tag
 
     return key + for_tag(parsed.arch, parsed.pretrained).note
+
+
+def _range_start(response: Any) -> int | None:
+    """The first byte a 206 answer holds, from its Content-Range (None: not said)."""
+    found = str(response.headers.get("Content-Range") or "").strip()
+    if not found.startswith("bytes "):
+        return None
+    first = found.removeprefix("bytes ").split("-", 1)[0]
+    return int(first) if first.isdigit() else None

@@ -303,3 +303,33 @@ def check_config(path: Path, origin: Path) -> None:
         config = None
     if not isinstance(config, dict) or "model_cfg" not in config:
         raise BadInputError(f"{origin} holds no valid open_clip config; nothing was installed")
+
+
+def whole_safetensors(path: Path) -> bool:
+    """Whether `path` is a whole safetensors file: a JSON header whose tensors fill the rest of
+    the file exactly (read without torch; the tensors themselves are not read)."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if size < 8 or length > min(size - 8, 100_000_000):
+                return False
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(header, dict):
+        return False
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(n, int) and n >= 0 for n in offsets)
+            or offsets[0] > offsets[1]
+        ):
+            return False
+        end = max(end, offsets[1])
+    return end == size - 8 - length

@@ -11,18 +11,21 @@ Each tower is verified against torch on a fixed probe batch (every row's cosine 
 `PROBE_COSINE`); a tower that fails is refused, recorded as such (not tried again for that
 model key and exporter) and torch encodes instead, said in one line. Exports are made in a
 temporary folder and renamed into place, so a killed export leaves nothing half-written.
+An export is bound to its model and its files (`engine.models.onnx_checks`): the weights'
+hash and each file's hash are recorded, and checked before a session opens; one that fails is
+not used (one line; torch encodes), and made again where an export may be made.
 
 The vectors are the torch model's (same model key), so libraries need no re-indexing. Torch
 stays for GPUs, training and whatever cannot be exported. A text search needs no torch at all
 when the text tower is exported and the model tokenizes with CLIP's byte-pair encoding:
 `ClipTokenizer` is a torch-free copy of open_clip's `SimpleTokenizer` (both from OpenAI's CLIP,
-MIT licence) reading open_clip's vocabulary file without importing open_clip.
+MIT licence) reading open_clip's vocabulary file without importing open_clip
+(`engine.models.clip_tokenizer`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import html
 import importlib.util
 import io
 import json
@@ -31,10 +34,8 @@ import os
 import shutil
 import tempfile
 import warnings
-import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,18 @@ import numpy as np
 
 from engine.errors import BadInputError, one_line
 from engine.files import atomic_write_text
+from engine.models.clip_tokenizer import ClipTokenizer as ClipTokenizer  # re-exported
+from engine.models.clip_tokenizer import clip_tokenizer
 from engine.models.folders import folder_slug
+from engine.models.onnx_checks import (
+    file_problem,
+    file_record,
+    path_problem,
+    remember_checked,
+    safe_to_remove,
+    weights_identity,
+    weights_problem,
+)
 from engine.progress import Progress, ProgressCallback
 
 if TYPE_CHECKING:
@@ -62,7 +74,9 @@ refused)."""
 
 ONNX_DIR = ".onnx"  # hidden: the store's listing skips it, it holds no model of its own
 IMAGE_FILE, TEXT_FILE, MANIFEST_FILE = "image.onnx", "text.onnx", "onnx.json"
-EXPORT_FORMAT = 1  # raised when the exported graphs change: older exports are made again
+# Raised when the exported graphs or their record change: older exports are made again
+# (2: each file's hashes and the weights' hash recorded).
+EXPORT_FORMAT = 2
 PROBE_COSINE = 0.9999  # each probe row's cosine to torch's vector, or the tower is refused
 OPSET = 17
 _PROBE_TEXTS = (
@@ -109,13 +123,19 @@ class TowerRecord:
     file: str | None
     min_cosine: float | None
     refused: str | None
+    hashes: dict[str, Any] | None = None  # the file's size, sha256, sample hash (onnx_checks)
 
     @property
     def usable(self) -> bool:
         return self.file is not None and self.refused is None
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "min_cosine": self.min_cosine, "refused": self.refused}
+        return {
+            "file": self.file,
+            "min_cosine": self.min_cosine,
+            "refused": self.refused,
+            **(self.hashes or {}),
+        }
 
     @staticmethod
     def from_json(data: Any) -> TowerRecord:
@@ -126,6 +146,7 @@ class TowerRecord:
             file if isinstance(file, str) else None,
             float(cosine) if isinstance(cosine, (int, float)) else None,
             refused if isinstance(refused, str) else None,
+            {k: data[k] for k in ("size", "sha256", "sample_sha256") if k in data},
         )
 
 
@@ -142,6 +163,7 @@ class OnnxExport:
     context_length: int | None  # the text tower's token count
     tokenizer: str | None  # "clip-bpe": `ClipTokenizer` reproduces the model's; else None
     exporter: str = ""  # the torch that exported it ("torch 2.14.1")
+    weights_sha256: str | None = None  # of the weights it was exported from (`weights_identity`)
 
     @property
     def refusals(self) -> bool:
@@ -155,6 +177,14 @@ class OnnxExport:
     def path(self, tower: TowerRecord) -> Path:
         assert tower.file is not None
         return self.folder / tower.file
+
+    def refusing(self, image: str | None, text: str | None) -> OnnxExport:
+        """This export with its image and/or text tower refused for the reasons given."""
+        return replace(
+            self,
+            image=TowerRecord(None, None, image) if image else self.image,
+            text=TowerRecord(None, None, text) if text else self.text,
+        )
 
 
 def export_folder(store_dir: Path, model_key: str) -> Path:
@@ -178,6 +208,7 @@ def read_export(store_dir: Path, model_key: str) -> OnnxExport | None:
         return None
     context = data.get("context_length")
     tokenizer = data.get("tokenizer")
+    weights = data.get("weights_sha256")
     return OnnxExport(
         folder=folder,
         model_key=model_key,
@@ -188,7 +219,51 @@ def read_export(store_dir: Path, model_key: str) -> OnnxExport | None:
         context_length=context if isinstance(context, int) else None,
         tokenizer=tokenizer if isinstance(tokenizer, str) else None,
         exporter=str(data.get("exporter", "")),
+        weights_sha256=weights if isinstance(weights, str) else None,
     )
+
+
+def export_problems(
+    store_dir: Path, export: OnnxExport, spec: ModelSpec | str
+) -> tuple[str | None, str | None]:
+    """Why the image and the text tower of `export` may not be opened (each None when it may,
+    or was refused anyway): the checks of `engine.models.onnx_checks`, the file's name, links,
+    size and hashes, and the model's weights against those it was exported from."""
+    weights = weights_problem(
+        export.weights_sha256, weights_identity(store_dir, spec, export.model_key)
+    )
+    found: list[str | None] = []
+    for tower, name in ((export.image, IMAGE_FILE), (export.text, TEXT_FILE)):
+        if not tower.usable:
+            found.append(None)
+        else:
+            found.append(
+                weights or file_problem(export.folder, tower.file, name, tower.hashes or {})
+            )
+    return found[0], found[1]
+
+
+def checked_export(store_dir: Path, model_key: str, spec: ModelSpec | str) -> OnnxExport | None:
+    """The export of `model_key` as `read_export` gives it, with any tower that fails its
+    checks (`export_problems`) refused, said in one line: torch encodes that tower."""
+    export = read_export(store_dir, model_key)
+    return None if export is None else _checked(store_dir, export, spec)
+
+
+def _checked(store_dir: Path, export: OnnxExport, spec: ModelSpec | str) -> OnnxExport:
+    image, text = export_problems(store_dir, export, spec)
+    if image or text:
+        reasons = "; ".join(dict.fromkeys(r for r in (image, text) if r))
+        line = f"ONNX export of {export.model_key} not used ({reasons}); torch encodes it"
+        said = (str(export.folder), line)
+        if said not in _SAID:  # once a process: a quick search's fallback checks it again
+            _SAID.add(said)
+            log.warning("%s", line)
+        export = export.refusing(image, text)
+    return export
+
+
+_SAID: set[tuple[str, str]] = set()
 
 
 def exports_by_spec(store_dir: Path) -> dict[str, list[OnnxExport]]:
@@ -229,8 +304,13 @@ def ensure_export(
     """The export of `encoder`'s model, made now when the store has none (both towers exported
     and verified against `encoder` on the probe batch; a tower that cannot be exported or
     fails verification is recorded as refused). Failing to write the store -> OSError."""
-    found = read_export(store_dir, encoder.model_key)
-    if found is not None and not (found.refusals and found.exporter != _exporter()):
+    found = read_export(store_dir, encoder.model_key) or _bind_older_export(encoder, store_dir)
+    problems = (None, None) if found is None else export_problems(store_dir, found, encoder.spec)
+    if found is not None and any(problems):
+        reasons = "; ".join(dict.fromkeys(r for r in problems if r))
+        log.warning("ONNX export of %s refused (%s); exporting it again", encoder.model_key,
+                    reasons)  # fmt: skip
+    elif found is not None and not (found.refusals and found.exporter != _exporter()):
         return found  # a refusal is tried again with another torch, whose exporter may do
     report = progress or (lambda _p: None)
     final = export_folder(store_dir, encoder.model_key)
@@ -245,6 +325,7 @@ def ensure_export(
         text = _export_tower(encoder, temp, "text")
         report(Progress(2, 2, message="exported to ONNX"))
         tokenizer = "clip-bpe" if _is_clip_bpe(encoder) else None
+        image, text = _with_hashes(temp, image), _with_hashes(temp, text)
         record = {
             "format": EXPORT_FORMAT,
             "model_key": encoder.model_key,
@@ -257,11 +338,11 @@ def ensure_export(
             "opset": OPSET,
             "probe_cosine": PROBE_COSINE,
             "exporter": _exporter(),
+            "weights_sha256": weights_identity(store_dir, encoder.spec, encoder.model_key),
         }
         atomic_write_text(temp / MANIFEST_FILE, json.dumps(record, indent=2))
         if read_export(store_dir, encoder.model_key) in (None, found):
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(final)  # an export of an older format, or a refusal
+            safe_to_remove(final)  # an export of an older format, a refusal, a bad one
             os.replace(temp, final)
         # else another process finished the same export meanwhile: it is kept
     finally:
@@ -269,6 +350,15 @@ def ensure_export(
     found = read_export(store_dir, encoder.model_key)
     assert found is not None
     return found
+
+
+def _with_hashes(folder: Path, tower: TowerRecord) -> TowerRecord:
+    """`tower` with its file's hashes (remembered as checked: they were taken just now)."""
+    if tower.file is None:
+        return tower
+    hashes = file_record(folder / tower.file)
+    remember_checked(folder, tower.file, hashes["sha256"])
+    return replace(tower, hashes=hashes)
 
 
 def _exporter() -> str:
@@ -346,16 +436,9 @@ def _export_tower(encoder: OpenClipEncoder, folder: Path, which: str) -> TowerRe
     if which == "image" and encoder._mean is None:
         return TowerRecord(None, None, "its preprocessing is not resize, crop and normalise")
     try:
-        if which == "image":
-            module = _image_module(encoder)
-            probe = torch.from_numpy(_probe_pixels(encoder))
-            expected = encoder.encode_preprocessed(list(_probe_pixels(encoder)))
-            names = ("pixels", "vectors")
-        else:
-            module = _text_module(encoder)
-            probe = encoder._tokenizer(list(_PROBE_TEXTS)).cpu()
-            expected = encoder.encode_texts(list(_PROBE_TEXTS))
-            names = ("tokens", "vectors")
+        module = _image_module(encoder) if which == "image" else _text_module(encoder)
+        names = ("pixels" if which == "image" else "tokens", "vectors")
+        probe = torch.from_numpy(_probe_inputs(encoder, which))
         on_device = next(module.parameters()).device
         module = module.to("cpu")
         try:
@@ -380,18 +463,71 @@ def _export_tower(encoder: OpenClipEncoder, folder: Path, which: str) -> TowerRe
                 )
         finally:
             module.to(on_device)
-        session = open_session(folder / file, threads=1)
-        got = session.run(None, {names[0]: probe.numpy()})[0]
+        cosine = probe_cosine(encoder, folder / file, which)
     except Exception as error:  # any exporter or runtime failure: torch stays
         (folder / file).unlink(missing_ok=True)
         return TowerRecord(None, None, f"cannot be exported: {one_line(error, 200)}")
-    cosine = float(np.min(np.sum(np.asarray(got, dtype=np.float64) * expected, axis=1)))
     if not cosine >= PROBE_COSINE:  # not >=: a NaN is refused too
         (folder / file).unlink(missing_ok=True)
         return TowerRecord(
             None, cosine, f"cosine {cosine:.6f} to torch on the probe batch, below {PROBE_COSINE}"
         )
     return TowerRecord(file, cosine, None)
+
+
+def _probe_inputs(encoder: OpenClipEncoder, which: str) -> np.ndarray:
+    """The probe batch of a tower: pixels (`_probe_pixels`) or the probe texts' tokens."""
+    if which == "image":
+        return _probe_pixels(encoder)
+    return np.asarray(encoder._tokenizer(list(_PROBE_TEXTS)).cpu().numpy(), dtype=np.int64)
+
+
+def probe_cosine(encoder: OpenClipEncoder, path: Path, which: str) -> float:
+    """The lowest cosine, over the probe batch, of the ONNX tower in `path` to `encoder`'s
+    vectors (onnxruntime's failure to open or run it is raised)."""
+    inputs = _probe_inputs(encoder, which)
+    if which == "image":
+        expected = encoder.encode_preprocessed(list(inputs))
+    else:
+        expected = encoder.encode_texts(list(_PROBE_TEXTS))
+    got = open_session(path, threads=1).run(
+        None, {"pixels" if which == "image" else "tokens": inputs}
+    )[0]
+    return float(np.min(np.sum(np.asarray(got, dtype=np.float64) * expected, axis=1)))
+
+
+def _bind_older_export(encoder: OpenClipEncoder, store_dir: Path) -> OnnxExport | None:
+    """An export made before exports were bound to their model (format 1), bound now: each
+    usable tower checked again against `encoder` on the probe batch (a moment, no export),
+    then recorded with its hashes and the weights'. None when there is none, or when a tower
+    is not where it must be or no longer gives the model's vectors (it is made again then)."""
+    folder = export_folder(store_dir, encoder.model_key)
+    try:
+        data = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != 1:
+        return None
+    if data.get("model_key") != encoder.model_key:
+        return None
+    try:
+        for which, name in (("image", IMAGE_FILE), ("text", TEXT_FILE)):
+            tower = TowerRecord.from_json(data.get(which))
+            if not tower.usable:
+                continue
+            if path_problem(folder, tower.file, name) or not (
+                probe_cosine(encoder, folder / name, which) >= PROBE_COSINE
+            ):
+                return None
+            data[which] = {**data[which], **_with_hashes(folder, tower).to_json()}
+        data["format"] = EXPORT_FORMAT
+        data["weights_sha256"] = weights_identity(store_dir, encoder.spec, encoder.model_key)
+        atomic_write_text(folder / MANIFEST_FILE, json.dumps(data, indent=2))
+    except Exception as error:  # a file onnxruntime cannot run, a store it cannot write
+        log.info("older ONNX export of %s not kept: %s", encoder.model_key, one_line(error, 160))
+        return None
+    log.info("older ONNX export of %s checked against the model again and kept", encoder.model_key)
+    return read_export(store_dir, encoder.model_key)
 
 
 def _context_length(encoder: OpenClipEncoder) -> int | None:
@@ -471,10 +607,20 @@ class OnnxEncoder:
     def __repr__(self) -> str:
         return f"OnnxEncoder({self.model_key!r}, dim={self.dim})"
 
-    def _session(self, tower: TowerRecord) -> onnxruntime.InferenceSession:
+    def _session(self, tower: TowerRecord) -> onnxruntime.InferenceSession | None:
+        """The tower's session; None (said in one line, the tower refused from now on, torch
+        encoding it) when onnxruntime cannot open its file."""
         assert tower.file is not None
         if tower.file not in self._sessions:
-            self._sessions[tower.file] = open_session(self.export.path(tower), self._threads)
+            try:
+                self._sessions[tower.file] = open_session(self.export.path(tower), self._threads)
+            except Exception as error:  # onnxruntime's own errors: a file it cannot read
+                reason = f"{tower.file} does not open: {one_line(error, 160)}"
+                log.warning("ONNX export of %s not used (%s); torch encodes it",
+                            self.model_key, reason)  # fmt: skip
+                image = reason if tower is self.export.image else None
+                self.export = self.export.refusing(image, None if image else reason)
+                return None
         return self._sessions[tower.file]
 
     @property
@@ -505,8 +651,11 @@ class OnnxEncoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if not self.export.image.usable or not isinstance(batch[0], np.ndarray):
             return self.fallback().encode_preprocessed(batch)
+        session = self._session(self.export.image)
+        if session is None:
+            return self.fallback().encode_preprocessed(batch)
         pixels = np.ascontiguousarray(np.stack(batch), dtype=np.uint8)
-        vectors = self._session(self.export.image).run(None, {"pixels": pixels})[0]
+        vectors = session.run(None, {"pixels": pixels})[0]
         return np.asarray(vectors, dtype=np.float32)
 
     def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
@@ -526,6 +675,8 @@ class OnnxEncoder:
         if not self.export.text.usable or self._tokenize is None:
             return self.fallback().encode_texts(texts)
         session = self._session(self.export.text)
+        if session is None:
+            return self.fallback().encode_texts(texts)
         parts = [
             session.run(None, {"tokens": self._tokenize(list(texts[i : i + _TEXT_BATCH]))})[0]
             for i in range(0, len(texts), _TEXT_BATCH)
@@ -547,15 +698,22 @@ def onnx_encoder_for(
         if runtime == "onnx":
             raise BadInputError("the ONNX runtime is not installed (pip install onnxruntime)")
         return encoder
-    if not export and read_export(store_dir, encoder.model_key) is None:
-        return encoder
-    try:
-        made = ensure_export(encoder, store_dir, progress)
-    except OSError as error:
-        log.warning("ONNX export of %s not written, using torch: %s", encoder.model_key, error)
-        return encoder
-    for name, tower in (("image", made.image), ("text", made.text)):
-        if tower.refused:
+    if not export:  # only an export already there, checked (a bad one is said and not used)
+        recorded = read_export(store_dir, encoder.model_key) or _bind_older_export(
+            encoder, store_dir
+        )
+        if recorded is None:
+            return encoder
+        made = _checked(store_dir, recorded, encoder.spec)
+    else:
+        try:
+            made = recorded = ensure_export(encoder, store_dir, progress)
+        except OSError as error:
+            log.warning("ONNX export of %s not written, using torch: %s", encoder.model_key,
+                        error)  # fmt: skip
+            return encoder
+    for name, tower in (("image", recorded.image), ("text", recorded.text)):
+        if tower.refused:  # at export (a check's refusal was said by `_checked`)
             log.warning(
                 "ONNX %s tower of %s refused (%s); torch encodes it",
                 name,
@@ -585,7 +743,9 @@ def text_encoder_from_store(
     """An encoder for text queries that needs no torch: the export's text tower and
     `ClipTokenizer`, or None when the store holds no such export of `model_key` (or
     onnxruntime is missing). Anything else it is asked for comes from `fallback`."""
-    export = read_export(store_dir, model_key)
+    if not onnx_runtime_installed():
+        return None
+    export = checked_export(store_dir, model_key, spec)
     if (
         export is None
         or not export.text.usable
@@ -598,150 +758,3 @@ def text_encoder_from_store(
     return OnnxEncoder(
         export, spec, fallback, tokenize=lambda texts: clip_tokenizer().tokens(texts, length)
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# CLIP's byte-pair tokenizer without torch
-
-
-def _open_clip_vocabulary() -> Path:
-    """open_clip's BPE vocabulary file, found without importing open_clip (which imports
-    torch)."""
-    found = importlib.util.find_spec("open_clip")
-    locations = list(found.submodule_search_locations or []) if found else []
-    for location in locations:
-        path = Path(location) / "bpe_simple_vocab_16e6.txt.gz"
-        if path.is_file():
-            return path
-    raise BadInputError(
-        "open_clip's tokenizer vocabulary (bpe_simple_vocab_16e6.txt.gz) is missing"
-    )
-
-
-@lru_cache(maxsize=1)
-def _bytes_to_unicode() -> dict[int, str]:
-    """CLIP's reversible map of bytes to printable characters."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    codes = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            codes.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, (chr(code) for code in codes), strict=True))
-
-
-_MERGES = 49152 - 256 - 2  # the merges CLIP uses: the vocabulary file's lines after the first
-_NOT_A_MERGE = float("inf")
-
-
-def _merge_lines(vocabulary: Path, count: int) -> list[str]:
-    """The `count` merge lines ("first second") after the vocabulary file's header line. Only
-    about a sixth of the file is decompressed: inflating all of it took a third of the
-    tokenizer's start."""
-    inflater = zlib.decompressobj(wbits=31)  # a gzip stream
-    parts: list[bytes] = []
-    newlines = 0
-    with vocabulary.open("rb") as packed:
-        while newlines <= count:
-            chunk = packed.read(1 << 16)
-            if not chunk:
-                break
-            part = inflater.decompress(chunk)
-            parts.append(part)
-            newlines += part.count(b"\n")
-    data = b"".join(parts)
-    if newlines > count:  # cut after a whole line: a chunk may end inside a character
-        data = data[: data.rindex(b"\n")]
-    return data.decode("utf-8").split("\n")[1 : count + 1]
-
-
-def _ftfy_leaves_alone(text: str) -> bool:
-    """Whether ftfy's `fix_text` surely returns `text` unchanged: printable ASCII without the
-    "&" of an HTML entity (what it fixes are mis-decoded, non-ASCII or control characters,
-    entities and line breaks)."""
-    return text.isascii() and text.isprintable() and "&" not in text
-
-
-class ClipTokenizer:
-    """open_clip's `SimpleTokenizer` (lower-casing clean-up, plain truncation) without torch;
-    `tokens` gives the same int64 array its call gives as a tensor."""
-
-    def __init__(self, vocabulary: Path | None = None) -> None:
-        import regex  # type: ignore[import-untyped]
-
-        merges = _merge_lines(vocabulary or _open_clip_vocabulary(), _MERGES)
-        symbols = list(_bytes_to_unicode().values())
-        vocab = symbols + [symbol + "</w>" for symbol in symbols]
-        vocab += [merge.replace(" ", "") for merge in merges] + ["<start_of_text>", "<end_of_text>"]
-        # Built by dict(zip()) from the lines as they are, keyed "first second": a third of
-        # the time of a dict of split tuples, which every search's start waited for.
-        self.encoder = dict(zip(vocab, range(len(vocab)), strict=True))
-        self._ranks = dict(zip(merges, range(len(merges)), strict=True))
-        self._cache = {"<start_of_text>": "<start_of_text>", "<end_of_text>": "<end_of_text>"}
-        self._pattern = regex.compile(
-            r"<start_of_text>|<end_of_text>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|"
-            r"[^\s\p{L}\p{N}]+",
-            regex.IGNORECASE,
-        )
-        self.sot, self.eot = self.encoder["<start_of_text>"], self.encoder["<end_of_text>"]
-
-    def _bpe(self, token: str) -> str:
-        if token in self._cache:
-            return self._cache[token]
-        word: tuple[str, ...] = (*token[:-1], token[-1] + "</w>")
-        while len(word) > 1:
-            pairs = {f"{first} {second}" for first, second in zip(word, word[1:], strict=False)}
-            joined_best = min(pairs, key=lambda pair: self._ranks.get(pair, _NOT_A_MERGE))
-            if joined_best not in self._ranks:
-                break
-            best = joined_best.split(" ")
-            merged: list[str] = []
-            i = 0
-            while i < len(word):
-                if i < len(word) - 1 and word[i] == best[0] and word[i + 1] == best[1]:
-                    merged.append(best[0] + best[1])
-                    i += 2
-                else:
-                    merged.append(word[i])
-                    i += 1
-            word = tuple(merged)
-        joined = " ".join(word)
-        self._cache[token] = joined
-        return joined
-
-    def encode(self, text: str) -> list[int]:
-        if not _ftfy_leaves_alone(text):
-            import ftfy  # a twentieth of a second to import: only for text it may change
-
-            text = ftfy.fix_text(text)
-        cleaned = html.unescape(html.unescape(text)).strip()
-        cleaned = " ".join(cleaned.split()).lower()
-        byte_map = _bytes_to_unicode()
-        ids: list[int] = []
-        for piece in self._pattern.findall(cleaned):
-            mapped = "".join(byte_map[b] for b in piece.encode("utf-8"))
-            ids.extend(self.encoder[part] for part in self._bpe(mapped).split(" "))
-        return ids
-
-    def tokens(self, texts: Sequence[str], context_length: int) -> np.ndarray:
-        """(n, context_length) int64 token ids, cut at the context length (ending in EOT)."""
-        out = np.zeros((len(texts), context_length), dtype=np.int64)
-        for row, text in enumerate(texts):
-            ids = [self.sot, *self.encode(text), self.eot]
-            if len(ids) > context_length:
-                ids = ids[:context_length]
-                ids[-1] = self.eot
-            out[row, : len(ids)] = ids
-        return out
-
-
-@lru_cache(maxsize=1)
-def clip_tokenizer() -> ClipTokenizer:
-    """The one `ClipTokenizer` of the process (reading the vocabulary takes a moment)."""
-    return ClipTokenizer()

@@ -51,6 +51,7 @@ from engine.models.folders import (
     installed_from,
     pack_model_key,
     read_manifest,
+    whole_safetensors,
 )
 from engine.models.offers import ROLE_NAMES, Role, offer_for, repository_role
 from engine.models.spec import ModelSpec, as_model_spec, store_key
@@ -520,41 +521,11 @@ def _check_repository(
     if not weights:
         raise BadInputError(f"{claim} but holds no weights; nothing was installed")
     for name in weights:
-        if not _whole_safetensors(folder / name):
+        if not whole_safetensors(folder / name):
             raise BadInputError(
                 f"{claim} but its weights {name} are not a valid safetensors file; "
                 "nothing was installed"
             )
-
-
-def _whole_safetensors(path: Path) -> bool:
-    """Whether `path` is a whole safetensors file: a JSON header whose tensors fill the rest of
-    the file exactly (read without torch; the tensors themselves are not read)."""
-    size = path.stat().st_size
-    try:
-        with path.open("rb") as handle:
-            length = int.from_bytes(handle.read(8), "little")
-            if size < 8 or length > min(size - 8, 100 * _MB):
-                return False
-            header = json.loads(handle.read(length))
-    except (OSError, ValueError, RecursionError):
-        return False
-    if not isinstance(header, dict):
-        return False
-    end = 0
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(n, int) and n >= 0 for n in offsets)
-            or offsets[0] > offsets[1]
-        ):
-            return False
-        end = max(end, offsets[1])
-    return end == size - 8 - length
 
 
 def _check_room(root: Path, total: int, pack: Path) -> None:

@@ -6,11 +6,17 @@ per open catalog, each searched (status ok) photo's id, observation date and pla
 arrays (29 bytes a photo: 145 MB at 5 million) and answers a filter made only of dates,
 months and a box with vectorised comparisons, the same ids as the SQL paths.
 
-Exact, never stale: migration 0016's triggers bump a counter (`library_meta` key
-`images_changed`) in the same transaction as any write that can change these columns, from any
-writer or process. The cache is tagged with the counter read *before* its rows, so a write
-during the load leaves it already stale; it is used only while the counter still equals its
-tag, and otherwise the filters take the SQL path while a reload runs in a background thread.
+Exact, never stale: migration 0019's triggers draw a new random generation (`library_meta` key
+`images_generation`) in the same transaction as any write that can change these columns, from
+any writer or process. The cache is tagged with the generation read *before* its rows, so a
+write during the load leaves it already stale; it is used only while the generation still
+equals its tag, and otherwise the filters take the SQL path while a reload runs in a
+background thread. A generation never comes back (a counter did: a restore took it back and
+as many writes later it met the cache's old value), and a restore brings back the one that
+belonged to the restored rows. SQLite's schema version and PostgreSQL's trigger ids are part
+of the tag, so a writer that drops the triggers, writes and makes them again is noticed too;
+one that writes with them switched off (PostgreSQL's `session_replication_role = replica`)
+is beyond any trigger's reach.
 Reloads after writes are spaced out (`RELOAD_SPACING` times the last load's duration) so that
 an indexer writing all the time does not keep a core busy reloading; the SQL path answers in
 between. Catalogs under `MIN_PHOTOS` photos are never cached: SQL answers them in a few ms.
@@ -30,17 +36,34 @@ import numpy as np
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from engine.catalog import Catalog, Image, LibraryMeta
+from engine.catalog import Catalog, Image
 
 if TYPE_CHECKING:
     from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
 
-# Kept equal to migration 0016 (the counter's key and its triggers' names).
-COUNTER_KEY = "images_changed"
-_SQLITE_TRIGGERS = ("images_changed_added", "images_changed_updated", "images_changed_removed")
-_POSTGRES_TRIGGERS = ("images_changed_rows", "images_changed_truncated")
+# Kept equal to migration 0019 (the generation's key and its triggers' names).
+GENERATION_KEY = "images_generation"
+_SQLITE_TRIGGERS = (
+    "images_generation_added",
+    "images_generation_updated",
+    "images_generation_removed",
+)
+_POSTGRES_TRIGGERS = ("images_generation_rows", "images_generation_truncated")
+# The tag: the generation, then what says the triggers are the ones it was read under (SQLite's
+# schema version moves with any trigger dropped or made; a PostgreSQL trigger made again has a
+# new oid, and one switched off or set to fire only for replicas is left out).
+_SQLITE_GENERATION = text(
+    "SELECT (SELECT value FROM library_meta WHERE key = :key) || '@' || "
+    "(SELECT schema_version FROM pragma_schema_version)"
+)
+_POSTGRES_GENERATION = text(
+    "SELECT (SELECT value FROM library_meta WHERE key = :key) || '@' || "
+    "(SELECT array_agg(tgname || ':' || oid::text ORDER BY tgname)::text FROM pg_trigger "
+    "WHERE tgrelid = 'images'::regclass AND NOT tgisinternal AND tgenabled IN ('O', 'A') "
+    "AND tgname LIKE 'images\\_generation\\_%')"
+)
 
 # Below this many photos (the highest id) the indexes answer in a few ms: no memory spent.
 MIN_PHOTOS = 100_000
@@ -72,7 +95,7 @@ _NO_LATER_DAY = 99_999_999
 class FilterColumns:
     """The searched photos' filter columns, one entry per photo, ids ascending."""
 
-    counter: int  # migration 0016's change counter when the rows were read
+    generation: str  # the catalog's generation (`_generation`) when the rows were read
     ids: np.ndarray  # int64
     days: np.ndarray  # int32 YYYYMMDD (ordered like dates), 0 without a date
     months: np.ndarray  # uint8 1..12, 0 without a date
@@ -133,17 +156,17 @@ def answer(columns: FilterColumns, filters: SearchFilters) -> np.ndarray:
     return ids
 
 
-def _counter(session: Session) -> int | None:
-    value = session.scalar(select(LibraryMeta.value).where(LibraryMeta.key == COUNTER_KEY))
-    try:
-        return None if value is None else int(value)
-    except ValueError:
-        return None
+def _generation(session: Session) -> str | None:
+    """The catalog's generation as the cache tags its rows (None before migration 0019)."""
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    query = _SQLITE_GENERATION if sqlite else _POSTGRES_GENERATION
+    value = session.scalar(query, {"key": GENERATION_KEY})
+    return None if value is None else str(value)
 
 
-def _counter_kept(session: Session) -> bool:
-    """Whether migration 0016's triggers are all there (a later migration that rebuilt
-    `images` without them would leave the counter still while the rows change)."""
+def _triggers_kept(session: Session) -> bool:
+    """Whether migration 0019's triggers are all there and fire (a later migration that
+    rebuilt `images` without them would leave the generation still while the rows change)."""
     if session.get_bind().dialect.name == "sqlite":
         names: tuple[str, ...] = _SQLITE_TRIGGERS
         found = session.execute(
@@ -154,7 +177,7 @@ def _counter_kept(session: Session) -> bool:
         found = session.execute(
             text(
                 "SELECT tgname FROM pg_trigger WHERE tgrelid = 'images'::regclass "
-                "AND NOT tgisinternal AND tgenabled <> 'D'"
+                "AND NOT tgisinternal AND tgenabled IN ('O', 'A')"
             )
         )
     return set(names) <= {row[0] for row in found}
@@ -174,14 +197,14 @@ def _read_chunk(session: Session, start: int, end: int) -> np.ndarray:
 
 def read_filter_columns(catalog: Catalog) -> FilterColumns | None:
     """Every searched photo's filter columns, read a chunk of ids at a time; None when the
-    catalog has no change counter to keep them exact with (before migration 0016)."""
+    catalog has no generation to keep them exact with (before migration 0019)."""
     with catalog.session() as s:
-        if not _counter_kept(s):
-            log.warning("the filter cache is off: the catalog's change counter has no triggers")
+        if not _triggers_kept(s):
+            log.warning("the filter cache is off: the catalog's generation has no triggers")
             return None
-        counter = _counter(s)  # before the rows: a write from now on makes the cache stale
+        generation = _generation(s)  # before the rows: a write from now on makes them stale
         top = s.scalar(select(func.max(Image.id))) or 0
-    if counter is None:
+    if generation is None:
         return None
     parts = []
     for start in range(0, top, LOAD_CHUNK):
@@ -190,7 +213,7 @@ def read_filter_columns(catalog: Catalog) -> FilterColumns | None:
     rows = np.concatenate(parts) if parts else np.empty(0, dtype=_ROW)
     days = np.ascontiguousarray(rows["day"])
     return FilterColumns(
-        counter=counter,
+        generation=generation,
         ids=np.ascontiguousarray(rows["id"]),
         days=days,
         months=(days // 100 % 100).astype(np.uint8),
@@ -228,8 +251,10 @@ class _CatalogCache:
             columns = None
         took = time.monotonic() - started
         with self.lock:
+            # None: the catalog can no longer keep them exact (its triggers are gone), or a
+            # fault; the old columns' tag no longer matches either way, so let them go.
+            self.columns = columns
             if columns is not None:
-                self.columns = columns
                 self.load_seconds = took
             self.next_load_at = time.monotonic() + RELOAD_SPACING * took
             self.loader = None
@@ -257,7 +282,7 @@ def cached_ids(catalog: Catalog, session: Session, filters: SearchFilters) -> np
     catalog's current rows; else None (and a background load starts, when worth it)."""
     cache = _cache_of(catalog)
     columns = cache.columns
-    if columns is not None and _counter(session) == columns.counter:
+    if columns is not None and _generation(session) == columns.generation:
         return answer(columns, filters)
     if columns is not None or (session.scalar(select(func.max(Image.id))) or 0) >= MIN_PHOTOS:
         cache.start_load(catalog)
@@ -271,8 +296,7 @@ def load_filter_cache(catalog: Catalog) -> FilterColumns | None:
     cache.wait()
     columns = read_filter_columns(catalog)
     with cache.lock:
-        if columns is not None:
-            cache.columns = columns
+        cache.columns = columns
     return columns
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Taxon
 from engine.catalog.library import Library
-from engine.errors import BadImageError, BadInputError
+from engine.errors import BadImageError, BadInputError, QuadratError
 from engine.search.filters import SearchFilters, filtered_ids
 from engine.terms import QueryTerms, parse_terms
 
@@ -165,6 +165,10 @@ class Searcher:
                 # taxon and common are None for a photo without a taxon (the outer join)
                 for image_id, root, rel, taxon, common in s.execute(stmt):
                     info[image_id] = (root, rel, taxon, common)
+        if self.library.restored_since_indexes_loaded():
+            # The ids came from the index of the catalog before: read here, they may name
+            # other photos. (The next search reads the restored catalog's vectors.)
+            raise QuadratError("the catalog was restored while this search ran; search again")
         hits: list[SearchHit] = []
         for image_id, score in ranked:
             if image_id not in info:  # removed between index and catalog read

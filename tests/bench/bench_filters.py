@@ -85,10 +85,10 @@ FILTER_TRIGGERS = (
     "images_place_added",
     "images_place_changed",
     "images_place_removed",
-    # and migration 0016's change counter (the filter cache's), off for the bulk write too
-    "images_changed_added",
-    "images_changed_updated",
-    "images_changed_removed",
+    # and migration 0019's generation (the filter cache's), off for the bulk write too
+    "images_generation_added",
+    "images_generation_updated",
+    "images_generation_removed",
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QLineEdit
+from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit
 
 from app.controllers.application import Application
 from engine.judgments.attributes import attribute_history, attributes_of, set_attributes
@@ -129,6 +129,69 @@ def test_a_query_preset_fills_a_photo_judged_relevant_and_undo_takes_it_back(qtb
     qtbot.waitUntil(lambda: attributes_of(library, query_id, image_id) == {}, timeout=5_000)
     assert app.judging.store.judgments(query_id) == {}
     qtbot.waitUntil(lambda: form.text("reproductiveCondition") == "", timeout=5_000)
+
+
+def test_a_preset_set_after_judging_is_offered_to_the_photos_judged_before(qtbot, described_app):
+    """Issue 34: a preset reached only photos judged after it was set, though its dialog said
+    every relevant photo gets it. Now OK offers it to the photos judged before, with their
+    count; Apply fills them, and one Ctrl+Z takes the whole fill back."""
+    from tests.gui.test_backups_window import judged
+
+    app = described_app
+    library, query_id = app.judging.store.library, app.judging.query_id
+    model = app.window.results_model
+    ids = [model.item(row).image_id for row in range(5)]
+    judged(qtbot, app, {ids[0]: 1, ids[1]: 1, ids[2]: 1, ids[3]: 0})
+    set_attributes(library, query_id, ids[1], {"lifeStage": "juvenile"})  # its own value
+    questions: list[tuple[str, int]] = []
+
+    def ask_fill(question: str, photos: int) -> bool:
+        questions.append((question, photos))
+        return True
+
+    app.attributes._ask_presets = lambda _fields, _title, _values: {"lifeStage": "Adult"}
+    app.attributes._ask_fill = ask_fill
+    select(qtbot, app, 0)
+    with qtbot.waitSignal(app.attributes.presetsFilled, timeout=5_000) as filled:
+        app.attributes.editor.presets_button.click()
+    assert filled.args == [query_id, 2]
+    assert questions == [
+        (
+            "Apply Life stage (lifeStage) = adult to the 2 relevant photos judged before? "
+            "Photos with their own value keep it. Undo the last judgment (Ctrl+Z) takes it "
+            "back.",
+            2,
+        )
+    ]
+    assert {i: attributes_of(library, query_id, i).get("lifeStage") for i in ids} == {
+        ids[0]: "adult", ids[1]: "juvenile", ids[2]: "adult", ids[3]: None, ids[4]: None
+    }  # fmt: skip
+    who = {(r.image_id, r.changed_by) for r in attribute_history(library, query_id)}
+    assert (ids[0], app.judging.store.user) in who
+    form = app.attributes.editor.form
+    qtbot.waitUntil(lambda: form.text("lifeStage") == "adult", timeout=5_000)
+    assert "presets given to 2 photos" in app.window.status_line.text()
+
+    # One undo takes back the whole fill, and the pane shows it; the judgments stay.
+    app.window.undo_judgment_action.trigger()
+    qtbot.waitUntil(
+        lambda: (
+            attributes_of(library, query_id, ids[0]) == {}
+            and attributes_of(library, query_id, ids[2]) == {}
+        ),
+        timeout=5_000,
+    )
+    assert attributes_of(library, query_id, ids[1]) == {"lifeStage": "juvenile"}
+    qtbot.waitUntil(lambda: form.text("lifeStage") == "", timeout=5_000)
+    assert app.judging.store.judgments(query_id) == {ids[0]: 1, ids[1]: 1, ids[2]: 1, ids[3]: 0}
+
+    # The dialog says what OK does: from now on, and an offer for the photos judged before.
+    from widgets.attributes_editor import PresetsDialog
+
+    dialog = PresetsDialog(app.attributes.fields, "red circle", {})
+    qtbot.addWidget(dialog)
+    intro = dialog.findChild(QLabel).text()
+    assert "from now on" in intro and "already judged relevant are offered" in intro
 
 
 def test_the_pane_and_every_dialog_name_each_term_alike(qtbot, judges_app):  # noqa: F811

@@ -125,6 +125,11 @@ def test_camtrap_dp_export_takes_the_scientific_name_typed(qtbot, make_app, tmp_
     assert dialog.name_hint.isVisibleTo(dialog)
     dialog.name_edit.setText("Capreolus capreolus")
     assert not dialog.name_hint.isVisibleTo(dialog)
+    dialog.restricted_box.setChecked(True)  # the demo's frames record no licence
+    qtbot.waitUntil(dialog.export_button.isEnabled, timeout=10_000)  # checked: something to write
+    # Leaving the name field (as a click on Export does) checks again, Export still pressable.
+    dialog.name_edit.editingFinished.emit()
+    assert dialog.export_button.isEnabled()
     dialog.export_button.click()
     status = app.window.status_line
     qtbot.waitUntil(lambda: "Camtrap DP package written" in status.text(), timeout=10_000)

@@ -13,6 +13,8 @@ places every export generalises to a grid or withholds (engine/catalog/privacy.p
 keep NULL until their collection is indexed again.
 """
 
+import sqlite3
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -55,6 +57,11 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("sensitive_taxa")
+    if op.get_bind().dialect.name == "sqlite" and sqlite3.sqlite_version_info >= (3, 35, 0):
+        # In place: a batch rebuild of `images` would drop every other migration's triggers.
+        for name, _ in reversed(_IMAGE_COLUMNS):
+            op.execute(f"ALTER TABLE images DROP COLUMN {name}")
+        return
     with op.batch_alter_table("images", schema=None) as batch_op:
         for name, _ in reversed(_IMAGE_COLUMNS):
             batch_op.drop_column(name)
