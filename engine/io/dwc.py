@@ -248,10 +248,11 @@ def _export_problems(
     out: list[Problem] = []
     local = sum(r.multimedia["identifier"].startswith("file:") for r in records)
     if local and not media_url:
+        what = "identifier is a file: URI" if local == 1 else "identifiers are file: URIs"
         out.append(
             Problem(
                 WARNING,
-                f"{local:,} photo identifiers are file: URIs, which only this computer can open: "
+                f"{local:,} photo {what}, which only this computer can open: "
                 "give the address where the photos will be published (--media-url)",
             )
         )
