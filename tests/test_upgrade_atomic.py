@@ -97,8 +97,8 @@ def run_in_child(target: Callable[..., None], *args: Any) -> int:
     return child.exitcode
 
 
-# A child process per statement of every migration since 0004 (over 100 of them): about three
-# minutes on a loaded 2-core machine, more than the default limit when other tests share it.
+# A child process per statement of every migration since 0004: 186 s alone on a loaded 2-core
+# machine, past the default limit when other tests share the cores.
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_an_upgrade_killed_after_any_statement_leaves_a_library_that_opens(tmp_path: Path):
