@@ -53,7 +53,12 @@ from app.cli_events import (
     print_event_results,
     search_depth,
 )
-from app.cli_export import DWC_KINDS, add_dwc_options, cmd_export_records
+from app.cli_export import (
+    DWC_KINDS,
+    add_dwc_options,
+    cmd_export_records,
+    cmd_export_relevant_photos,
+)
 from app.cli_feedback import add_feedback_commands
 from app.cli_filters import add_filter_options, check_filter_args, filters_from_args
 from app.cli_inquire import add_inquire_command
@@ -467,16 +472,16 @@ def _missing_note(photos: int) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.io.export import copy_relevant_photos, export_judgments
+    from engine.io.export import export_judgments
 
     if args.what == "xmp":
         return cmd_export_xmp(args)
     if args.what == CAMTRAP_KIND:
         return cmd_export_camtrap(args)  # OUT may be left out with --check
+    if args.what in DWC_KINDS:
+        return cmd_export_records(args)  # likewise
     if args.out is None:
         raise BadInputError(f"export {args.what} needs OUT (a file or folder to write)")
-    if args.what in DWC_KINDS:
-        return cmd_export_records(args)
     with open_library(args.library) as library:
         queries = [saved_query_id(library, q) for q in args.query or ()] or None
         if args.what == "judgments":
@@ -484,17 +489,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             rows = export_judgments(library, args.out, queries, fmt=args.format, view=view)
             print(f"{rows} judgments written to {args.out}")
             return EXIT_OK
-        one_query_argument(args, "relevant-photos")
-        assert queries is not None  # one, resolved above
-        copied = copy_relevant_photos(library, queries[0], args.out)
-        print(f"{len(copied)} photos copied to {args.out}")
-        if copied.missing:
-            print(
-                f"{copied.missing} photos judged relevant are missing from disk and were not "
-                "copied (their judgments are kept)",
-                file=sys.stderr,
-            )
-    return EXIT_OK
+    one_query_argument(args, "relevant-photos")
+    assert queries is not None  # one, resolved above
+    return cmd_export_relevant_photos(args, queries[0])
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
