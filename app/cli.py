@@ -53,7 +53,12 @@ from app.cli_events import (
     print_event_results,
     search_depth,
 )
-from app.cli_export import DWC_KINDS, add_dwc_options, cmd_export_records
+from app.cli_export import (
+    DWC_KINDS,
+    add_dwc_options,
+    cmd_export_records,
+    cmd_export_relevant_photos,
+)
 from app.cli_feedback import add_feedback_commands
 from app.cli_filters import add_filter_options, check_filter_args, filters_from_args
 from app.cli_inquire import add_inquire_command
@@ -422,6 +427,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         seconds = time.monotonic() - started
         hits = context.searcher.hits_for(ranking.pairs())
         events = event_results(library, hits, args)  # None unless --events
+        names = None
+        if filters.active:  # chips name collections and deployments; so does the note
+            from engine.search.filters import filter_names
+
+            names = filter_names(library.catalog)
     if events is not None:
         print_event_results(events, args.json, {"method": method.text, "kind": query.kind})
         if not args.json:
@@ -445,7 +455,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if filters.active:
-        applied = "; ".join(label for _, label in filters.describe())
+        applied = "; ".join(label for _, label in filters.describe(names))
         print(f"note: only photos passing the filters: {applied}", file=sys.stderr)
     if ranking.details.get("note"):  # e.g. why the language model's subqueries were not used
         print(f"note: {ranking.details['note']}", file=sys.stderr)
@@ -462,16 +472,16 @@ def _missing_note(photos: int) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.io.export import copy_relevant_photos, export_judgments
+    from engine.io.export import export_judgments
 
     if args.what == "xmp":
         return cmd_export_xmp(args)
     if args.what == CAMTRAP_KIND:
         return cmd_export_camtrap(args)  # OUT may be left out with --check
+    if args.what in DWC_KINDS:
+        return cmd_export_records(args)  # likewise
     if args.out is None:
         raise BadInputError(f"export {args.what} needs OUT (a file or folder to write)")
-    if args.what in DWC_KINDS:
-        return cmd_export_records(args)
     with open_library(args.library) as library:
         queries = [saved_query_id(library, q) for q in args.query or ()] or None
         if args.what == "judgments":
@@ -479,17 +489,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             rows = export_judgments(library, args.out, queries, fmt=args.format, view=view)
             print(f"{rows} judgments written to {args.out}")
             return EXIT_OK
-        one_query_argument(args, "relevant-photos")
-        assert queries is not None  # one, resolved above
-        copied = copy_relevant_photos(library, queries[0], args.out)
-        print(f"{len(copied)} photos copied to {args.out}")
-        if copied.missing:
-            print(
-                f"{copied.missing} photos judged relevant are missing from disk and were not "
-                "copied (their judgments are kept)",
-                file=sys.stderr,
-            )
-    return EXIT_OK
+    one_query_argument(args, "relevant-photos")
+    assert queries is not None  # one, resolved above
+    return cmd_export_relevant_photos(args, queries[0])
 
 
 def cmd_forget(args: argparse.Namespace) -> int:

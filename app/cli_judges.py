@@ -5,16 +5,18 @@ settling their disagreements, and recall with a guarantee.
     quadrat adjudicate --query ID_OR_TEXT (--list | --image ID (--relevant | --not-relevant |
         --clear)) [--judge NAME] [--json]
     quadrat certify --query ID_OR_TEXT [--target 0.9] [--confidence 0.95] [--next N] [--record]
-        [--judge NAME] [--json]
+        [filters: --taxon, --deployment, --date-from, ...] [--events] [--judge NAME] [--json]
 
 `agreement` reads each judge's newest judgment of each photo (`judgment_events`) and prints raw
 agreement, Fleiss' kappa and Krippendorff's alpha with bootstrap intervals, and per pair of
 judges Cohen's kappa and the confusion table, then one line per Darwin Core term two judges gave
 values for; `--term lifeStage` measures that term's values instead (each judge's newest value
 per photo, `attribute_events`). `certify` says where the query stands against a
-recall target by the quantile stopping rule (engine/judgments/certified_recall.py): which
-photos of the random sample, or of the ranking's top, to judge next, or that the target is
-reached with the guarantee (`--record` keeps a certified result with the query, for exports).
+recall target by the stratified rule (engine/judgments/certified_recall.py), over the photos
+passing the filter flags (the window's chips) and as events with `--events`: its plan and what
+it costs, which photos of the ranking's top, the random sample or the review to judge next, or
+that the target is reached with the guarantee (`--record` keeps a certified result with the
+query, for exports).
 `adjudicate` lists the photos judges disagree on, or records the judgment that settles one (an
 event of its own kind, which metrics and exports then use). `--judge NAME` (here, on `quadrat
 import`) names who acts; without it the server login on PostgreSQL, else the OS user.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from app.cli_common import EXIT_OK, open_library, saved_query_id
 from app.cli_feedback import _encoder_loader, _model_options
+from app.cli_filters import add_filter_options, filters_from_args
 from engine.errors import BadInputError, QuadratError
 
 if TYPE_CHECKING:
@@ -85,9 +88,11 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     certify = subparsers.add_parser(
         "certify",
         help="certify a saved query's recall (e.g. 90 %% at 95 %%) with a stopping rule",
-        description="Where a saved query stands against a recall target by the quantile "
-        "stopping rule of Lewis, Yang & Frieder (2021): judge a random sample until it holds "
-        "enough relevant photos, then the ranking's top down to the rule's stop.",
+        description="Where a saved query stands against a recall target by a stratified "
+        "rule with a guarantee: judge the ranking's top in full, a random sample below it (its "
+        "size said before it starts), then the ranking on until the relevant photos found reach "
+        "the target share of an exact bound. Filters scope it to the photos they pass, as the "
+        "window's chips do.",
     )
     certify.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")
     certify.add_argument("--library", type=Path, help="library folder")
@@ -103,6 +108,12 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
         help="when certified, keep the result (target, confidence, judgments spent, rule) with "
         "the query: judgment exports and the Darwin Core archive's methods text name it",
     )  # fmt: skip
+    certify.add_argument(
+        "--events", action="store_true",
+        help="certify events rather than photos (as View › Group results by event shows them: "
+        "an event is relevant when a frame of it is)",
+    )  # fmt: skip
+    add_filter_options(certify)
     add_judge_option(certify)
     _model_options(certify)
     certify.add_argument("--json", action="store_true", help="print one JSON object")
@@ -175,37 +186,50 @@ def run_agreement_command(args: argparse.Namespace) -> int:
 def run_certify_command(args: argparse.Namespace) -> int:
     from engine.judgments.adjudication import record_certificate
     from engine.judgments.queries import QueryStore
-    from engine.methods.feedback import certify_for_query
+    from engine.methods.certify import certify_for_query
+    from engine.search.filters import filter_names
     from engine.search.searcher import Searcher
 
     if args.next < 0:
         raise BadInputError("--next must be 0 or more")
     recorded = None
     with open_library(args.library) as library:
+        filters = filters_from_args(args, library)
         query_id = saved_query_id(library, args.query)
         loader = _encoder_loader(args, library)
-        state = certify_for_query(
+        scoped = certify_for_query(
             library, loader, query_id, target=args.target, confidence=args.confidence,
-            batch=max(args.next, 1),
+            batch=max(args.next, 1), filters=filters, events=args.events,
+            names=filter_names(library.catalog),
         )  # fmt: skip
+        state = scoped.state
         if args.record and state.certified:
             judge = QueryStore(library, user=args.judge).user
             recorded = record_certificate(library, query_id, state, judge)
         shown = state.next_ids[: args.next]
-        hits = Searcher(library, loader()).hits_for([(i, 0.0) for i in shown]) if shown else []
+        photos = scoped.photos(shown)
+        hits = Searcher(library, loader()).hits_for([(i, 0.0) for i in photos]) if photos else []
     if args.json:
         out = {"query_id": query_id, **state.to_json(), "recorded": recorded is not None}
-        out["next"] = [{"image_id": h.image_id, "path": h.path} for h in hits]
+        rows = []
+        for unit_id, hit in zip(shown, hits, strict=False):
+            row: dict[str, object] = {"image_id": hit.image_id, "path": hit.path}
+            if args.events:
+                row["event_id"] = unit_id
+            rows.append(row)
+        out["next"] = rows
         print(json.dumps(out))
         return EXIT_OK
+    print(state.plan())
     print(state.summary())
     if recorded is not None:
         print(f"recorded with the query: {recorded.text()}")
     elif args.record:
         print("not recorded: the target is not certified yet")
     if hits:
-        where = "random sample" if state.phase == "sample" else "ranking's top"
-        print(f"judge these next ({where}; mark them in the window, or import their judgments):")
+        where = {"census": "ranking's top", "sample": "random sample"}.get(state.phase, "review")
+        what = "events (their best frame)" if args.events else "photos"
+        print(f"judge these {what} next ({where}; mark them in the window, or import judgments):")
         for hit in hits:
             print(f"  {hit.image_id:>8}  {hit.path}")
     return EXIT_OK

@@ -22,7 +22,8 @@ def _photo(image_id: int, **values: object) -> PhotoDetails:
     """A PhotoDetails with only the given fields set (the rest None or empty)."""
     empty: dict[str, object] = {}
     for f in dataclasses.fields(PhotoDetails):
-        empty[f.name] = () if f.name == "lineage" else None
+        default = None if f.default is dataclasses.MISSING else f.default
+        empty[f.name] = () if f.name == "lineage" else default
     empty.update(image_id=image_id, path=f"/p/{image_id}.jpg", rel_path=f"{image_id}.jpg")
     empty.update(values)
     return PhotoDetails(**empty)  # type: ignore[arg-type]
@@ -101,7 +102,26 @@ def test_csv_files_by_hand() -> None:
         "no_time_of_day": "2",
         "no_taxon": "1",
         "no_place": "1",
+        "place_withheld": "0",
     }
+
+
+def test_places_are_counted_as_they_may_be_published() -> None:
+    from engine.catalog.privacy import ACTION_WITHHOLD, PlaceFacts, PlacePolicy, SensitiveRule
+
+    photos = [
+        _photo(1, latitude=51.2, longitude=-0.7, place_privacy=PlaceFacts(geoprivacy="private")),
+        _photo(2, latitude=51.2, longitude=-0.7, taxon="Lynx lynx"),
+        _photo(3, latitude=51.2, longitude=-0.7, taxon="Bellis perennis"),
+    ]
+    records_only = analyse_photos(photos)
+    assert (records_only.no_place, records_only.withheld_place) == (1, 1)
+    assert sum(records_only.by_place.values()) == 2
+    lab = analyse_photos(photos, PlacePolicy([SensitiveRule("Lynx lynx", ACTION_WITHHOLD)]))
+    assert (lab.no_place, lab.withheld_place) == (2, 2)
+    assert dict(lab.by_place) == {place_of(51.2, -0.7): 1}
+    assert lab.summary().endswith("1 with a place (2 withheld)")
+    assert ["place_withheld", "2"] in _rows(csv_files(lab)["summary.csv"])
 
 
 def test_a_taxon_name_is_never_a_formula() -> None:

@@ -232,7 +232,14 @@ def test_the_checker_sees_wrong_imports(tmp_path, monkeypatch):
 # below it, never one above (lazy imports inside functions count): what sits low can be read,
 # tested and reused without what sits high. Packages in one layer may use each other.
 ENGINE_LAYERS: list[tuple[str, ...]] = [
-    ("engine", "engine.errors", "engine.progress", "engine.files", "engine.terms", "engine.licences"),
+    (
+        "engine",
+        "engine.errors",
+        "engine.progress",
+        "engine.files",
+        "engine.terms",
+        "engine.licences",
+    ),
     ("engine.evaluation", "engine.models", "engine.vectors", "engine.demo"),
     ("engine.catalog",),
     ("engine.indexing",),

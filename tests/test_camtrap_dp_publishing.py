@@ -224,7 +224,11 @@ def test_the_package_carries_its_measured_quality_and_how_each_photo_was_decided
         bob.judge(belgium.query_id, spring_last, 0)
         QueryStore(library, user="alice").judge(belgium.query_id, spring_last, 1)  # unsettled
         adjudicate(library, belgium.query_id, second, 1, by="carol")
-        certification = Certification(0.9, 0.95, "certified", 20, 4, 4, 2, 6, 26, 0, found=4)
+        certification = Certification(
+            target=0.9, confidence=0.95, phase="certified", population=60, census=6,
+            census_relevant=4, rate=0.5, sample_size=20, sample_judged=20, sample_relevant=0,
+            bound=0, stop_rank=6, judged=26, to_judge=0, expected=26, found=4,
+        )  # fmt: skip
         record_certificate(library, belgium.query_id, certification, by="alice")
     _export(belgium, tmp_path / "pkg")
     tables = validate_package(tmp_path / "pkg")

@@ -26,8 +26,8 @@ def test_migrations_build_exactly_the_schema_the_models_describe(catalog_url):
     # The FTS5 table of the records' words (and its shadow tables) is SQLite's, not a model's;
     # so are the places' R*Tree and, on PostgreSQL, their GiST index.
     options = {
-        "include_name": lambda name, _type, _parent: not (
-            is_record_text_table(name or "") or is_places_object(name or "")
+        "include_name": lambda name, _type, _parent: (
+            not (is_record_text_table(name or "") or is_places_object(name or ""))
         )
     }
     with catalog.engine.connect() as conn:

@@ -121,7 +121,7 @@ def test_result_cards_carry_the_detail_panes_photo_view(library, tmp_path):
         latitude=-1.5,
         longitude=36.25,
         location_uncertainty=30.0,
-        license="CC-BY",
+        license="CC BY 4.0 (version assumed)",  # read through the licence table
         rights_holder="A. Naturalist",
         width=640,
         height=480,

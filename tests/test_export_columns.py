@@ -179,7 +179,7 @@ def test_exports_onto_a_full_disk_say_so_in_one_line_and_leave_nothing_behind(
         assert sorted(os.listdir(disk)) == before  # no partial or temporary file
 
         # The same when the free space cannot be known beforehand: the write itself fails.
-        monkeypatch.setattr("engine.io.export.free_bytes", lambda folder: None)
+        monkeypatch.setattr("engine.io.safe_write.free_bytes", lambda folder: None)
         ranking = [(i, 1.0 - n / 10) for n, i in enumerate(photos["field"])] * 200
         with pytest.raises(QuadratError, match="the disk is full.*nothing was lost"):
             export_results_csv(lib, disk / "results.csv", ranking)

@@ -352,11 +352,12 @@ def test_facet_counts_by_hand(edge_library):
     ]
     assert facets["license"] == [
         FacetValue("cc-by-nc", "CC BY-NC", 3),
-        FacetValue("cc0", "CC0", 3),
         FacetValue("", "unknown", 3),
         FacetValue("cc-by", "CC BY", 2),
-        FacetValue("all rights reserved", "all rights reserved", 1),
+        FacetValue("cc0", "CC0", 2),
+        FacetValue("all-rights-reserved", "All rights reserved", 1),
         FacetValue("cc-by-sa", "CC BY-SA", 1),
+        FacetValue("pdm", "Public Domain Mark", 1),  # "public domain": the mark, not CC0
     ]
     assert [(v.key, v.label, v.count) for v in facets["month"]] == [
         ("", "unknown", 3), ("2", "Feb", 2), ("8", "Aug", 1), ("12", "Dec", 1), ("1", "Jan", 1),
@@ -535,7 +536,7 @@ def test_params_round_trip_and_describe():
     )
     params = filters.to_params()
     assert json.loads(json.dumps(params)) == params  # JSON-safe
-    assert params["licenses"] == ["cc-by-nc", "cc0"] and params["collection_ids"] == [1, 3]
+    assert params["licenses"] == ["cc-by-nc", "pdm"] and params["collection_ids"] == [1, 3]
     assert params["date_from"] == "2020-02-29" and params["months"] == [11, 2]
     assert SearchFilters.from_params(params) == filters
     assert SearchFilters.from_params({**params, "added_later": 1}) == filters  # unknown: kept out
@@ -544,7 +545,7 @@ def test_params_round_trip_and_describe():
     chips = dict(filters.describe())
     assert chips["months"] == "Nov–Feb, any year"
     assert chips["near"] == "45.1°N 79.3°W ± 25 km"  # a place, not raw coordinates
-    assert chips["licenses"] == "CC BY-NC or CC0"
+    assert chips["licenses"] == "CC BY-NC or Public Domain Mark"
     assert chips["judged"] == "unjudged for query 7"
     assert [key for key, _ in filters.describe()] == [
         "taxon", "date_from", "date_to", "months", "bbox", "near", "license", "licenses",

@@ -361,10 +361,8 @@ def test_the_darwin_core_methods_name_the_certificate_and_adjudications(judged, 
         export_dwca(library, judged.query_id, out, creator="Dr Sedge")
     with zipfile.ZipFile(out) as archive:
         root = ET.fromstring(archive.read("eml.xml"))
-    methods = " ".join(
-        p.text or "" for p in root.iterfind(".//methods/methodStep/description/para")
-    )
-    assert "Completeness: recall of at least 50 % certified at 50 % confidence" in methods
+    methods = " ".join(p.text or "" for p in root.iterfind(".//methods//description/para"))
+    assert "Recall: recall of at least 50 % certified at 50 % confidence" in methods
     assert "an adjudicated judgment settled 1 photo." in methods
 
 

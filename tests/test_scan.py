@@ -127,7 +127,8 @@ def test_load_coco_metadata_reads_full_records(tmp_path: Path) -> None:
         "Herpestidae",
     )
     assert meta.taxon.image_dir_name == MONGOOSE
-    assert meta.license == "CC BY 4.0"  # int id resolved through "licenses"
+    # The int id resolved through "licenses": its URL, which names the licence exactly.
+    assert meta.license == "https://creativecommons.org/licenses/by/4.0/"
     assert meta.rights_holder == records[rel_path]["rights_holder"]
     assert meta.observed_at == datetime(2021, 5, 1, 10, 0, tzinfo=UTC)
     assert (meta.latitude, meta.longitude) == (11.5, -20.25)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup, QIcon, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QAbstractScrollArea,
@@ -33,6 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+ROW_THUMB = 64  # px: a disagreement's photo beside its name
+
 
 @dataclass(frozen=True)
 class PairView:
@@ -47,12 +49,15 @@ class PairView:
 
 @dataclass(frozen=True)
 class DisagreementRow:
-    """A photo its judges disagree on: each judge's mark (and note), the adjudication if any."""
+    """A photo its judges disagree on: each judge's mark (and note), the adjudication if any,
+    and where the photo is (its thumbnail in the row; a double click opens it)."""
 
     image_id: int
-    photo: str  # its file name, for the list
+    photo: str  # as the window names it: taxon or file name, number, camera
     marks: dict[str, str]  # judge -> "relevant (note)"
     adjudicated: str  # "" when not settled
+    path: str = ""
+    content_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class AgreementDialog(QDialog):
     adjudicateRequested = Signal(int, object)  # image id, relevance (None: take it back)
     refreshRequested = Signal()
     termChosen = Signal(str)  # an attribute's Darwin Core term; "" for relevance
+    photoOpenRequested = Signal(int)  # a row's photo, to see at full size
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -117,7 +123,11 @@ class AgreementDialog(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
+        self.table.setIconSize(QSize(ROW_THUMB, ROW_THUMB))
+        self.table.verticalHeader().setDefaultSectionSize(ROW_THUMB + 8)
+        self.table.cellDoubleClicked.connect(lambda row, _column: self._open_row(row))
         layout.addWidget(self.table, 1)
+        self.rows: list[DisagreementRow] = []
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         refresh = buttons.addButton("Refresh", QDialogButtonBox.ButtonRole.ActionRole)
         refresh.clicked.connect(lambda: self.refreshRequested.emit())
@@ -127,6 +137,33 @@ class AgreementDialog(QDialog):
 
     def show_loading(self) -> None:
         self.title.setText("Reading the judgments…")
+
+    def set_thumbnail(self, image_id: int, pixmap: QPixmap) -> None:
+        """A row's photo arrived: shown beside its name."""
+        for r, row in enumerate(self.rows):
+            item = self.table.item(r, 0)
+            if row.image_id == image_id and item is not None:
+                item.setIcon(QIcon(pixmap))
+
+    def _open_row(self, row: int) -> None:
+        if 0 <= row < len(self.rows):
+            self.photoOpenRequested.emit(self.rows[row].image_id)
+
+    def step_row(self, image_id: int, steps: int) -> int | None:
+        """The photo `steps` rows from `image_id`'s (selected), for stepping in the full view."""
+        ids = [row.image_id for row in self.rows]
+        if image_id not in ids:
+            return None
+        row = ids.index(image_id) + steps
+        if not 0 <= row < len(ids):
+            return None
+        self.table.selectRow(row)
+        return ids[row]
+
+    def _photo_item(self, row: DisagreementRow) -> QTableWidgetItem:
+        item = QTableWidgetItem(row.photo)
+        item.setToolTip(f"{row.photo}\n{row.path}\nDouble-click to see it at full size")
+        return item
 
     def show_report(self, report: AgreementReport) -> None:
         """Show one query's agreement and disagreements."""
@@ -192,7 +229,7 @@ class AgreementDialog(QDialog):
         self.pairs_layout.addStretch(1)  # the tables keep their own width, on the left
 
     def _show_disagreements(self, report: AgreementReport) -> None:
-        rows = report.disagreements
+        rows = self.rows = list(report.disagreements)
         if report.term:  # values differ: shown side by side, nothing to adjudicate
             self.disagreements_label.setText(
                 f"{len(rows)} photo{'s' * (len(rows) != 1)} with different values of "
@@ -203,14 +240,18 @@ class AgreementDialog(QDialog):
             self.table.setHorizontalHeaderLabels(["Photo", *report.judges])
             self.table.setRowCount(len(rows))
             for r, row in enumerate(rows):
-                self.table.setItem(r, 0, QTableWidgetItem(row.photo))
+                self.table.setItem(r, 0, self._photo_item(row))
                 for c, judge in enumerate(report.judges, start=1):
                     self.table.setItem(r, c, QTableWidgetItem(row.marks.get(judge, "—")))
             self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
             return
         self.disagreements_label.setText(
             f"{len(rows)} photo{'s' * (len(rows) != 1)} the judges disagree on"
-            + (": settle each with Relevant or Not relevant" if rows else "")
+            + (
+                ": settle each with Relevant or Not relevant (double-click to see it)"
+                if rows
+                else ""
+            )
         )
         headers = ["Photo", *report.judges, "Adjudicated", "", ""]
         self.table.clear()
@@ -219,7 +260,7 @@ class AgreementDialog(QDialog):
         self.table.setRowCount(len(rows))
         last = len(headers) - 1
         for r, row in enumerate(rows):
-            self.table.setItem(r, 0, QTableWidgetItem(row.photo))
+            self.table.setItem(r, 0, self._photo_item(row))
             for c, judge in enumerate(report.judges, start=1):
                 self.table.setItem(r, c, QTableWidgetItem(row.marks.get(judge, "—")))
             self.table.setItem(r, last - 2, QTableWidgetItem(row.adjudicated or "not yet"))
@@ -268,7 +309,8 @@ class JudgesActions(QWidget):
         self.certify_action = QAction("&Certify recall…", parent)
         self.certify_action.setToolTip(
             "Judge until a recall target (e.g. 90 % at 95 % confidence) is reached with a "
-            "guarantee, by Lewis et al.'s quantile stopping rule"
+            "guarantee, over the photos shown (the filters; events when grouped): a side panel "
+            "says what it costs before it starts"
         )
         self.certify_action.triggered.connect(lambda: self.certifyRequested.emit())
         self.offer_action = QAction("&Double judging…", parent)

@@ -18,7 +18,7 @@ the top row emits `leaveUpRequested` so the query bar can take the focus back.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any, Protocol
 
@@ -105,6 +105,12 @@ class ResultItem:
     # grid's "×7" badge); None and 1 for a photo shown alone.
     event_id: int | None = None
     frame_ids: tuple[int, ...] = ()  # in time order
+    # Where a collection has several cameras: the photo's deployment and camera, the card's
+    # second line ("CAM01_trail (QT0001) · QuadratTrail QT-1"); "" otherwise.
+    camera: str = ""
+    # An event's face when it is not the best frame (the sharpest frame with something in
+    # it): its id, path and content hash, for the thumbnail; None shows the photo itself.
+    face: tuple[int, str, str | None] | None = None
 
     @property
     def frames(self) -> int:
@@ -135,6 +141,7 @@ class ResultsModel(QAbstractListModel):
         super().__init__(parent)
         self._items: list[ResultItem] = []
         self._rows: dict[int, int] = {}  # image id -> row
+        self._face_rows: dict[int, int] = {}  # an event card's face (image id) -> its row
         self._judgments: dict[int, int] = {}
         self._thumbnails: ThumbnailSource | None = None
 
@@ -146,6 +153,9 @@ class ResultsModel(QAbstractListModel):
         self.beginResetModel()
         self._items = list(items)
         self._rows = {item.image_id: row for row, item in enumerate(self._items)}
+        self._face_rows = {
+            item.face[0]: row for row, item in enumerate(self._items) if item.face is not None
+        }
         self.endResetModel()
 
     def clear(self) -> None:
@@ -162,6 +172,9 @@ class ResultsModel(QAbstractListModel):
         before = self._items
         self._items = order
         self._rows = {item.image_id: row for row, item in enumerate(self._items)}
+        self._face_rows = {
+            item.face[0]: row for row, item in enumerate(self._items) if item.face is not None
+        }
         for index in self.persistentIndexList():
             if 0 <= index.row() < len(before):
                 row = self._rows[before[index.row()].image_id]
@@ -200,11 +213,28 @@ class ResultsModel(QAbstractListModel):
         return self._judgments.get(image_id)
 
     def thumbnail_ready(self, image_id: int) -> None:
-        """Refresh only the row showing `image_id` (a thumbnail arrived)."""
-        row = self._rows.get(image_id)
+        """Refresh only the row showing `image_id` (a thumbnail arrived), or the event card
+        whose face it is."""
+        row = self._face_rows.get(image_id, self._rows.get(image_id))
         if row is not None:
             index = self.index(row, 0)
             self.dataChanged.emit(index, index, [ResultRole.Thumbnail])
+
+    def set_faces(self, faces: dict[int, tuple[int, str, str | None]]) -> None:
+        """Event cards (by the image id of their card) show these faces: (id, path, hash) of
+        the frame to show; the rows named repaint."""
+        changed = []
+        for image_id, face in faces.items():
+            row = self._rows.get(image_id)
+            if row is None:
+                continue
+            item = self._items[row]
+            self._items[row] = replace(item, face=None if face[0] == item.image_id else face)
+            self._face_rows[face[0]] = row
+            changed.append(row)
+        for row in changed:
+            index = self.index(row, 0)
+            self.dataChanged.emit(index, index, [ResultRole.Thumbnail, ResultRole.Item])
 
     # -- Qt model interface -----------------------------------------------------------------
 
@@ -223,7 +253,8 @@ class ResultsModel(QAbstractListModel):
             shown = score_text(item.score, 4)
             score = f"  score {shown}" if shown else ""
             frames = f"  ·  an event of {item.frames} frames" if item.frames > 1 else ""
-            return f"#{item.rank}{score}{frames}\n{item.title}\n{item.path}"
+            camera = f"\n{item.camera}" if item.camera else ""
+            return f"#{item.rank}{score}{frames}\n{item.title}{camera}\n{item.path}"
         if role == ResultRole.Item:
             return item
         if role == ResultRole.ImageId:
@@ -239,9 +270,14 @@ class ResultsModel(QAbstractListModel):
         if role == ResultRole.Thumbnail:
             if self._thumbnails is None:
                 return None
-            pixmap = self._thumbnails.pixmap(item.image_id)
+            image_id, path, content_hash = item.face or (
+                item.image_id,
+                item.path,
+                item.content_hash,
+            )
+            pixmap = self._thumbnails.pixmap(image_id)
             if pixmap is None:
-                self._thumbnails.request(item.image_id, item.path, item.content_hash)
+                self._thumbnails.request(image_id, path, content_hash)
             return pixmap
         return None
 
@@ -302,6 +338,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         self._badge_font.setBold(True)
         self._score_font = QFont(self._badge_font)
         self._score_font.setBold(False)
+        self._camera_font = QFont(self._score_font)
         self._placeholder = QColor("#e4e7ea")
         self._card = QColor("#ffffff")
         self._accent = QColor("#2f6f4f")
@@ -382,22 +419,39 @@ class ThumbnailDelegate(QStyledItemDelegate):
             rect.width() - 12,
             rect.bottom() - thumb_rect.bottom() - 6,
         )
+        camera = item.camera if isinstance(item, ResultItem) else ""
+        title_rect = text_rect
+        if camera:
+            # Two lines: the title (and score) on top, the camera below in the small font.
+            title_rect = QRect(text_rect.left(), text_rect.top(), text_rect.width(),
+                               option.fontMetrics.height())  # fmt: skip
+            camera_rect = QRect(text_rect.left(), title_rect.bottom() + 1, text_rect.width(),
+                                text_rect.bottom() - title_rect.bottom())  # fmt: skip
+            painter.setFont(self._camera_font)
+            painter.setPen(QColor("#3f5a6b"))
+            painter.drawText(
+                camera_rect,
+                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
+                QFontMetrics(self._camera_font).elidedText(
+                    camera, Qt.TextElideMode.ElideRight, camera_rect.width()
+                ),
+            )
         score = model_data(index, ResultRole.Score)
         shown_score = score_text(score)
         painter.setFont(self._score_font)
         score_width = QFontMetrics(self._score_font).horizontalAdvance(shown_score) + 6
         painter.setPen(QColor("#5b6570"))
         painter.drawText(
-            text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, shown_score
+            title_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, shown_score
         )
         painter.setFont(option.font)
         painter.setPen(option.palette.text().color())
         title = str(model_data(index, Qt.ItemDataRole.DisplayRole) or "")
         elided = option.fontMetrics.elidedText(
-            title, Qt.TextElideMode.ElideRight, text_rect.width() - score_width
+            title, Qt.TextElideMode.ElideRight, title_rect.width() - score_width
         )
         painter.drawText(
-            text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided
+            title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided
         )
         painter.restore()
 

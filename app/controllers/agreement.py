@@ -1,5 +1,5 @@
 """Several judges in the window: who is judging, blind double judging, agreement and
-adjudication (`AgreementController`), and certified recall (`CertifyController`).
+adjudication (`AgreementController`; certified recall is `app/controllers/certify.py`'s).
 
 - **Who is judging**: the status bar says "Judge: NAME" (the Settings name, else the server
   login on PostgreSQL, else the OS user: `QueryStore.user`, read in a worker since a server is
@@ -14,8 +14,6 @@ adjudication (`AgreementController`), and certified recall (`CertifyController`)
   judge's own; the panel says which.
 - **Agreement…**: kappa and alpha with intervals, the confusion tables, the disagreements side by
   side with buttons that adjudicate (`adjudicate`, in the write pool).
-- **Certify recall…**: target and confidence, the rule's phase and the next photos (shown in the
-  grid to judge), and the certified result recorded with the query.
 
 Reads run in the read pool, writes in the write pool: the GUI thread never waits on the catalog.
 """
@@ -25,15 +23,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QSize, Signal
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QInputDialog, QWidget
 
 from app.controllers.feedback import FeedbackController, JudgingList
+from app.controllers.full_view import decode_for_view
 from app.controllers.judging import JudgingController
-from app.controllers.results import result_items
+from app.controllers.results import photo_reference, result_items
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.agreement_dialog import (
@@ -43,12 +42,13 @@ from widgets.agreement_dialog import (
     JudgesActions,
     PairView,
 )
-from widgets.certify_dialog import CertifyDialog, CertifyView
+from widgets.full_view import FullView
 
 if TYPE_CHECKING:
+    from app.controllers.thumbnails import ThumbnailLoader
     from engine.catalog.library import Library
+    from engine.indexing.collections import PhotoDetails
     from engine.judgments.agreement import PairTable
-    from engine.judgments.certified_recall import Certification
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class AgreementController(QObject):
         reopen: Callable[[], object],  # reads the open query again (its judgments)
         actions: JudgesActions,
         parent: QWidget | None = None,
+        thumbnails: ThumbnailLoader | None = None,
     ) -> None:
         super().__init__()
         self.runner = runner
@@ -94,8 +95,13 @@ class AgreementController(QObject):
         self.reopen = reopen
         self.actions = actions
         self.parent_widget = parent
+        self.thumbnails = thumbnails
         self.view = NEWEST
         self.dialog: AgreementDialog | None = None
+        self.viewer: FullView | None = None  # a disagreement's photo at full size
+        self._viewed: int | None = None
+        if thumbnails is not None:
+            thumbnails.thumbnailReady.connect(self._thumbnail_ready)
         self.term = ""  # the attribute the dialog measures; "" for relevance
         actions.agreementRequested.connect(self.open_dialog)
         actions.offerRequested.connect(self.ask_offer)
@@ -271,6 +277,7 @@ class AgreementController(QObject):
         dialog.adjudicateRequested.connect(self.adjudicate)
         dialog.refreshRequested.connect(self.read_agreement)
         dialog.termChosen.connect(self.choose_term)
+        dialog.photoOpenRequested.connect(self.open_photo)
         self.term = ""
         dialog.finished.connect(lambda _result: self._dialog_closed(dialog))
         dialog.open()
@@ -305,8 +312,72 @@ class AgreementController(QObject):
         )
 
     def _show_report(self, report: AgreementReport) -> None:
-        if self.dialog is not None:
-            self.dialog.show_report(report)
+        if self.dialog is None:
+            return
+        self.dialog.show_report(report)
+        loader = self.thumbnails
+        if loader is None:
+            return
+        for row in report.disagreements:
+            if not row.path:
+                continue
+            pixmap = loader.pixmap(row.image_id)
+            if pixmap is not None:
+                self.dialog.set_thumbnail(row.image_id, pixmap)
+            else:
+                loader.request(row.image_id, row.path, row.content_hash)
+
+    def _thumbnail_ready(self, image_id: int) -> None:
+        if self.dialog is not None and self.thumbnails is not None:
+            pixmap = self.thumbnails.pixmap(image_id)
+            if pixmap is not None:
+                self.dialog.set_thumbnail(image_id, pixmap)
+
+    def open_photo(self, image_id: int) -> FullView | None:
+        """A disagreement's photo at full size, over the dialog (Left / Right: the next rows)."""
+        dialog = self.dialog
+        row = next((r for r in dialog.rows if r.image_id == image_id), None) if dialog else None
+        if dialog is None or row is None or not row.path:
+            return None
+        viewer = self.viewer
+        if viewer is None:
+            viewer = self.viewer = FullView(dialog)
+            viewer.nextRequested.connect(lambda: self._step_photo(1))
+            viewer.previousRequested.connect(lambda: self._step_photo(-1))
+            viewer.closed.connect(lambda: setattr(self, "_viewed", None))
+            viewer.resize(dialog.size().expandedTo(QSize(800, 600)))
+        if viewer.isVisible():
+            viewer.raise_()
+        else:
+            viewer.show()
+        viewer.activateWindow()
+        self._viewed = image_id
+        viewer.show_loading(row.photo)
+        path, title = row.path, row.photo
+
+        def load(ctx: TaskContext) -> QImage:
+            ctx.check()
+            return decode_for_view(path)
+
+        def loaded(image: QImage) -> None:
+            if self.viewer is not None and self._viewed == image_id:
+                self.viewer.show_photo(title, image)
+
+        def failed(exc: BaseException) -> None:
+            if self.viewer is not None and self._viewed == image_id:
+                self.viewer.show_failure(title, getattr(exc, "reason", None) or str(exc))
+
+        self.runner.submit(
+            load, title="Loading the photo at full size", pool=READ, group="agreement-photo",
+            on_success=loaded, on_failure=failed,
+        )  # fmt: skip
+        return viewer
+
+    def _step_photo(self, steps: int) -> None:
+        if self.dialog is not None and self._viewed is not None:
+            image_id = self.dialog.step_row(self._viewed, steps)
+            if image_id is not None:
+                self.open_photo(image_id)
 
     def adjudicate(self, image_id: int, relevance: int | None) -> TaskHandle | None:
         """Record the judgment that settles a photo, then show it everywhere."""
@@ -318,13 +389,16 @@ class AgreementController(QObject):
         if library is None or query_id is None or store is None:
             return None
 
-        def write(ctx: TaskContext) -> None:
+        def write(ctx: TaskContext) -> str:
+            from engine.indexing.collections import photo_details
             from engine.judgments.adjudication import adjudicate
 
             adjudicate(library, query_id, image_id, relevance, store.user)
+            return photo_reference(photo_details(library, [image_id]).get(image_id), image_id)
 
-        def done(_result: None) -> None:
-            self.message.emit(f"Photo {image_id} adjudicated {mark_word(relevance)}")
+        def done(photo: str) -> None:
+            # The outcome first: a long name is what a narrow status line cuts.
+            self.message.emit(f"Adjudicated {mark_word(relevance)}: {photo}")
             if not store.blind:  # the grid shows the adjudicated judgment
                 self.reopen()
             self.read_view()
@@ -362,10 +436,7 @@ def agreement_report(
         agreement = measure_agreement(ratings, seed=query_id)
         differing = [i for i, marks in sorted(ratings.items()) if len(set(marks.values())) > 1]
         details = photo_details(library, differing)
-        rows = [
-            DisagreementRow(i, _photo_name(details.get(i), i), dict(ratings[i]), "")
-            for i in differing
-        ]
+        rows = [_row(i, details.get(i), dict(ratings[i]), "") for i in differing]
     else:
         agreement = measure_agreement(judge_ratings(library, query_id), seed=query_id)
         split = disagreements(library, query_id)
@@ -377,10 +448,7 @@ def agreement_report(
                 for m in d.marks
             }
             settled = "" if d.adjudicated is None else mark_word(d.adjudicated)
-            rows.append(
-                DisagreementRow(d.image_id, _photo_name(details.get(d.image_id), d.image_id),
-                                marks, settled)
-            )  # fmt: skip
+            rows.append(_row(d.image_id, details.get(d.image_id), marks, settled))
     percent = round(agreement.level * 100)
     statistics = []
     if agreement.photos:
@@ -407,9 +475,19 @@ def agreement_report(
     )
 
 
-def _photo_name(record: object | None, image_id: int) -> str:
-    rel_path = getattr(record, "rel_path", None)
-    return Path(rel_path).name if rel_path else f"photo {image_id}"
+def _row(
+    image_id: int, details: PhotoDetails | None, marks: dict[str, str], settled: str
+) -> DisagreementRow:
+    """A disagreement as the dialog lists it: the photo named as the window names it, and
+    where it is (for its thumbnail and the full view)."""
+    return DisagreementRow(
+        image_id,
+        photo_reference(details, image_id),
+        marks,
+        settled,
+        details.path if details is not None else "",
+        details.content_hash if details is not None else None,
+    )
 
 
 def _pair_view(pair: PairTable) -> PairView:
@@ -420,131 +498,3 @@ def _pair_view(pair: PairTable) -> PairView:
         pair.second,
         pair.table,
     )
-
-
-class CertifyController(QObject):
-    """Judge › Certify recall…: the rule's state for the open query, computed in a worker."""
-
-    message = Signal(str)
-
-    def __init__(
-        self,
-        runner: TaskRunner,
-        session: LibrarySession,
-        judging: JudgingController,
-        feedback: FeedbackController,
-        actions: JudgesActions,
-        parent: QWidget | None = None,
-    ) -> None:
-        super().__init__()
-        self.runner = runner
-        self.session = session
-        self.judging = judging
-        self.feedback = feedback
-        self.parent_widget = parent
-        self.dialog: CertifyDialog | None = None
-        self.state: Certification | None = None
-        self._state_query: int | None = None
-        actions.certifyRequested.connect(self.open_dialog)
-        judging.judgmentSaved.connect(self._judgment_saved)
-
-    def open_dialog(self) -> CertifyDialog | None:
-        if self.session.library is None or self.judging.query_id is None:
-            self.message.emit(NO_QUERY)
-            return None
-        dialog = self.dialog = CertifyDialog(self.judging.query_title, parent=self.parent_widget)
-        dialog.checkRequested.connect(lambda t, c: self.check(t, c))
-        dialog.judgeNextRequested.connect(self.judge_next)
-        dialog.recordRequested.connect(self.record)
-        dialog.finished.connect(lambda _r: self._closed(dialog))
-        dialog.open()
-        self.check(*dialog.values())
-        return dialog
-
-    def _closed(self, dialog: CertifyDialog) -> None:
-        if self.dialog is dialog:
-            self.dialog = None
-
-    def _judgment_saved(self, query_id: int, _image_id: int, _relevance: object) -> None:
-        if self.dialog is not None and query_id == self.judging.query_id:
-            self.check(*self.dialog.values())
-
-    def check(self, target: float, confidence: float) -> TaskHandle | None:
-        """Where the open query stands against the target (the rule's state, in a worker)."""
-        library, query_id = self.session.library, self.judging.query_id
-        if library is None or query_id is None:
-            self.message.emit(NO_QUERY)
-            return None
-        encoder = self.session.ensure_encoder
-        if self.dialog is not None:
-            self.dialog.show_busy("Checking…")
-
-        def work(ctx: TaskContext) -> tuple[int, Certification, str]:
-            from engine.judgments.adjudication import certificates
-            from engine.methods.feedback import certify_for_query
-
-            state = certify_for_query(
-                library, encoder, query_id, target=target, confidence=confidence
-            )
-            kept = certificates(library, [query_id]).get(query_id)
-            same = kept is not None and (kept.target, kept.confidence) == (target, confidence)
-            return query_id, state, kept.text() if kept is not None and same else ""
-
-        return self.runner.submit(
-            work,
-            title="Checking the recall target",
-            pool=READ,
-            group="certify",
-            on_success=self._show,
-            on_failure=lambda exc: self.message.emit(f"Could not check the target: {exc}"),
-        )
-
-    def _show(self, result: tuple[int, Certification, str]) -> None:
-        query_id, state, recorded = result
-        if query_id != self.judging.query_id:
-            return
-        self.state, self._state_query = state, query_id
-        if self.dialog is not None:
-            self.dialog.show_state(
-                CertifyView(state.phase, state.summary(), len(state.next_ids), state.rule, recorded)
-            )
-
-    def judge_next(self) -> TaskHandle | None:
-        """The photos the rule asks for next, in the grid to judge."""
-        state = self.state
-        if state is None or self._state_query != self.judging.query_id:
-            return None
-        ids = list(state.next_ids)
-        where = "the random sample" if state.phase == "sample" else "the ranking's top"
-
-        def make(library: Library, query_id: int, _judgments: dict[int, int]) -> JudgingList:
-            items = result_items(library, [(i, float("nan")) for i in ids])
-            note = f"Certify recall: {len(items)} photos of {where} to judge"
-            return JudgingList("certify", query_id, items, note)
-
-        return self.feedback.show_judging_list(make, "Opening the photos to judge")
-
-    def record(self) -> TaskHandle | None:
-        """Keep the certified result with the query."""
-        state, library, store = self.state, self.session.library, self.session.query_store()
-        query_id = self._state_query
-        if state is None or library is None or store is None or query_id is None:
-            return None
-
-        def write(ctx: TaskContext) -> str:
-            from engine.judgments.adjudication import record_certificate
-
-            return record_certificate(library, query_id, state, store.user).text()
-
-        def done(text: str) -> None:
-            self.message.emit(f"Recorded with the query: {text}")
-            if self.dialog is not None:
-                self.check(*self.dialog.values())
-
-        return self.runner.submit(
-            write,
-            title="Recording the certified recall",
-            pool=WRITE,
-            on_success=done,
-            on_failure=lambda exc: self.message.emit(f"Could not record it: {exc}"),
-        )

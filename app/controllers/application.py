@@ -11,12 +11,13 @@ from PySide6.QtCore import QSettings, QTimer, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 
 from app import paths
-from app.controllers.agreement import AgreementController, CertifyController
+from app.controllers.agreement import AgreementController
 from app.controllers.analyses import AnalysesController
 from app.controllers.attribute_questions import AttributeQuestionsController
 from app.controllers.attributes import AttributesController
 from app.controllers.backups import BackupsController
 from app.controllers.benchmark import BenchmarkController
+from app.controllers.certify import CertifyController
 from app.controllers.deployments import DeploymentsController
 from app.controllers.errors import ErrorReporter
 from app.controllers.events import EventsController
@@ -262,11 +263,15 @@ class Application:
         # Judge › Agreement… (adjudication) and Judge › Certify recall….
         self.agreement = AgreementController(
             self.runner, self.session, self.judging, self.feedback, self.queries.reopen,
-            w.judges, w,
+            w.judges, w, thumbnails=self.thumbnails,
         )  # fmt: skip
+        # Certify recall over what is shown: the filters' photos, events when grouped.
         self.certify = CertifyController(
-            self.runner, self.session, self.judging, self.feedback, w.judges, w
-        )
+            self.runner, self.session, self.judging, self.feedback, w.judges, w,
+            filters=lambda: self.search.filters, grouped=lambda: self.events.grouped,
+            names=lambda: self.filters.names,
+        )  # fmt: skip
+        self.filters.filtersChanged.connect(self.certify.scope_changed)
         # Export records waits while judging blind (after the agreement controller has set
         # the store blind or not).
         w.judges.blindToggled.connect(self.records.blind_changed)
@@ -305,6 +310,7 @@ class Application:
             self.settings.group_by_event,
             self._remember_group_by_event,
         )
+        self.events.groupedChanged.connect(self.certify.scope_changed)
         # A clock offset or event gap moved the events: the toggle and per-event metrics follow.
         self.deployments.cameraDataChanged.connect(self.events.check_library)
         self.deployments.cameraDataChanged.connect(self.events.refresh_units)

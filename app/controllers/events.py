@@ -1,5 +1,7 @@
 """Results grouped by event (View › Group results by event): one card per event — its best
-frame, scored as the event, with a "×7" frame-count badge —, the selected event's frames in a
+frame, scored as the event, with a "×7" frame-count badge, showing the event's face (its
+sharpest frame with something in it, `engine.indexing.event_faces`, chosen for the first cards
+in a worker and cached) —, the selected event's frames in a
 filmstrip under the photo, judging an event's card judging all its frames, a frame set apart
 from its event, and the metrics panel counting events rather than photos.
 
@@ -12,6 +14,7 @@ on a library whose events hold two frames or more, and its state is kept in the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -24,11 +27,16 @@ from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.filmstrip import Filmstrip
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
+log = logging.getLogger(__name__)
+
+FACE_CARDS = 120  # event cards whose faces are chosen, from the top (a grid's first pages)
+
 if TYPE_CHECKING:
     from app.controllers.judging import JudgingController
     from app.controllers.search import SearchController, SearchOutcome
     from app.controllers.session import LibrarySession
     from engine.catalog.library import Library
+    from engine.indexing.event_faces import LookCache, ThumbnailSource
 
 
 def event_cards(library: Library, items: list[ResultItem]) -> list[ResultItem]:
@@ -50,6 +58,33 @@ def event_cards(library: Library, items: list[ResultItem]) -> list[ResultItem]:
         )
         for rank, (event, best, _score, _matched) in enumerate(collapsed, start=1)
     ]
+
+
+def card_faces(
+    library: Library,
+    thumbnails: ThumbnailSource,
+    cards: list[ResultItem],
+    judgments: dict[int, int],
+    looks: LookCache,
+    check: Callable[[], None] = lambda: None,
+) -> dict[int, tuple[int, str, str | None]]:
+    """Card (its image id) -> the face to show (id, path, content hash): the sharpest frame
+    with something in it (`engine.indexing.event_faces`). Runs in a worker: it reads the
+    catalog and the frames' thumbnails (`check` between events, to give way to a newer
+    ranking)."""
+    from engine.indexing.collections import photo_details
+    from engine.indexing.event_faces import Frame, choose_face, event_looks
+
+    details = photo_details(library, [f for card in cards for f in card.frame_ids])
+    faces: dict[int, tuple[int, str, str | None]] = {}
+    for card in cards:
+        check()
+        frames = [Frame(f, d.path, d.content_hash) for f in card.frame_ids if (d := details.get(f))]
+        face = choose_face(event_looks(thumbnails, frames, looks), card.image_id, judgments)
+        chosen = next((f for f in frames if f.image_id == face), None)
+        if chosen is not None and face != card.image_id:
+            faces[card.image_id] = (chosen.image_id, chosen.path, chosen.content_hash)
+    return faces
 
 
 class EventsController(QObject):
@@ -85,6 +120,7 @@ class EventsController(QObject):
         # The photo cards of the last search (what the grid shows when not grouped, and what
         # grouping collapses).
         self._photos: list[ResultItem] = []
+        self._looks: LookCache | None = None  # the frames' looks, for the cards' faces
         action.setCheckable(True)
         action.setChecked(grouped)
         action.setVisible(False)  # until the library is known to hold events
@@ -160,6 +196,10 @@ class EventsController(QObject):
         self.filmstrip.clear()
         if outcome.shown is None and self.grouped:
             self._show_collapsed()  # toggled on while the search ran
+        elif outcome.shown is not None and self.grouped:
+            self.find_faces(list(outcome.shown))
+        elif outcome.shown is not None:
+            self.model.set_results(self._photos)  # toggled off while the search ran
 
     def _on_results_shown(self, items: list[ResultItem]) -> None:
         """A reopened run's photos: grouped like a search's when the toggle is on."""
@@ -191,10 +231,36 @@ class EventsController(QObject):
                 if row is not None:
                     self.view.select_row(row)
             self.message.emit(f"{len(cards):,} events ({len(photos):,} photos)")
+            self.find_faces(cards)
 
         return self.runner.submit(
             collapse, title="Grouping by event", pool=READ, group="events", on_success=shown
         )
+
+    def find_faces(self, cards: list[ResultItem]) -> TaskHandle | None:
+        """The faces of the first `FACE_CARDS` event cards, found in the `read` pool (newest
+        wins) and shown as they come."""
+        from engine.indexing.event_faces import LookCache
+
+        library, thumbnails = self.session.library, self.session.thumbnail_cache()
+        wanted = [card for card in cards[:FACE_CARDS] if card.frames > 1]
+        if library is None or thumbnails is None or not wanted:
+            return None
+        looks = self._looks = self._looks or LookCache()
+        judgments = dict(self.judging.judgments)
+
+        def work(ctx: TaskContext) -> dict[int, tuple[int, str, str | None]]:
+            return card_faces(library, thumbnails, wanted, judgments, looks, ctx.check)
+
+        def shown(faces: dict[int, tuple[int, str, str | None]]) -> None:
+            if self.grouped and faces:
+                self.model.set_faces(faces)  # cards no longer shown are skipped
+
+        return self.runner.submit(
+            work, title="Choosing the events' faces", pool=READ, group="event-faces",
+            on_success=shown,
+            on_failure=lambda exc: log.info("the events' faces could not be chosen: %s", exc),
+        )  # fmt: skip
 
     # -- metrics per event -----------------------------------------------------------------------
 

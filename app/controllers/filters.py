@@ -35,7 +35,7 @@ from widgets.results import ResultItem, ResultRole, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
-    from engine.search.filters import SearchFilters
+    from engine.search.filters import FilterNames, SearchFilters
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,9 @@ class FiltersController(QObject):
         self.show_place_pane = show_place_pane
         self.filters = _empty_filters()
         self.summary: ResultSummary | None = None  # of the ranking shown
+        # How chips name collections and deployments (read in a worker; None until then).
+        self.names: FilterNames | None = None
+        self._names_wanted: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
         bar.filtersEdited.connect(self.edit)
         bar.chipRemoved.connect(self.remove)
@@ -159,6 +162,7 @@ class FiltersController(QObject):
         model.modelReset.connect(self.refresh_results)
         model.dataChanged.connect(self._judgments_changed)
         view.currentItemChanged.connect(self._current_changed)
+        session.opened.connect(self.load_names)
         self._show()
         self.load_coastlines()
 
@@ -223,7 +227,15 @@ class FiltersController(QObject):
 
     def _show(self) -> None:
         filters = self.filters
-        self.bar.set_filters(list(filters.describe()), dict(filters.to_params()))
+        self.bar.set_filters(list(filters.describe(self.names)), dict(filters.to_params()))
+        wanted = (filters.collection_ids, filters.deployment_ids)
+        if (
+            any(wanted)
+            and (self.names is None or not self.names.knows(filters))
+            and wanted != self._names_wanted  # asked once per set of ids: one may be gone
+        ):
+            self._names_wanted = wanted
+            self.load_names()
         self.map.set_box(filters.bbox)
         self.map.set_near(filters.near)
         self.histogram.set_chosen(filters.months)
@@ -322,6 +334,31 @@ class FiltersController(QObject):
             group="taxon-suggestions",
             on_success=self.bar.set_taxon_suggestions,
             on_failure=lambda exc: log.info("taxon suggestions for %r: %s", prefix, exc),
+        )
+
+    def load_names(self) -> TaskHandle | None:
+        """The names of the library's collections and deployments, for the chips."""
+        library = self.session.library
+        if library is None:
+            return None
+
+        def read(ctx: object) -> FilterNames:
+            from engine.search.filters import filter_names
+
+            return filter_names(library.catalog)
+
+        def shown(names: FilterNames) -> None:
+            if library is self.session.library:
+                self.names = names
+                self._show()
+
+        return self.runner.submit(
+            read,
+            title="Reading the collections' and deployments' names",
+            pool=READ,
+            group="filter-names",
+            on_success=shown,
+            on_failure=lambda exc: log.warning("the chips' names cannot be read: %s", exc),
         )
 
     def load_coastlines(self) -> TaskHandle | None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.judgments.queries import QueryInfo, QueryStore, RunInfo
     from engine.judgments.runs import SavedRunParams
+    from engine.search.filters import FilterNames
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,15 @@ class PhotoNames:
     def __init__(self, library: Library | None) -> None:
         self.library = library
         self._known: dict[str, QueryPhoto] = {}
+        self._filters: FilterNames | None = None
+
+    def filters(self) -> FilterNames | None:
+        """How run labels name collections and deployments (read once, when first asked)."""
+        if self._filters is None and self.library is not None:
+            from engine.search.filters import filter_names
+
+            self._filters = filter_names(self.library.catalog)
+        return self._filters
 
     def __call__(self, path: str) -> QueryPhoto:
         photo = self._known.get(path)
@@ -83,13 +93,22 @@ def _run_label(run: RunInfo, names: PhotoNames) -> str:
 
     saved = run.saved
     image = saved.image
-    label = run_label(run.method, run.params, run.kind)
+    label = run_label(run.method, run.params, run.kind, _named(run, names))
     what = f"{label} · {names(image).reference}" if image else label
     if saved.filters and not saved.filters_label():
         # A filtered run ranks fewer photos: its metrics must not pass for the unfiltered one's
         # (the label names the filters it can read; others are only said to be there).
         what += " · filtered"
     return f"{what} · {_local_time(run.created_at)}"
+
+
+def _named(run: RunInfo, names: PhotoNames) -> FilterNames | None:
+    """The names a run's label needs: only a run filtered by collection or deployment reads
+    them."""
+    filters = run.saved.filters or {}
+    return (
+        names.filters() if filters.get("collection_ids") or filters.get("deployment_ids") else None
+    )
 
 
 def _query_title(info: QueryInfo, names: PhotoNames) -> str:
@@ -108,7 +127,7 @@ def query_rows(store: QueryStore, names: PhotoNames | None = None) -> list[Query
     names = names or PhotoNames(store.library)
     methods: dict[int, list[str]] = {}
     for run in saved_runs(store.library):
-        label = run_label(run.method, run.params, run.kind)
+        label = run_label(run.method, run.params, run.kind, _named(run, names))
         labels = methods.setdefault(run.query_id, [])
         if label not in labels:
             labels.append(label)
@@ -169,7 +188,7 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
             runs=[
                 RunState(
                     r.id,
-                    run_label(r.method, r.params, r.kind),
+                    run_label(r.method, r.params, r.kind, _named(r, names)),
                     _run_label(r, names),
                     list(r.ranking),
                     r.method,

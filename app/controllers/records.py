@@ -14,7 +14,6 @@ offer to end the blind round (after a confirmation).
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from engine.io.camtrap_check import Problem
     from engine.io.camtrap_dp import CamtrapReport
     from engine.io.dwc import DwcReport
+    from engine.io.dwc_checks import Problem as DwcProblem
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class RecordsCheck:
     error: str = ""
     stops: tuple[Listed, ...] = ()  # errors a reader of the standard would refuse it for
     places: str = ""  # "2 places generalised, 1 withheld"
+    notes: tuple[str, ...] = ()  # about the export as a whole, said under the headline
 
 
 @dataclass(frozen=True)
@@ -127,21 +128,36 @@ def check_records(library: Library, query_id: int, request: RecordsRequest) -> R
 
 
 def _check_dwc(library: Library, query_id: int, fmt: str, include: bool) -> RecordsCheck:
-    """The Darwin Core records: the writer's own selection and report, built in a throwaway
-    folder (the archive and the CSV leave out and list the same photos)."""
-    from engine.io.dwc import export_dwc_csv
+    """The Darwin Core pre-flight check (engine/io/dwc.py `check_records`; nothing written):
+    its errors stop the export, the photos it leaves out are listed with the reason, its
+    warnings and incomplete records are written with a note."""
+    from engine.io.dwc import check_records as check_dwc
 
-    with tempfile.TemporaryDirectory(prefix="quadrat-check-") as folder:
-        report = export_dwc_csv(
-            library, query_id, Path(folder) / "records.csv", include_restricted=include
+    check = check_dwc(library, query_id, fmt, include_restricted=include)
+
+    def named(problem: DwcProblem) -> Listed:
+        where = problem.path or "the whole export"
+        return Listed(
+            where, f"{problem.term}: {problem.message}" if problem.term else problem.message
         )
-    restricted = tuple(Listed(p.path, p.reason) for p in report.restricted)
-    incomplete = tuple(Listed(p.path, f"incomplete: {p.reason}") for p in report.incomplete)
+
+    restricted = tuple(Listed(p.path, p.reason) for p in check.restricted)
+    incomplete = tuple(Listed(p.path, f"incomplete: {p.reason}") for p in check.incomplete)
+    # Warnings about the whole export go under the headline; the table lists photos.
+    warnings = tuple(named(p) for p in check.warnings if p.path)
+    notes = tuple(p.message for p in check.warnings if not p.path)
+    stops = tuple(named(p) for p in check.errors)
     if include:
         included = tuple(Listed(p.photo, f"{p.reason}, included as asked") for p in restricted)
-        return RecordsCheck(fmt, report.written, report.written, (), included + incomplete)
+        return RecordsCheck(
+            fmt, check.written, check.written, (), included + incomplete + warnings,
+            stops=stops, places=check.places, notes=notes,
+        )  # fmt: skip
     left_out = tuple(Listed(p.photo, f"{p.reason}, which does not allow reuse") for p in restricted)
-    return RecordsCheck(fmt, report.written + len(left_out), report.written, left_out, incomplete)
+    return RecordsCheck(
+        fmt, check.written + len(left_out), check.written, left_out, incomplete + warnings,
+        stops=stops, places=check.places, notes=notes,
+    )  # fmt: skip
 
 
 def _check_camtrap(
@@ -282,6 +298,8 @@ def _listed_note(check: RecordsCheck) -> str:
     if check.problems:
         n = len(check.problems)
         note += f" {n:,} {'is' if n == 1 else 'are'} written with a note, listed below."
+    for line in check.notes:
+        note += f" Note: {line[:1].upper()}{line[1:]}."
     return note
 
 

@@ -44,6 +44,18 @@ class QueryPhoto:
         return f"{self.name} #{self.image_id}" if self.image_id is not None else self.name
 
 
+def photo_reference(details: PhotoDetails | None, image_id: int) -> str:
+    """A photo as the status line and dialogs name it: its taxon (else its file name) and
+    catalog number, and its deployment (folder and camera serial) where its collection has
+    several cameras ("IMG_0013.JPG #1051, CAM01_trail (QT0001)"); "photo #1051" when the
+    catalog has no row."""
+    if details is None:
+        return f"photo #{image_id}"
+    name = taxon_label(details.taxon, details.common_name) or Path(details.rel_path).name
+    camera = details.camera_line and (details.deployment or details.camera_line)
+    return f"{name} #{image_id}" + (f", {camera}" if camera else "")
+
+
 def photo_view(details: PhotoDetails) -> PhotoView:
     """What the detail pane shows of the catalog's record of a photo."""
     return PhotoView(
@@ -127,6 +139,7 @@ def result_items(
                 title=title,
                 content_hash=d.content_hash if d is not None else None,
                 details=photo_view(d) if d is not None else None,
+                camera=d.camera_line if d is not None else "",
             )
         )
     return items

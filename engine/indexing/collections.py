@@ -35,9 +35,10 @@ from engine.catalog import (
     Taxon,
 )
 from engine.catalog.library import Library
-from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED
+from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, Deployment
 from engine.catalog.privacy import PlaceFacts
 from engine.errors import BadInputError, QuadratError
+from engine.indexing.deployments import camera_text
 from engine.indexing.hashes import content_hash
 from engine.indexing.metadata import with_utc_offset
 from engine.indexing.walk import FileEntry, walk_images
@@ -97,6 +98,21 @@ class PhotoDetails:
     # What the record said about publishing the place: exports, the map and the place
     # filter's display publish it through engine.catalog.privacy.PlacePolicy.
     place_privacy: PlaceFacts = PlaceFacts()
+    # The camera: its deployment's name (folder and serial), the model as EXIF names it, and
+    # how many deployments the photo's collection has (two or more: tiles name the camera).
+    deployment: str | None = None
+    camera: str | None = None
+    collection_deployments: int = 0
+
+    @property
+    def camera_line(self) -> str:
+        """ "CAM01_trail (QT0001) · QuadratTrail QT-1" where the collection has several
+        deployments (two cameras' IMG_0013.JPG are told apart), else ""."""
+        if self.collection_deployments < 2:
+            return ""
+        where = self.deployment or self.rel_path.rpartition("/")[0]
+        camera = "" if self.camera and self.camera in where else (self.camera or "")
+        return " · ".join(part for part in (where, camera) if part)
 
 
 def collection_stats(
@@ -683,15 +699,22 @@ def photo_details(library: Library, image_ids: list[int]) -> dict[int, PhotoDeta
     out: dict[int, PhotoDetails] = {}
     ids = [int(i) for i in image_ids]
     with library.catalog.session() as s:
+        cameras = {
+            int(collection_id): int(count)
+            for collection_id, count in s.execute(
+                select(Deployment.collection_id, func.count()).group_by(Deployment.collection_id)
+            )
+        }
         for start in range(0, len(ids), _SQLITE_VARIABLES):
             chunk = ids[start : start + _SQLITE_VARIABLES]
             stmt = (
-                select(Image, Collection.root, Collection.name, Taxon)
+                select(Image, Collection.root, Collection.name, Taxon, Deployment.name)
                 .join(Collection, Collection.id == Image.collection_id)
                 .outerjoin(Taxon, Taxon.id == Image.taxon_id)
+                .outerjoin(Deployment, Deployment.id == Image.deployment_id)
                 .where(Image.id.in_(chunk))
             )
-            for img, root, coll_name, taxon in s.execute(stmt):
+            for img, root, coll_name, taxon, deployment in s.execute(stmt):
                 lineage: list[tuple[str, str]] = []
                 if taxon is not None:
                     lineage = [
@@ -726,6 +749,9 @@ def photo_details(library: Library, image_ids: list[int]) -> dict[int, PhotoDeta
                         img.location_withheld,
                         img.public_location_uncertainty,
                     ),
+                    deployment=deployment,
+                    camera=camera_text(img.camera_make, img.camera_model) or None,
+                    collection_deployments=cameras.get(img.collection_id, 0),
                 )
     return out
 

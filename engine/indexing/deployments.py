@@ -401,6 +401,38 @@ def list_deployments(library: Library) -> list[DeploymentInfo]:
         ]
 
 
+def camera_text(make: str | None, model: str | None) -> str:
+    """ "QuadratTrail QT-1": the camera as EXIF names it (a model that already names its make,
+    "Canon EOS 5D", alone), or ""."""
+    make, model = (make or "").strip(), (model or "").strip()
+    if model and make and model.casefold().startswith(make.casefold()):
+        return model
+    return " ".join(part for part in (make, model) if part)
+
+
+def deployment_labels(session: Session) -> dict[int, str]:
+    """Deployment id -> how the window names it: its name (folder and camera serial) and,
+    where its photos name one camera model, that model ("CAM01_trail (QT0001) · QuadratTrail
+    QT-1")."""
+    names = {
+        int(i): str(name) for i, name in session.execute(select(Deployment.id, Deployment.name))
+    }
+    models: dict[int, set[str]] = defaultdict(set)
+    for deployment_id, make, model in session.execute(
+        select(Image.deployment_id, Image.camera_make, Image.camera_model)
+        .where(Image.deployment_id.is_not(None))
+        .group_by(Image.deployment_id, Image.camera_make, Image.camera_model)
+    ):
+        if deployment_id is not None:
+            models[int(deployment_id)].add(camera_text(make, model))
+    labels = {}
+    for deployment_id, name in names.items():
+        cameras = models.get(deployment_id, set()) - {""}
+        camera = next(iter(cameras)) if len(cameras) == 1 else ""
+        labels[deployment_id] = f"{name} · {camera}" if camera and camera not in name else name
+    return labels
+
+
 def undated_photos(library: Library, limit: int | None = None) -> list[tuple[str, str]]:
     """(path, why) of the photos with no capture time, by path."""
     stmt = (

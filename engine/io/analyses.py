@@ -7,7 +7,9 @@ What counts: the photos judged relevant to the query. Times are the observer's l
 midnight, so a time of exactly 00:00:00 counts as "no time of day" in the diel counts (a
 photo taken on the stroke of midnight to the second is rarer than a date without a time).
 Places are cells of `PLACE_CELL_DEGREES` of latitude and longitude (there are no place names in
-the catalog), named by their centre.
+the catalog), named by their centre, counted from each place as the catalog's place rule
+publishes it (`engine.catalog.privacy.PlacePolicy`): a withheld place is in no cell (counted
+apart), a generalised one in the cell of its published point.
 
 The charts are drawn with Pillow, already a dependency (no plotting library for five bar
 charts); every file is written whole or not at all (`engine.files`), and a full or read-only
@@ -29,6 +31,7 @@ from typing import TypeVar
 from PIL import Image, ImageDraw, ImageFont
 
 from engine.catalog.library import Library
+from engine.catalog.privacy import WITHHELD, PlacePolicy
 from engine.files import atomic_write_bytes, csv_row
 from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io.export import plain_write_errors
@@ -39,6 +42,7 @@ PLACE_CELL_DEGREES = 1.0
 """The side of a place cell (about 111 km of latitude)."""
 CHART_ROWS = 20  # the taxa and places a chart shows (the CSV lists all)
 K = TypeVar("K")
+_RECORDS_ONLY = PlacePolicy()  # the records' own place privacy, without a lab's list
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
@@ -81,19 +85,27 @@ class FoundSetAnalyses:
     no_time: int = 0
     no_taxon: int = 0
     no_place: int = 0
+    withheld_place: int = 0  # of no_place: a place the record or the lab withholds
 
-    def add(self, photo: PhotoDetails) -> None:
-        """Count one relevant photo."""
+    def add(self, photo: PhotoDetails, policy: PlacePolicy | None = None) -> None:
+        """Count one relevant photo; its place as `policy` publishes it (the records' own
+        privacy only, without the lab's sensitive taxa, when None)."""
         self.relevant += 1
         self._add_time(photo.observed_at)
         if photo.taxon:
             self.by_taxon[(photo.taxon, photo.common_name or "")] += 1
         else:
             self.no_taxon += 1
-        if photo.latitude is not None and photo.longitude is not None:
-            self.by_place[place_of(photo.latitude, photo.longitude)] += 1
+        names = (photo.taxon, *(name for _, name in photo.lineage))
+        place = (policy or _RECORDS_ONLY).publish(
+            photo.latitude, photo.longitude, photo.location_uncertainty, photo.place_privacy,
+            names,
+        )  # fmt: skip
+        if place.latitude is not None and place.longitude is not None:
+            self.by_place[place_of(place.latitude, place.longitude)] += 1
         else:
             self.no_place += 1
+            self.withheld_place += place.decision == WITHHELD
 
     def _add_time(self, moment: datetime | None) -> None:
         if moment is None:
@@ -113,28 +125,34 @@ class FoundSetAnalyses:
 
     def summary(self) -> str:
         """One line: how many photos, and how many each count leaves out."""
+        withheld = f" ({self.withheld_place} withheld)" if self.withheld_place else ""
         return (
             f"{self.relevant} relevant photos: {self.relevant - self.no_date} dated, "
             f"{self.relevant - self.no_time} with a time of day, "
             f"{self.relevant - self.no_taxon} with a taxon, "
-            f"{self.relevant - self.no_place} with a place"
+            f"{self.relevant - self.no_place} with a place{withheld}"
         )
 
 
-def analyse_photos(photos: Sequence[PhotoDetails]) -> FoundSetAnalyses:
-    """The counts of these photos."""
+def analyse_photos(
+    photos: Sequence[PhotoDetails], policy: PlacePolicy | None = None
+) -> FoundSetAnalyses:
+    """The counts of these photos, places as `policy` publishes them (give the library's,
+    `PlacePolicy.of(catalog)`, for files that leave the workstation)."""
     analyses = FoundSetAnalyses()
     for photo in photos:
-        analyses.add(photo)
+        analyses.add(photo, policy)
     return analyses
 
 
 def analyse_query(library: Library, query_id: int) -> FoundSetAnalyses:
-    """The counts of the photos judged relevant to the saved query `query_id`."""
+    """The counts of the photos judged relevant to the saved query `query_id`, places as the
+    library's place rule publishes them (the lab's sensitive taxa included)."""
     judgments = QueryStore(library).judgments(query_id)
     relevant = sorted(image_id for image_id, value in judgments.items() if value > 0)
     details = photo_details(library, relevant)
-    return analyse_photos([details[i] for i in relevant if i in details])
+    photos = [details[i] for i in relevant if i in details]
+    return analyse_photos(photos, PlacePolicy.of(library.catalog))
 
 
 # -- CSV --------------------------------------------------------------------------------------
@@ -177,6 +195,7 @@ def csv_files(analyses: FoundSetAnalyses) -> dict[str, bytes]:
                 ("no_time_of_day", a.no_time),
                 ("no_taxon", a.no_taxon),
                 ("no_place", a.no_place),
+                ("place_withheld", a.withheld_place),
             ],
         ),
     }

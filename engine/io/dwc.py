@@ -6,146 +6,149 @@ for this job, dwcahandler 1.1.5 requires pandas <3 (Quadrat's environment has pa
 Quadrat needs no pandas at all), pins metapype 0.0.26 for its EML, and lists pytest, pytest-cov,
 pytest-mock and flake8 as run-time dependencies that a packaged desktop app would carry; it
 builds archives from CSV files through data frames. What GBIF's IPT reads here is small and
-fixed: one tab-separated core and one extension, a `meta.xml` naming each column's term URI,
-and an EML 2.1.1 `eml.xml` in GBIF's profile; a third-party reader (python-dwca-reader, in the
-tests) checks what is written.
+fixed: one tab-separated core and two extensions, a `meta.xml` naming each column's term URI,
+and an EML 2.1.1 `eml.xml` in GBIF's profile (`engine/io/eml.py`); a third-party reader
+(python-dwca-reader, in the tests) checks what is written.
 
 One record per photo judged relevant (`basisOfRecord` HumanObservation: the photo is the
 evidence of a person's observation, which GBIF's guide documents with a still image in the
 Simple Multimedia extension; MachineObservation is for records a device made unattended, such
-as camera traps, which the catalog cannot tell). Photos whose licence does not allow reuse
-(all rights reserved, or none recorded) are left out unless asked for, and counted either
-way; a photo without a date, a place or a taxon is written with what it has and listed.
-Every write is all or nothing: the archive is built in memory and renamed into place, and a
-full or read-only disk fails in one line (`engine.io.export.write_failure`).
+as camera traps, which the catalog cannot tell). Places are published through the catalog's
+place rule (`engine.catalog.privacy.PlacePolicy`: withheld, obscured, the lab's sensitive
+taxa). Photos whose licence does not allow reuse (all rights reserved, or none recorded) are
+left out unless asked for, and counted either way; a photo without a date, a place or a taxon
+is written with what it has and listed. How each record was decided relevant, and how likely
+it is to be, goes with it (`engine/io/dwc_quality.py`).
+
+Every export is checked before anything is written (`check_records`, `engine/io/dwc_checks.py`):
+a problem GBIF would refuse stops the write unless asked for. Every write is all or nothing:
+the archive is built in memory and renamed into place, and a full or read-only disk fails in
+one line (`engine.io.export.write_failure`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import mimetypes
+import json
 import os
-import uuid
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-
-from engine import quadrat_version
-from engine.catalog import Judgment, LibraryMeta, Query, Run, RunResult
 from engine.catalog.library import Library
+from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy, place_summary
 from engine.errors import BadInputError
 from engine.files import csv_record
-from engine.indexing.collections import PhotoDetails, photo_details
-from engine.io.export import export_bytes
-from engine.judgments.attributes import DWC_ATTRIBUTE_TERMS, attributes_for_query
+from engine.indexing.collections import PhotoDetails
+from engine.io import dwc_checks as checks
+from engine.io.dwc_checks import ERROR, WARNING, Problem, RecordsRefused
+from engine.io.dwc_quality import DISPUTED
+from engine.io.dwc_records import (
+    CSV_COLUMNS,
+    DWC_CSV,
+    DWCA,
+    MEASUREMENT_ROW_TYPE,
+    MEASUREMENT_TERMS,
+    MULTIMEDIA_ROW_TYPE,
+    MULTIMEDIA_TERMS,
+    OCCURRENCE_ROW_TYPE,
+    OCCURRENCE_TERMS,
+    ListedPhoto,
+    Record,
+    collect,
+    dataset_licence,
+    library_id,
+    select_records,
+)
+from engine.io.eml import Provenance, check_eml, eml_xml
+from engine.io.safe_write import export_bytes
 from engine.judgments.queries import QueryStore
-from engine.licences import Licence, read_licence
-from engine.methods.registry import run_label
+from engine.licences import read_licence
 
-DWC = "http://rs.tdwg.org/dwc/terms/"
-DCTERMS = "http://purl.org/dc/terms/"
-OCCURRENCE_ROW_TYPE = DWC + "Occurrence"
-MULTIMEDIA_ROW_TYPE = "http://rs.gbif.org/terms/1.0/Multimedia"
-BASIS_OF_RECORD = "HumanObservation"
-GEODETIC_DATUM = "WGS84"  # what EXIF GPS and iNaturalist coordinates are given in
-EML_NAMESPACE = "eml://ecoinformatics.org/eml-2.1.1"
-EML_SCHEMA = "http://rs.gbif.org/schema/eml-gbif-profile/1.2/eml.xsd"
+__all__ = [
+    "CSV_COLUMNS",
+    "DWCA",
+    "DWC_CSV",
+    "DwcCheck",
+    "DwcReport",
+    "ListedPhoto",
+    "RecordsRefused",
+    "check_records",
+    "dataset_licence",
+    "export_dwc_csv",
+    "export_dwca",
+    "library_id",
+]
 
-_TAXON_RANKS = ("kingdom", "phylum", "class", "order", "family", "genus")
-
-# The occurrence core's columns, in order, with each term's URI (the flat CSV's header too).
-OCCURRENCE_TERMS: tuple[tuple[str, str], ...] = (
-    ("occurrenceID", DWC + "occurrenceID"),
-    ("basisOfRecord", DWC + "basisOfRecord"),
-    ("scientificName", DWC + "scientificName"),
-    ("taxonRank", DWC + "taxonRank"),
-    ("vernacularName", DWC + "vernacularName"),
-    *((rank, DWC + rank) for rank in _TAXON_RANKS),
-    ("specificEpithet", DWC + "specificEpithet"),
-    ("eventDate", DWC + "eventDate"),
-    ("decimalLatitude", DWC + "decimalLatitude"),
-    ("decimalLongitude", DWC + "decimalLongitude"),
-    ("geodeticDatum", DWC + "geodeticDatum"),
-    ("coordinateUncertaintyInMeters", DWC + "coordinateUncertaintyInMeters"),
-    *((term, DWC + term) for term in DWC_ATTRIBUTE_TERMS),
-    ("identificationRemarks", DWC + "identificationRemarks"),
-    ("license", DCTERMS + "license"),
-    ("rightsHolder", DCTERMS + "rightsHolder"),
-)
-# GBIF Simple Multimedia: one row per photo, joined to its occurrence by the core id.
-MULTIMEDIA_TERMS: tuple[tuple[str, str], ...] = tuple(
-    (term, DCTERMS + term)
-    for term in (
-        "type",
-        "format",
-        "identifier",
-        "references",
-        "created",
-        "creator",
-        "license",
-        "rightsHolder",
-    )
-)
-# The flat CSV: the core's columns and the photo as `associatedMedia`.
-CSV_COLUMNS: tuple[str, ...] = (*(name for name, _ in OCCURRENCE_TERMS), "associatedMedia")
-
-# Missing from a record, these make it "incomplete" (exported all the same, and listed).
-_NEEDED = ("scientificName", "eventDate", "decimalLatitude")
-_NEEDED_WORDS = {"scientificName": "taxon", "eventDate": "date", "decimalLatitude": "place"}
-
-META_LIBRARY_ID = "library_id"  # the library's own UUID, which occurrence ids derive from
-
-
-# --- licences -----------------------------------------------------------------------------------
-
-# The three licences GBIF accepts for a dataset, least to most restrictive.
-_DATASET_LICENCES = (
-    ("http://creativecommons.org/publicdomain/zero/1.0/legalcode", "Public Domain (CC0 1.0)"),
-    (
-        "http://creativecommons.org/licenses/by/4.0/legalcode",
-        "Creative Commons Attribution (CC-BY) 4.0",
-    ),
-    (
-        "http://creativecommons.org/licenses/by-nc/4.0/legalcode",
-        "Creative Commons Attribution Non Commercial (CC-BY-NC) 4.0",
-    ),
-)
-
-
-def dataset_licence(licences: Sequence[Licence]) -> tuple[str, str]:
-    """(URI, title) of the GBIF dataset licence that respects every photo's: CC BY-NC 4.0 when
-    any is non-commercial (or not reusable, when restricted photos were included), CC0 when all
-    are CC0 (the Public Domain Mark is no dedication: GBIF does not take it), else CC BY 4.0."""
-    if any(item.non_commercial or not item.reusable for item in licences):
-        return _DATASET_LICENCES[2]
-    if licences and all(item.code == "CC0-1.0" for item in licences):
-        return _DATASET_LICENCES[0]
-    return _DATASET_LICENCES[1]
-
-
-# --- what an export writes ------------------------------------------------------------------------
+ARCHIVE_MEMBER_MODE = 0o644  # what unzip gives the files: readable by the lab, not 0600
+CLI_WRITE_HINT = "check it with --check, or write it anyway with --write-anyway"
 
 
 @dataclass(frozen=True)
-class ListedPhoto:
-    """A photo an export names to the user: its path and why (missing terms, its licence)."""
+class DwcCheck:
+    """What pre-flight found, before anything is written: the records an export would write,
+    the photos it leaves out (restricted licences) or lists (incomplete), every problem per
+    record, and how many places were generalised or withheld."""
 
-    image_id: int
-    path: str
-    reason: str
+    kind: str  # DWCA or DWC_CSV
+    records: tuple[ListedPhoto, ...]
+    restricted: tuple[ListedPhoto, ...]
+    incomplete: tuple[ListedPhoto, ...]
+    restricted_included: bool
+    problems: tuple[Problem, ...]
+    places: str = ""  # place_summary of the records
+    licence: str = ""  # the dataset's licence (archives)
+
+    @property
+    def written(self) -> int:
+        return len(self.records)
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == ERROR)
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == WARNING)
+
+    @property
+    def left_out(self) -> tuple[ListedPhoto, ...]:
+        """The photos not written, with why."""
+        return () if self.restricted_included else self.restricted
+
+    @property
+    def would_write(self) -> bool:
+        """Whether the export goes ahead without being asked to write anyway."""
+        return not self.errors
+
+    def summary(self) -> str:
+        """The outcome of the check in one line."""
+        what = "archive" if self.kind == DWCA else "CSV"
+        verdict = "is ready to write" if self.would_write else "would not be written"
+        parts = [f"{self.written:,} records checked, the {what} {verdict}"]
+        parts.append(
+            _count(len(self.errors), "error") + ", " + _count(len(self.warnings), "warning")
+        )
+        if self.left_out:
+            parts.append(f"{len(self.left_out):,} left out for their licence")
+        if self.places:
+            parts.append(self.places)
+        return "; ".join(parts)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' * (n != 1)}"
 
 
 @dataclass(frozen=True)
 class DwcReport:
     """What an export did: records written, photos left out or included with a restricted
-    licence, and the incomplete records (written with what they have)."""
+    licence, the incomplete records (written with what they have), the problems pre-flight
+    found and how many places were generalised or withheld."""
 
     path: Path
     written: int
@@ -153,6 +156,8 @@ class DwcReport:
     incomplete: tuple[ListedPhoto, ...]
     restricted_included: bool
     licence: str = ""  # the dataset's licence (archives)
+    problems: tuple[Problem, ...] = ()
+    places: str = ""
 
     def summary(self, include_hint: str = "include them with --include-restricted") -> str:
         """The outcome in one line; `include_hint` says how to include restricted photos (the
@@ -168,237 +173,211 @@ class DwcReport:
             )
         if self.incomplete:
             parts.append(f"{len(self.incomplete):,} incomplete (no date, place or taxon)")
-        return "; ".join(parts)
+        if self.places:
+            parts.append(self.places)
+        errors = sum(p.severity == ERROR for p in self.problems)
+        if errors:
+            parts.append(f"written with {_count(errors, 'error')} as asked")
+        return "; ".join(parts)  # warnings are listed apart (`problems`), not counted here
 
 
-@dataclass
-class _Record:
-    details: PhotoDetails
-    licence: Licence
-    occurrence: dict[str, str]
-    multimedia: dict[str, str]
-    missing: tuple[str, ...] = ()
+# --- pre-flight ---------------------------------------------------------------------------------
 
 
-@dataclass
-class _Provenance:
-    """How the records were found and judged: the dataset's methods in eml.xml."""
+def _record_problems(records: Sequence[Record], kind: str, media_url: str | None) -> list[Problem]:
+    """Every record's problems, in the records' order."""
+    out: list[Problem] = []
+    repeated = checks.repeated_ids(r.occurrence["occurrenceID"] for r in records)
+    today = date.today()
+    for record in records:
+        photo = record.details
 
-    query_id: int
-    query_text: str
-    query_name: str
-    runs: list[str] = field(default_factory=list)  # one line per saved run
-    models: list[str] = field(default_factory=list)
-    judges: list[str] = field(default_factory=list)
-    version: str = ""
-    certificate: str = ""  # the query's certified recall, if one was recorded
-    adjudicated: int = 0  # photos whose judgment settles a disagreement among judges
+        def add(severity: str, term: str, message: str, photo: PhotoDetails = photo) -> None:
+            out.append(Problem(severity, message, photo.path, photo.image_id, term))
 
-
-def library_id(library: Library) -> uuid.UUID:
-    """The library's own UUID, made once and kept in its catalog, so occurrence ids stay the
-    same across exports (and differ between libraries that share photos)."""
-    with library.catalog.session() as s:
-        row = s.get(LibraryMeta, META_LIBRARY_ID)
-        if row is not None:
-            return uuid.UUID(row.value)
-    try:
-        with library.catalog.session() as s:
-            s.add(LibraryMeta(key=META_LIBRARY_ID, value=str(uuid.uuid4())))
-    except IntegrityError:
-        pass  # another export made it first: use that one
-    with library.catalog.session() as s:
-        row = s.get(LibraryMeta, META_LIBRARY_ID)
-        assert row is not None
-        return uuid.UUID(row.value)
-
-
-def occurrence_id(library_uuid: uuid.UUID, image_id: int) -> str:
-    """The occurrence id of a photo of a library: a name-based UUID, the same on every export."""
-    return f"urn:uuid:{uuid.uuid5(library_uuid, f'image/{image_id}')}"
-
-
-def _number(value: float) -> str:
-    """A coordinate or distance as plain decimal text (no exponent, no trailing zeros)."""
-    text = format(float(value), ".10f").rstrip("0").rstrip(".")
-    return "0" if text in ("", "-0") else text
-
-
-def _taxon_terms(details: PhotoDetails) -> dict[str, str]:
-    ranks = dict(details.lineage)
-    name = details.taxon or ""
-    rank = next((r for r, value in reversed(details.lineage) if value == name), "")
-    species = ranks.get("species", "")
-    return {
-        "scientificName": name,
-        "taxonRank": rank,
-        "vernacularName": details.common_name or "",
-        **{r: ranks.get(r, "") for r in _TAXON_RANKS},
-        "specificEpithet": species.split(" ", 1)[1] if " " in species else "",
-    }
-
-
-def _media_identifier(details: PhotoDetails, media_url: str | None) -> str:
-    """Where the photo can be fetched: under `media_url` (where the publisher put the photos,
-    by their path in the collection), else the path in the collection alone."""
-    rel = details.rel_path.replace(os.sep, "/")
-    if media_url:
-        return media_url.rstrip("/") + "/" + "/".join(part for part in rel.split("/") if part)
-    return rel
-
-
-def _provenance(
-    library: Library, query_id: int, relevant: Sequence[int]
-) -> tuple[_Provenance, dict[int, str]]:
-    """The query's provenance, and per photo the line `identificationRemarks` carries."""
-    with library.catalog.session() as s:
-        query = s.get(Query, query_id)
-        if query is None:
-            raise BadInputError(f"no saved query with id {query_id}")
-        runs = list(s.scalars(select(Run).where(Run.query_id == query_id).order_by(Run.id)))
-        judged = {
-            image_id: (by, at)
-            for image_id, by, at in s.execute(
-                select(Judgment.image_id, Judgment.judged_by, Judgment.judged_at).where(
-                    Judgment.query_id == query_id, Judgment.relevance > 0
-                )
+        occurrence = record.occurrence
+        if occurrence["occurrenceID"] in repeated:
+            add(ERROR, "occurrenceID", f"{occurrence['occurrenceID']} names another record too")
+        restricted = not record.licence.reusable
+        for problem in checks.check_occurrence(
+            occurrence, restricted_included=restricted, today=today
+        ):
+            add(*problem)
+        for problem in checks.check_media_identifier(record.multimedia["identifier"]):
+            add(*problem)
+        if record.decision.how == DISPUTED:
+            add(WARNING, "", "the judges disagree on this photo and no adjudication settled it")
+        if media_url and record.place.decision in (WITHHELD, GENERALISED):
+            add(
+                WARNING,
+                "identifier",
+                f"its place is {record.place.decision}, but the photo file may carry GPS: "
+                "publish the copy 'quadrat export relevant-photos' makes (GPS removed)",
             )
-        }
-        found: dict[int, tuple[int, int]] = {}  # image id -> (run id, rank): its first run
-        for start in range(0, len(relevant), 500):
-            chunk = list(relevant[start : start + 500])
-            for run_id, rank, image_id in s.execute(
-                select(RunResult.run_id, RunResult.rank, RunResult.image_id)
-                .where(RunResult.image_id.in_(chunk), RunResult.run_id.in_([r.id for r in runs]))
-                .order_by(RunResult.run_id)
-            ):
-                found.setdefault(image_id, (run_id, rank))
-        prov = _Provenance(query.id, query.text, query.name or "")
-    version = quadrat_version()
-    labels = {run.id: run_label(run.method, run.params, run.kind) for run in runs}
-    for run in runs:
-        made = run.created_at.strftime("%Y-%m-%d %H:%M UTC")
-        prov.runs.append(
-            f"{labels[run.id]} (method {run.method}, model {run.model_key or 'none'}, "
-            f"parameters {_params_text(run.params)}, Quadrat {run.quadrat_version or '?'}, "
-            f"{made})"
-        )
-        if run.model_key and run.model_key not in prov.models:
-            prov.models.append(run.model_key)
-    prov.judges = sorted({by for by, _ in judged.values() if by})
-    prov.version = version
-    from engine.judgments.adjudication import adjudications, certificates
-
-    certified = certificates(library, [query_id]).get(query_id)
-    prov.certificate = certified.text() if certified is not None else ""
-    prov.adjudicated = len(adjudications(library, query_id))
-    remarks: dict[int, str] = {}
-    for image_id in relevant:
-        by, at = judged.get(image_id, (None, None))
-        hit = found.get(image_id)
-        how = f" by {labels[hit[0]]} (rank {hit[1]})" if hit is not None else ""
-        who = f" by {by}" if by else ""
-        when = f" on {at:%Y-%m-%d}" if isinstance(at, datetime) else ""
-        remarks[image_id] = (
-            f'Photo found with Quadrat {version} for the query "{query.text}"{how}; '
-            f"judged relevant{who}{when}; taxon, date and place as the photo's record gives them"
-        )
-    return prov, remarks
+        for term, value in _cells(record, kind):
+            how = (
+                "written with a leading ' so a spreadsheet shows it (take it off to use the value)"
+                if kind == DWC_CSV
+                else "left as it is: open the file in a spreadsheet as text"
+            )
+            add(WARNING, term, f"{value[:20]!r} starts like a spreadsheet formula; {how}")
+    return out
 
 
-def _params_text(params: object) -> str:
-    """A run's parameters for people: its method options, without per-photo evidence."""
-    if not isinstance(params, dict):
-        return "{}"
-    kept = {k: v for k, v in params.items() if k not in ("details", "evidence")}
-    return ", ".join(f"{k}={v}" for k, v in sorted(kept.items())) or "defaults"
+def _cells(record: Record, kind: str) -> list[tuple[str, str]]:
+    """(column, value) of each cell of the record's rows a spreadsheet would run as a formula:
+    its core row and, in an archive, its multimedia and measurement rows (as "multimedia
+    creator", "measurement measurementDeterminedBy"); in the CSV, its associatedMedia."""
+    rows: list[tuple[str, dict[str, str]]] = [("", record.occurrence)]
+    if kind == DWC_CSV:
+        rows.append(("", {"associatedMedia": record.multimedia["identifier"]}))
+    else:
+        rows.append(("multimedia ", record.multimedia))
+        rows.extend(("measurement ", row) for row in record.measurements)
+    found: dict[str, str] = {}
+    for prefix, row in rows:
+        for term in checks.formula_terms(row):
+            found.setdefault(prefix + term, row[term])
+    return list(found.items())
 
 
-def _collect(
-    library: Library, query_id: int, media_url: str | None
-) -> tuple[list[_Record], _Provenance]:
-    """Every relevant photo of the query as an occurrence and a multimedia row."""
-    with library.catalog.session() as s:
-        if s.get(Query, query_id) is None:
-            raise BadInputError(f"no saved query with id {query_id}")
-        relevant = list(
-            s.scalars(
-                select(Judgment.image_id)
-                .where(Judgment.query_id == query_id, Judgment.relevance > 0)
-                .order_by(Judgment.image_id)
+def _export_problems(
+    records: Sequence[Record], media_url: str | None, sensitive_taxa: bool
+) -> list[Problem]:
+    """Problems of the export as a whole (no photo named)."""
+    out: list[Problem] = []
+    local = sum(r.multimedia["identifier"].startswith("file:") for r in records)
+    if local and not media_url:
+        what = "identifier is a file: URI" if local == 1 else "identifiers are file: URIs"
+        out.append(
+            Problem(
+                WARNING,
+                f"{local:,} photo {what}, which only this computer can open: "
+                "give the address where the photos will be published (--media-url)",
             )
         )
-    details = photo_details(library, relevant)
-    relevant = [i for i in relevant if i in details]
-    prov, remarks = _provenance(library, query_id, relevant)
-    attributes = attributes_for_query(library, query_id)
-    base = library_id(library)
-    records: list[_Record] = []
-    for image_id in relevant:
-        photo = details[image_id]
-        licence = read_licence(photo.license)
-        seen = photo.observed_at
-        event = seen.isoformat(timespec="seconds") if seen is not None else ""
-        place = (
-            (photo.latitude, photo.longitude)
-            if photo.latitude is not None and photo.longitude is not None
-            else None
+    if not sensitive_taxa:
+        out.append(
+            Problem(
+                WARNING,
+                "the lab's sensitive-taxa list was not applied, as asked: places of sensitive "
+                "taxa are published as their records give them",
+            )
         )
-        values = attributes.get(image_id, {})
-        occurrence = {
-            "occurrenceID": occurrence_id(base, image_id),
-            "basisOfRecord": BASIS_OF_RECORD,
-            **_taxon_terms(photo),
-            "eventDate": event,
-            "decimalLatitude": _number(place[0]) if place else "",
-            "decimalLongitude": _number(place[1]) if place else "",
-            "geodeticDatum": GEODETIC_DATUM if place else "",
-            "coordinateUncertaintyInMeters": (
-                _number(photo.location_uncertainty)
-                if place and photo.location_uncertainty is not None
-                else ""
-            ),
-            **{term: values.get(term, "") or "" for term in DWC_ATTRIBUTE_TERMS},
-            "identificationRemarks": remarks[image_id],
-            "license": licence.value or "unknown",
-            "rightsHolder": photo.rights_holder or "",
-        }
-        mime = mimetypes.guess_type(photo.rel_path)[0] or ""
-        multimedia = {
-            "type": "StillImage",
-            "format": mime,
-            "identifier": _media_identifier(photo, media_url),
-            "references": "",
-            "created": event,
-            "creator": photo.rights_holder or "",
-            "license": licence.value or "unknown",
-            "rightsHolder": photo.rights_holder or "",
-        }
-        missing = tuple(_NEEDED_WORDS[t] for t in _NEEDED if not occurrence[t])
-        records.append(_Record(photo, licence, occurrence, multimedia, missing))
-    return records, prov
+    return out
 
 
-def _select(
-    records: list[_Record], include_restricted: bool
-) -> tuple[list[_Record], tuple[ListedPhoto, ...], tuple[ListedPhoto, ...]]:
-    """The records to write, the restricted photos (left out unless included) and the
-    incomplete ones among those written."""
-    restricted = tuple(
-        ListedPhoto(r.details.image_id, r.details.path, f"licence: {r.licence.text or 'unknown'}")
-        for r in records
-        if not r.licence.reusable
+def _places_step(records: Sequence[Record], policy: PlacePolicy, sensitive_taxa: bool) -> list[str]:
+    """How places were published, for the EML methods."""
+    listed = len(policy.rules)
+    lab = (
+        f"the lab's list of sensitive taxa ({listed} {'taxon' if listed == 1 else 'taxa'}) was "
+        "applied: their places are withheld or generalised to a grid"
+        if sensitive_taxa
+        else "the lab's list of sensitive taxa was NOT applied (as the exporter asked): places "
+        "of sensitive taxa are published as their records give them"
     )
-    kept = [r for r in records if include_restricted or r.licence.reusable]
-    incomplete = tuple(
-        ListedPhoto(r.details.image_id, r.details.path, "no " + ", no ".join(r.missing))
-        for r in kept
-        if r.missing
+    summary = place_summary(r.place for r in records) or "no place generalised or withheld"
+    return [
+        "Places: a place the photo's record withholds (or marks private) is not published; "
+        "coordinates the record obscured are published with the obscuring's uncertainty; "
+        f"{lab}. informationWithheld and dataGeneralizations say so per record. In this "
+        f"package: {summary}."
+    ]
+
+
+def _prepare(
+    library: Library,
+    query_id: int,
+    kind: str,
+    *,
+    include_restricted: bool,
+    media_url: str | None,
+    creator: str | None,
+    sensitive_taxa: bool,
+) -> tuple[DwcCheck, dict[str, bytes]]:
+    """Collect, check and lay out an export: the check, and the files it would write."""
+    policy = PlacePolicy.of(library.catalog, use_list=sensitive_taxa)
+    records, prov, quality = collect(library, query_id, media_url, policy)
+    kept, restricted, incomplete = select_records(records, include_restricted)
+    prov.quality = quality.paragraphs([r.details.image_id for r in kept])
+    prov.places = _places_step(kept, policy, sensitive_taxa)
+    problems = _record_problems(kept, kind, media_url)
+    problems += _export_problems(kept, media_url, sensitive_taxa)
+    licence = ("", "")
+    if kind == DWCA:
+        licence = dataset_licence([r.licence for r in kept])
+        who = creator or QueryStore(library).user
+        now = datetime.now(UTC)
+        files = _archive_files(kept, prov, licence, who, now)
+        headers = {name: data.split(b"\n", 1)[0].decode("utf-8").split("\t")
+                   for name, data in files.items() if name.endswith(".txt")}  # fmt: skip
+        for message in checks.check_meta(files["meta.xml"], headers) + check_eml(files["eml.xml"]):
+            problems.append(Problem(ERROR, message))
+        if not read_licence(licence[0]).gbif_dataset_licence:
+            problems.append(
+                Problem(ERROR, f"the dataset's licence {licence[0]} is not one GBIF takes")
+            )
+    else:
+        files = {"csv": _csv_bytes(kept, prov)}
+    check = DwcCheck(
+        kind,
+        tuple(ListedPhoto(r.details.image_id, r.details.path, "") for r in kept),
+        restricted,
+        incomplete,
+        include_restricted,
+        tuple(problems),
+        place_summary(r.place for r in kept),
+        licence[1],
     )
-    return kept, restricted, incomplete
+    return check, files
+
+
+def check_records(
+    library: Library,
+    query_id: int,
+    kind: str = DWCA,
+    *,
+    include_restricted: bool = False,
+    media_url: str | None = None,
+    creator: str | None = None,
+    sensitive_taxa: bool = True,
+) -> DwcCheck:
+    """Pre-flight of an export, writing nothing: the records it would write, the photos it
+    leaves out and why, and every problem per record (for the window to show before it asks
+    for a file, and `quadrat export dwca|dwc-csv --check`)."""
+    if kind not in (DWCA, DWC_CSV):
+        raise BadInputError(f"no Darwin Core export called {kind!r}")
+    check, _ = _prepare(
+        library, query_id, kind, include_restricted=include_restricted, media_url=media_url,
+        creator=creator, sensitive_taxa=sensitive_taxa,
+    )  # fmt: skip
+    return check
+
+
+def _report(check: DwcCheck, path: Path) -> DwcReport:
+    return DwcReport(
+        path, check.written, check.restricted, check.incomplete, check.restricted_included,
+        check.licence, check.problems, check.places,
+    )  # fmt: skip
 
 
 # --- the flat CSV -------------------------------------------------------------------------------
+
+
+def _csv_bytes(records: Sequence[Record], prov: Provenance) -> bytes:
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        properties = json.dumps(record.decision.properties(prov.query_text), ensure_ascii=False)
+        row = {
+            **record.occurrence,
+            "dynamicProperties": properties,
+            "associatedMedia": record.multimedia["identifier"],
+        }
+        writer.writerow(csv_record(row))
+    return buffer.getvalue().encode("utf-8")
 
 
 def export_dwc_csv(
@@ -408,20 +387,23 @@ def export_dwc_csv(
     *,
     include_restricted: bool = False,
     media_url: str | None = None,
+    sensitive_taxa: bool = True,
+    write_anyway: bool = False,
+    hint: str = CLI_WRITE_HINT,
 ) -> DwcReport:
     """The query's relevant photos as a CSV with Darwin Core column names, one row per photo
-    (CSV_COLUMNS), spreadsheet-safe (`engine.files.csv_cell`). Written whole or not at all."""
-    records, _ = _collect(library, query_id, media_url)
-    kept, restricted, incomplete = _select(records, include_restricted)
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for record in kept:
-        row = {**record.occurrence, "associatedMedia": record.multimedia["identifier"]}
-        writer.writerow(csv_record(row))
+    (CSV_COLUMNS), spreadsheet-safe (`engine.files.csv_cell`). Checked first (`check_records`):
+    with an error nothing is written (RecordsRefused) unless `write_anyway`. Written whole or
+    not at all."""
+    check, files = _prepare(
+        library, query_id, DWC_CSV, include_restricted=include_restricted, media_url=media_url,
+        creator=None, sensitive_taxa=sensitive_taxa,
+    )  # fmt: skip
+    if not check.would_write and not write_anyway:
+        raise RecordsRefused("the Darwin Core CSV", check.problems, hint)
     target = Path(path).expanduser()
-    export_bytes(target, buffer.getvalue().encode("utf-8"), "the Darwin Core CSV")
-    return DwcReport(target, len(kept), restricted, incomplete, include_restricted)
+    export_bytes(target, files["csv"], "the Darwin Core CSV")
+    return _report(check, target)
 
 
 # --- the archive --------------------------------------------------------------------------------
@@ -436,23 +418,24 @@ def _tsv(rows: Sequence[dict[str, str]], terms: Sequence[tuple[str, str]]) -> by
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+_MULTIMEDIA_COLUMNS = (("coreid", ""), *MULTIMEDIA_TERMS)
+_MEASUREMENT_COLUMNS = (("coreid", ""), *MEASUREMENT_TERMS)
+
+
 def meta_xml() -> bytes:
-    """The archive's descriptor: the occurrence core and the Simple Multimedia extension, each
-    column's term URI, the core id in the first column of both files."""
+    """The archive's descriptor: the occurrence core, the Simple Multimedia and the
+    MeasurementOrFact extensions, each column's term URI, the core id in the first column of
+    every file."""
     # The namespace as a plain attribute: no prefix registered in ElementTree's global table.
     archive = ET.Element(
         "archive", {"xmlns": "http://rs.tdwg.org/dwc/text/", "metadata": "eml.xml"}
     )
     for tag, row_type, name, terms, key in (
         ("core", OCCURRENCE_ROW_TYPE, "occurrence.txt", OCCURRENCE_TERMS, "id"),
-        (
-            "extension",
-            MULTIMEDIA_ROW_TYPE,
-            "multimedia.txt",
-            (("coreid", ""), *MULTIMEDIA_TERMS),
-            "coreid",
-        ),
-    ):
+        ("extension", MULTIMEDIA_ROW_TYPE, "multimedia.txt", _MULTIMEDIA_COLUMNS, "coreid"),
+        ("extension", MEASUREMENT_ROW_TYPE, "measurementorfact.txt", _MEASUREMENT_COLUMNS,
+         "coreid"),
+    ):  # fmt: skip
         table = ET.SubElement(
             archive,
             tag,
@@ -475,81 +458,36 @@ def meta_xml() -> bytes:
     return bytes(ET.tostring(archive, encoding="utf-8", xml_declaration=True)) + b"\n"
 
 
-def eml_xml(
-    prov: _Provenance, licence: tuple[str, str], creator: str, records: int, today: date
-) -> bytes:
-    """The dataset's metadata in EML 2.1.1 (GBIF's profile): title, creator, licence, and the
-    methods: query, search runs (method, model, parameters), judges, Quadrat's version."""
-    eml_ns = EML_NAMESPACE
-    xsi = "http://www.w3.org/2001/XMLSchema-instance"
-    ET.register_namespace("eml", eml_ns)
-    ET.register_namespace("xsi", xsi)
-    package = f"urn:uuid:{uuid.uuid4()}"
-    root = ET.Element(
-        f"{{{eml_ns}}}eml",
-        {
-            f"{{{xsi}}}schemaLocation": f"{eml_ns} {EML_SCHEMA}",
-            "packageId": package,
-            "system": "http://gbif.org",
-            "scope": "system",
-            "{http://www.w3.org/XML/1998/namespace}lang": "en",
-        },
-    )
-    dataset = ET.SubElement(root, "dataset")
-    ET.SubElement(dataset, "alternateIdentifier").text = package
-    title = prov.query_name or prov.query_text
-    ET.SubElement(
-        dataset, "title", {"{http://www.w3.org/XML/1998/namespace}lang": "en"}
-    ).text = f"Photos of {title!s} found and judged with Quadrat"
-    for role in ("creator", "metadataProvider"):
-        person = ET.SubElement(dataset, role)
-        ET.SubElement(ET.SubElement(person, "individualName"), "surName").text = creator
-    ET.SubElement(dataset, "pubDate").text = today.isoformat()
-    ET.SubElement(dataset, "language").text = "en"
-    abstract = ET.SubElement(dataset, "abstract")
-    ET.SubElement(abstract, "para").text = (
-        f"{records:,} occurrences, one per photo judged relevant for the query "
-        f'"{prov.query_text}" in a local photo collection searched with Quadrat '
-        f"{prov.version}. Each photo is in the multimedia extension with its own licence."
-    )
-    uri, name = licence
-    rights = ET.SubElement(ET.SubElement(dataset, "intellectualRights"), "para")
-    rights.text = "This work is licensed under a "
-    link = ET.SubElement(rights, "ulink", {"url": uri})
-    ET.SubElement(link, "citetitle").text = f"{name} License"
-    link.tail = "."
-    contact = ET.SubElement(dataset, "contact")
-    ET.SubElement(ET.SubElement(contact, "individualName"), "surName").text = creator
-    methods = ET.SubElement(dataset, "methods")
-    steps = [
-        f'Query: "{prov.query_text}"'
-        + (f' (saved as "{prov.query_name}")' if prov.query_name else "")
-        + f", saved query {prov.query_id}.",
-        *(f"Search run: {line}." for line in prov.runs),
-        "Models: " + (", ".join(prov.models) or "none recorded") + ".",
-        "Judged relevant by: " + (", ".join(prov.judges) or "not recorded") + ".",
-        *(
-            [
-                "Where judges disagreed, an adjudicated judgment settled "
-                f"{prov.adjudicated} photo{'s' * (prov.adjudicated != 1)}."
-            ]
-            if prov.adjudicated
-            else []
-        ),
-        *([f"Completeness: {prov.certificate}."] if prov.certificate else []),
-        f"Exported with Quadrat {prov.version}; taxon, date and place are those of each "
-        "photo's own record; attributes (behavior, lifeStage, ...) as the judges set them.",
+def _archive_files(
+    kept: Sequence[Record], prov: Provenance, licence: tuple[str, str], who: str, now: datetime
+) -> dict[str, bytes]:
+    """The archive's members by name."""
+    occurrences = [{**r.occurrence} for r in kept]
+    media = [{"coreid": r.occurrence["occurrenceID"], **r.multimedia} for r in kept]
+    facts = [
+        {"coreid": r.occurrence["occurrenceID"], **row} for r in kept for row in r.measurements
     ]
-    for text in steps:
-        step = ET.SubElement(methods, "methodStep")
-        ET.SubElement(ET.SubElement(step, "description"), "para").text = text
-    extra = ET.SubElement(
-        ET.SubElement(ET.SubElement(root, "additionalMetadata"), "metadata"), "gbif"
-    )
-    ET.SubElement(extra, "dateStamp").text = today.isoformat()
-    ET.SubElement(extra, "hierarchyLevel").text = "dataset"
-    ET.indent(root)
-    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True)) + b"\n"
+    return {
+        "meta.xml": meta_xml(),
+        "eml.xml": eml_xml(prov, licence, who, len(kept), now.date(), now),
+        "occurrence.txt": _tsv(occurrences, OCCURRENCE_TERMS),
+        "multimedia.txt": _tsv(media, _MULTIMEDIA_COLUMNS),
+        "measurementorfact.txt": _tsv(facts, _MEASUREMENT_COLUMNS),
+    }
+
+
+def _zip(files: dict[str, bytes], now: datetime) -> bytes:
+    """The members in a zip, each extracting as a plain file of mode 0644."""
+    buffer = io.BytesIO()
+    stamp = now.timetuple()[:6]
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            member = zipfile.ZipInfo(name, date_time=stamp)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            member.create_system = 3  # Unix: the mode below is read
+            member.external_attr = (0o100000 | ARCHIVE_MEMBER_MODE) << 16
+            archive.writestr(member, data)
+    return buffer.getvalue()
 
 
 def export_dwca(
@@ -560,22 +498,21 @@ def export_dwca(
     include_restricted: bool = False,
     media_url: str | None = None,
     creator: str | None = None,
+    sensitive_taxa: bool = True,
+    write_anyway: bool = False,
+    hint: str = CLI_WRITE_HINT,
 ) -> DwcReport:
     """The query's relevant photos as a Darwin Core Archive (a zip of meta.xml, eml.xml,
-    occurrence.txt and multimedia.txt) for GBIF's IPT. `media_url`: where the photos will be
-    published (identifiers become URLs under it). Written whole or not at all."""
-    records, prov = _collect(library, query_id, media_url)
-    kept, restricted, incomplete = _select(records, include_restricted)
-    licence = dataset_licence([r.licence for r in kept])
-    who = creator or QueryStore(library).user
-    occurrences = [{**r.occurrence} for r in kept]
-    media = [{"coreid": r.occurrence["occurrenceID"], **r.multimedia} for r in kept]
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("meta.xml", meta_xml())
-        archive.writestr("eml.xml", eml_xml(prov, licence, who, len(kept), date.today()))
-        archive.writestr("occurrence.txt", _tsv(occurrences, OCCURRENCE_TERMS))
-        archive.writestr("multimedia.txt", _tsv(media, (("coreid", ""), *MULTIMEDIA_TERMS)))
+    occurrence.txt, multimedia.txt and measurementorfact.txt) for GBIF's IPT. `media_url`:
+    where the photos will be published (identifiers become URLs under it). Checked first
+    (`check_records`): with an error nothing is written (RecordsRefused, its message ending in
+    `hint`) unless `write_anyway`. Written whole or not at all."""
+    check, files = _prepare(
+        library, query_id, DWCA, include_restricted=include_restricted, media_url=media_url,
+        creator=creator, sensitive_taxa=sensitive_taxa,
+    )  # fmt: skip
+    if not check.would_write and not write_anyway:
+        raise RecordsRefused("the Darwin Core Archive", check.problems, hint)
     target = Path(path).expanduser()
-    export_bytes(target, buffer.getvalue(), "the Darwin Core Archive")
-    return DwcReport(target, len(kept), restricted, incomplete, include_restricted, licence[1])
+    export_bytes(target, _zip(files, datetime.now()), "the Darwin Core Archive")
+    return _report(check, target)

@@ -1,24 +1,21 @@
 """Exports and imports: results and judgments as CSV (docs/SPEC.md §4), TREC qrels,
-INQUIRE-style judgment files, and copying the photos judged relevant to a folder.
+INQUIRE-style judgment files; copying the photos judged relevant to a folder is in
+`engine/io/photo_copies.py` and importable from here.
 
-Every write is all or nothing: a file is written whole or not at all (`engine.files`), copies
-are taken back when one fails, and a failed write says in one line where, why, the space
-needed and free where known, and that nothing was lost. Files get the mode a file created
+Every write is all or nothing: a file is written whole or not at all (`engine/io/safe_write.py`,
+`engine.files`), copies are taken back when one fails, and a failed write says in one line
+where, why, the space needed and free where known, and that nothing was lost. Files get the mode a file created
 there normally gets, and no CSV cell runs as a formula in a spreadsheet (`engine.files.csv_cell`,
 undone when Quadrat reads its own files back). An import is one transaction, after a backup.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import errno
 import io
 import logging
-import os
 import re
-import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -31,11 +28,21 @@ from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query
 from engine.catalog.backup import safety_backup
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
+from engine.catalog.privacy import PlacePolicy
 from engine.errors import BadInputError, QuadratError
 from engine.evaluation.evaluate import Judgment as FileJudgment
 from engine.evaluation.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
-from engine.files import atomic_output, atomic_write_bytes, csv_field, csv_record, csv_row
+from engine.files import csv_field, csv_record, csv_row
 from engine.indexing.collections import PhotoDetails, photo_details
+from engine.io.photo_copies import CopiedPhotos as CopiedPhotos
+from engine.io.photo_copies import copy_relevant_photos as copy_relevant_photos
+from engine.io.safe_write import NOTHING_LOST as NOTHING_LOST
+from engine.io.safe_write import export_bytes as export_bytes
+from engine.io.safe_write import export_text as export_text
+from engine.io.safe_write import free_bytes as free_bytes
+from engine.io.safe_write import human_size as human_size
+from engine.io.safe_write import plain_write_errors as plain_write_errors
+from engine.io.safe_write import write_failure as write_failure
 from engine.judgments.adjudication import adjudicated_photos
 from engine.judgments.attributes import (
     DWC_ATTRIBUTE_TERMS,
@@ -46,89 +53,6 @@ from engine.judgments.attributes import (
 from engine.judgments.queries import ADJUDICATION, JUDGMENT, QueryStore, find_query, insert_query
 
 log = logging.getLogger(__name__)
-
-# --- writing, all or nothing -----------------------------------------------------------------
-
-# Quota exceeded (EDQUOT) is not defined on every platform.
-_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
-NOTHING_LOST = "nothing was lost: the library is unchanged and no partial file was left"
-
-
-def human_size(size: int) -> str:
-    """A byte count as people read it: 512 bytes, 12.3 KB, 4.0 MB."""
-    if size < 1000:
-        return f"{size} bytes"
-    value = float(size)
-    for unit in ("KB", "MB", "GB", "TB"):
-        value /= 1000
-        if value < 1000 or unit == "TB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")
-
-
-def free_bytes(folder: str | os.PathLike[str]) -> int | None:
-    """Free space on the disk that holds `folder` (or its nearest existing parent); None when
-    it cannot be read."""
-    probe = Path(folder).expanduser().absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        return shutil.disk_usage(probe).free
-    except OSError:
-        return None
-
-
-def write_failure(
-    error: OSError, folder: str | os.PathLike[str], what: str, needed: int | None = None
-) -> QuadratError:
-    """The one-line error of a failed export write: what, where, why, space needed and free."""
-    code = error.errno
-    if code in _DISK_FULL:
-        free = free_bytes(folder)
-        sizes = [f"{human_size(needed)} needed" if needed is not None else ""]
-        sizes.append(f"{human_size(free)} free" if free is not None else "")
-        space = ", ".join(part for part in sizes if part)
-        cause = "the disk is full" + (f" ({space})" if space else "")
-    elif code == errno.EROFS:
-        cause = "the disk is read-only"
-    elif code in (errno.EACCES, errno.EPERM):
-        cause = "no permission to write there"
-    else:
-        cause = " ".join((error.strerror or str(error) or type(error).__name__).split())
-    log.info("writing %s to %s failed: %s", what, folder, error)  # the error says it once
-    return QuadratError(f"could not write {what} to {folder}: {cause}; {NOTHING_LOST}")
-
-
-@contextlib.contextmanager
-def plain_write_errors(
-    path: str | os.PathLike[str], what: str, needed: int | None = None
-) -> Iterator[None]:
-    """Turn an OSError of the writes inside into `write_failure`'s one line (for writers that
-    are atomic already, such as `engine.evaluation.evaluate.write_trec_run`)."""
-    try:
-        yield
-    except OSError as error:
-        folder = Path(path).expanduser().absolute().parent
-        raise write_failure(error, folder, what, needed) from error
-
-
-def export_text(path: str | os.PathLike[str], text: str, what: str) -> None:
-    """Write a whole export file of text (UTF-8) atomically, as `export_bytes` does."""
-    export_bytes(path, text.encode("utf-8"), what)
-
-
-def export_bytes(path: str | os.PathLike[str], data: bytes, what: str) -> None:
-    """Write a whole export file atomically; a full or read-only disk gives one line and leaves
-    no partial file, and any earlier file of that name as it was."""
-    folder = Path(path).expanduser().absolute().parent
-    free = free_bytes(folder)
-    if free is not None and len(data) > free:
-        raise write_failure(
-            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
-        )
-    with plain_write_errors(path, what, len(data)):
-        atomic_write_bytes(path, data)
-
 
 RESULT_COLUMNS = [
     "path",
@@ -149,12 +73,20 @@ RESULT_COLUMNS = [
     "longitude",
     "license",
     "rights_holder",
+    "place_note",
 ]
 
 
-def _result_row(details: PhotoDetails) -> dict[str, object]:
-    """The metadata columns of RESULT_COLUMNS for one photo."""
+def _result_row(details: PhotoDetails, policy: PlacePolicy) -> dict[str, object]:
+    """The metadata columns of RESULT_COLUMNS for one photo; its place as the catalog's place
+    rule publishes it (withheld: empty; generalised: the cell's centre), `place_note` saying
+    why where it is not the recorded place."""
     ranks = dict(details.lineage)
+    names = (details.taxon, *(name for _, name in details.lineage))
+    place = policy.publish(
+        details.latitude, details.longitude, details.location_uncertainty,
+        details.place_privacy, names,
+    )  # fmt: skip
     return {
         "path": details.path,
         "image_id": details.image_id,
@@ -165,10 +97,11 @@ def _result_row(details: PhotoDetails) -> dict[str, object]:
             for rank in ("kingdom", "phylum", "class", "order", "family", "genus")
         },
         "date": details.observed_at.isoformat() if details.observed_at else "",
-        "latitude": "" if details.latitude is None else details.latitude,
-        "longitude": "" if details.longitude is None else details.longitude,
+        "latitude": "" if place.latitude is None else place.latitude,
+        "longitude": "" if place.longitude is None else place.longitude,
         "license": details.license or "",
         "rights_holder": details.rights_holder or "",
+        "place_note": place.reason,
     }
 
 
@@ -181,9 +114,11 @@ def export_results_csv(
 ) -> int:
     """Write a ranked result list with judgments and metadata as CSV; returns rows written.
     With `probabilities` (image id -> calibrated probability of relevance) a `probability`
-    column follows `score`."""
+    column follows `score`. Places are published through the catalog's place rule (the lab's
+    sensitive taxa included), as every export's."""
     judgments = judgments or {}
     records = photo_details(library, [int(i) for i, _ in ranking])
+    policy = PlacePolicy.of(library.catalog)
     columns = list(RESULT_COLUMNS)
     if probabilities is not None:
         columns.insert(columns.index("score") + 1, "probability")
@@ -199,7 +134,7 @@ def export_results_csv(
         writer.writerow(
             csv_record(
                 {
-                    **_result_row(record),
+                    **_result_row(record, policy),
                     "rank": rank,
                     "score": f"{score:.6f}",
                     "judgment": "" if judged is None else judged,
@@ -737,77 +672,3 @@ def import_benchmark(
     catalog.checkpoint_wal()  # a plain copy of the catalog file now holds the import too
     log.info("imported %d judgments; the catalog before the import is in %s", judged, backup)
     return ImportReport(count, judged, unresolved, mapping, backup)
-
-
-class CopiedPhotos(list[Path]):
-    """The files `copy_relevant_photos` wrote; `missing` counts the relevant photos whose files
-    are gone from disk (not copied; their judgments stay)."""
-
-    missing: int = 0
-
-
-def copy_relevant_photos(library: Library, query_id: int, dest: str | Path) -> CopiedPhotos:
-    """Copy the photos judged relevant for a query into `dest`; name clashes get a suffix.
-    Photos missing from disk are skipped and counted in the result's `missing`.
-
-    All or nothing: when the disk cannot take every photo, nothing is copied (checked first
-    where the free space is known) and copies already made are taken back.
-    """
-    dest = Path(dest).expanduser()
-    what = "the relevant photos"
-    with library.catalog.session() as s:
-        if s.get(Query, query_id) is None:
-            raise BadInputError(f"no saved query with id {query_id}")
-        ids = list(
-            s.scalars(
-                select(Judgment.image_id).where(
-                    Judgment.query_id == query_id, Judgment.relevance > 0
-                )
-            )
-        )
-    copied = CopiedPhotos()
-    sources: list[Path] = []
-    for record in sorted(photo_details(library, ids).values(), key=lambda r: r.rel_path):
-        source = Path(record.path)
-        if not source.is_file():
-            log.warning("not copied, file is gone: %s", source)
-            copied.missing += 1
-            continue
-        sources.append(source)
-    needed = sum(_file_size(source) for source in sources)
-    free = free_bytes(dest)
-    if free is not None and needed > free:
-        raise write_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), dest, what, needed)
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        for source in sources:
-            target = dest / source.name
-            n = 1
-            while target.exists():
-                target = dest / f"{source.stem}-{n}{source.suffix}"
-                n += 1
-            _copy_whole(source, target)
-            copied.append(target)
-    except OSError as error:
-        for done in copied:  # all or nothing: take back what this call copied
-            done.unlink(missing_ok=True)
-        raise write_failure(error, dest, what, needed) from error
-    return copied
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _copy_whole(source: Path, target: Path) -> None:
-    """Copy to a temporary name beside the target, then rename: never a half-copied photo. The
-    copy keeps the photo's times but gets the mode of a file created there (not the source's,
-    nor a temporary file's private 0600): the folder is made to be handed on."""
-    times = source.stat()
-    with atomic_output(target) as (handle, temp), source.open("rb") as photo:
-        shutil.copyfileobj(photo, handle, 1 << 20)
-        handle.flush()  # so that closing writes nothing more after the times are set
-        os.utime(temp, ns=(times.st_atime_ns, times.st_mtime_ns))

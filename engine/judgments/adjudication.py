@@ -303,8 +303,8 @@ class CertificateRecord:
         return (
             f"recall of at least {round(self.target * 100)} % certified at "
             f"{round(self.confidence * 100)} % confidence after {self.judged} judgments "
-            f"(random sample of {self.sample_judged}, then the ranking's top {self.stop_rank}, "
-            f"{self.found} relevant), by the {self.rule}"
+            f"(the ranking's top {self.stop_rank} judged in full, {self.found} relevant, and a "
+            f"random sample of {self.sample_judged} below it), by the {self.rule}"
         )
 
 
@@ -324,7 +324,7 @@ def record_certificate(
         certification.sample_judged,
         certification.stop_rank,
         certification.found,
-        certification.rule,
+        certification.rule + (f"; over {certification.scope}" if certification.scope else ""),
         by,
         utcnow(),
     )

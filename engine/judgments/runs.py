@@ -20,9 +20,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import QuadratError
+
+if TYPE_CHECKING:
+    from engine.search.filters import FilterNames
 
 # The keys a run keeps beside its method's parameters; every other key is a method parameter.
 FILTERS, DETAILS, EVIDENCE, TOP_K, IMAGE, FROM_RUN = (
@@ -118,7 +121,7 @@ class SavedRunParams:
             out[FROM_RUN] = self.from_run
         return out
 
-    def filters_label(self) -> str:
+    def filters_label(self, names: FilterNames | None = None) -> str:
         """The filters the run ran within, as the run's label names them ("taxon=Aves",
         "May–Jun, any year", joined by " · "); "" with none. Runs that differ only by their
         filters are told apart by it. Filters this version cannot read are named by key."""
@@ -127,7 +130,7 @@ class SavedRunParams:
         if not self.filters:
             return ""
         try:
-            chips = SearchFilters.from_params(self.filters).describe()
+            chips = SearchFilters.from_params(self.filters).describe(names)
         except QuadratError:  # a run saved by another version, with a value not read here
             return " · ".join(sorted(self.filters))
         return " · ".join(f"{key}={label}" if key == "taxon" else label for key, label in chips)

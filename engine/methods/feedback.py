@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
-from engine.judgments.certified_recall import Certification, certify_recall
 from engine.judgments.learning import (
     LEVEL,
     PRIOR_WEIGHT,
@@ -389,7 +388,7 @@ def saved_query(library: Library, query_id: int) -> SavedQuery:
         return SavedQuery(row.id, row.text, row.image_path)
 
 
-def _context(
+def query_context(
     library: Library,
     encoder_loader: Callable[[], Encoder],
     query_id: int,
@@ -476,7 +475,7 @@ def refine_query(
     spec.check_query(search_query)
     store = QueryStore(library)
     judged = dict(judgments) if judgments is not None else store.judgments(query_id)
-    context = _context(library, encoder_loader, query_id, filters, judged)
+    context = query_context(library, encoder_loader, query_id, filters, judged)
     runs = store.runs_for(query_id)
     notes: list[str] = []
     model_key = context.encoder.model_key
@@ -617,7 +616,7 @@ def photos_above(
     if not 0.0 < min_p < 1.0:
         raise BadInputError("--min-p must be between 0 and 1 (e.g. 0.9)")
     query = saved_query(library, query_id).search_query()
-    context = _context(library, encoder_loader, query_id, filters, judgments)
+    context = query_context(library, encoder_loader, query_id, filters, judgments)
     judged = context.query_judgments(ProbeMethod.key)
     probe, _ = fit_query_probe(query, params or ProbeParams(), context, judged)
     relevant_ids = sorted(i for i, r in judged.items() if r > 0)
@@ -673,7 +672,7 @@ def judge_next_for_query(
     """The `n` unjudged photos whose judgment teaches the probe most (`engine.judgments.learning.
     judge_next` over the probe's top JUDGE_NEXT_DEPTH)."""
     query = saved_query(library, query_id).search_query()
-    context = _context(library, encoder_loader, query_id, filters, judgments)
+    context = query_context(library, encoder_loader, query_id, filters, judgments)
     judged = context.query_judgments(ProbeMethod.key)
     probe, _ = fit_query_probe(query, params or ProbeParams(), context, judged)
     depth = max(JUDGE_NEXT_DEPTH, 10 * n + len(judged))
@@ -714,33 +713,11 @@ def estimate_for_query(
     """How many relevant photos the library holds for a saved query (`estimate_recall` over
     the query's own ranking; the random order of each band is seeded by the query id)."""
     query = saved_query(library, query_id).search_query()
-    context = _context(library, encoder_loader, query_id, None, judgments)
+    context = query_context(library, encoder_loader, query_id, None, judgments)
     judged = context.query_judgments("estimate")
     order, ranked = reference_order(context, query)
     return estimate_recall(
         order, judged, seed=query_id if seed is None else seed, level=level, ranked_depth=ranked
-    )
-
-
-def certify_for_query(
-    library: Library,
-    encoder_loader: Callable[[], Encoder],
-    query_id: int,
-    *,
-    target: float,
-    confidence: float,
-    batch: int = 20,
-    judgments: Mapping[int, int] | None = None,
-) -> Certification:
-    """Where a saved query stands against a recall target with a guarantee
-    (`engine.judgments.certified_recall`), over the query's own fixed ranking; the random
-    sample's order is seeded by the query id."""
-    query = saved_query(library, query_id).search_query()
-    context = _context(library, encoder_loader, query_id, None, judgments)
-    judged = context.query_judgments("certify")
-    order, _ = reference_order(context, query)
-    return certify_recall(
-        order, judged, target=target, confidence=confidence, seed=query_id, batch=batch
     )
 
 
@@ -755,7 +732,7 @@ def sample_for_query(
 ) -> list[int]:
     """The next `n` photos to judge so that `estimate_for_query` tightens most."""
     query = saved_query(library, query_id).search_query()
-    context = _context(library, encoder_loader, query_id, None, judgments)
+    context = query_context(library, encoder_loader, query_id, None, judgments)
     judged = context.query_judgments("estimate")
     order, ranked = reference_order(context, query)
     return sample_to_judge(

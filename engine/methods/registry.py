@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BadInputError
 from engine.judgments.runs import SavedRunParams
@@ -29,6 +29,9 @@ from engine.methods.base import (
     spec_label,
     split_spec,
 )
+
+if TYPE_CHECKING:
+    from engine.search.filters import FilterNames
 
 log = logging.getLogger(__name__)
 
@@ -203,18 +206,23 @@ def spec_from_params(key: str, params: dict[str, Any]) -> MethodSpec:
     return MethodSpec(method, spec_params, f"{key}:{changed}" if changed else key)
 
 
-def run_label(method: str, params: Mapping[str, Any] | None, kind: str = "text") -> str:
+def run_label(
+    method: str,
+    params: Mapping[str, Any] | None,
+    kind: str = "text",
+    names: FilterNames | None = None,
+) -> str:
     """A saved run's label: the method's label, its non-default parameters, and the query kind
     if not text ("Text", "VisRet (without drawing 1)", "Hybrid · taxon=Aves · image"): the
     filters it ran within follow the method. Other keys the method does not take (details,
     photo) are ignored; a method no longer installed, or a parameter renamed since, is named by
-    its key."""
+    its key. Collections and deployments are named from `names` where given."""
     try:
         spec = spec_from_params(method, dict(params or {}))
         text = spec_label(spec.method, spec.params)
     except Exception:  # a plug-in uninstalled or broken since the run was saved
         text = method
     # Runs that differ only by their filters ("Hybrid · taxon=Aves") are told apart.
-    filters = SavedRunParams.from_json(params).filters_label()
+    filters = SavedRunParams.from_json(params).filters_label(names)
     parts = [text, filters, "" if kind == "text" else kind]
     return " · ".join(part for part in parts if part)

@@ -8,7 +8,7 @@ nothing of it, so that `filters` can import it without a cycle.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral
 from typing import Any
 
@@ -75,16 +75,27 @@ def check_newer_kinds(
     return cleaned, tuple(sorted(deployments)), checked_hours
 
 
+def named_ids(word: str, ids: Sequence[int], names: Mapping[int, str] | None) -> str:
+    """ "deployment CAM01_trail (QT0001)", "collections Birds, #7": each id by its name where
+    one is known, else by its number."""
+    known = names or {}
+    shown = ", ".join(known.get(i) or f"#{i}" for i in ids)
+    return f"{word}{'s' * (len(ids) != 1)} {shown}"
+
+
 def newer_kind_chips(
-    keyword: str | None, deployment_ids: tuple[int, ...], hours: Hours | None
+    keyword: str | None,
+    deployment_ids: tuple[int, ...],
+    hours: Hours | None,
+    deployment_names: Mapping[int, str] | None = None,
 ) -> list[tuple[str, str]]:
-    """(key, text) chips of the newer kinds, in the order `SearchFilters.describe` shows them."""
+    """(key, text) chips of the newer kinds, in the order `SearchFilters.describe` shows them;
+    a deployment by its name where `deployment_names` has it."""
     chips: list[tuple[str, str]] = []
     if keyword:
         chips.append(("keyword", f"keyword “{keyword}”"))
     if deployment_ids:
-        word = "deployment" if len(deployment_ids) == 1 else "deployments"
-        chips.append(("deployment_ids", f"{word} {', '.join(map(str, deployment_ids))}"))
+        chips.append(("deployment_ids", named_ids("deployment", deployment_ids, deployment_names)))
     if hours:
         first, last = hours
         chips.append(("hours", f"{first:02d}:00–{last:02d}:59"))

@@ -21,7 +21,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, timedelta
 from numbers import Real
 from typing import Any
@@ -51,6 +51,7 @@ from engine.search.filter_kinds import as_int as _as_int
 from engine.search.filter_kinds import as_sequence as _sequence
 from engine.search.filter_kinds import (
     check_newer_kinds,
+    named_ids,
     newer_kind_chips,
     newer_kind_conditions,
 )
@@ -280,10 +281,12 @@ class SearchFilters:
         except (TypeError, ValueError) as exc:  # a shape no field check caught
             raise BadInputError(f"filters: {exc}") from None
 
-    def describe(self) -> list[tuple[str, str]]:
+    def describe(self, names: FilterNames | None = None) -> list[tuple[str, str]]:
         """(key, short label) of each set filter, in field order: the window's chips. A key is
         the field's name ("judged" stands for judged and judged_query_id); `without(key)`
-        clears it."""
+        clears it. Collections and deployments are named from `names` (`filter_names`),
+        by number where it has none."""
+        names = names or FilterNames()
         chips: list[tuple[str, str]] = []
         if self.taxon:
             chips.append(("taxon", self.taxon))
@@ -312,11 +315,12 @@ class SearchFilters:
         if self.licenses:
             chips.append(("licenses", " or ".join(license_label(c) for c in self.licenses)))
         if self.collection_ids:
-            word = "collection" if len(self.collection_ids) == 1 else "collections"
-            chips.append(("collection_ids", f"{word} {', '.join(map(str, self.collection_ids))}"))
+            chips.append(
+                ("collection_ids", named_ids("collection", self.collection_ids, names.collections))
+            )
         if self.judged:
             chips.append(("judged", f"{self.judged} for query {self.judged_query_id}"))
-        chips += newer_kind_chips(self.keyword, self.deployment_ids, self.hours)
+        chips += newer_kind_chips(self.keyword, self.deployment_ids, self.hours, names.deployments)
         return chips
 
     def without(self, key: str) -> SearchFilters:
@@ -503,6 +507,33 @@ def filtered_ids(catalog: Catalog, filters: SearchFilters) -> np.ndarray:
     near_ids: np.ndarray = ids[inside]
     near_ids.sort()
     return near_ids
+
+
+@dataclass(frozen=True)
+class FilterNames:
+    """How chips name the collections and deployments a filter holds by id."""
+
+    collections: Mapping[int, str] = field(default_factory=dict)
+    deployments: Mapping[int, str] = field(default_factory=dict)
+
+    def knows(self, filters: SearchFilters) -> bool:
+        """Whether every collection and deployment of `filters` has a name here."""
+        return all(i in self.collections for i in filters.collection_ids) and all(
+            i in self.deployments for i in filters.deployment_ids
+        )
+
+
+def filter_names(catalog: Catalog) -> FilterNames:
+    """The names of the catalog's collections and deployments (a deployment by its name:
+    its folder and camera serial, and the camera model where EXIF gave one)."""
+    from engine.indexing.deployments import deployment_labels
+
+    with catalog.session() as s:
+        collections = {
+            int(i): str(name) for i, name in s.execute(select(Collection.id, Collection.name))
+        }
+        deployments = deployment_labels(s)
+    return FilterNames(collections, deployments)
 
 
 def find_collections(catalog: Catalog, keys: Iterable[str]) -> tuple[int, ...]:

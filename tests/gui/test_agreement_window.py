@@ -2,9 +2,11 @@
 judge's marks from the grid, Judge › Agreement… lists a disagreement and adjudicates it (the
 metrics then count the adjudicated judgment and say so), Metrics from › Judge shows one judge's
 own numbers, Double judging offers a sample blind, and Certify recall… shows the rule's phase
-(issue 28)."""
+in a side panel, scoped to the filters shown (issues 28, 35)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -112,10 +114,48 @@ def test_double_judging_and_certify_dialog(qtbot, judges_app, monkeypatch) -> No
     assert all(model.judgment(i) is None for i in ids)
     store.user = "ann"
 
-    dialog = app.certify.open_dialog()
-    assert dialog is not None
-    qtbot.waitUntil(lambda: dialog.phase.text().startswith("Phase"), timeout=30_000)
-    assert "judge the random sample" in dialog.phase.text()
-    assert dialog.judge_button.isEnabled() and not dialog.record_button.isEnabled()
+    panel = app.certify.open_panel()
+    assert panel is not None
+    qtbot.waitUntil(lambda: panel.phase.text().startswith("Step"), timeout=30_000)
+    assert "judge the ranking's top" in panel.phase.text()
+    assert panel.judge_button.isEnabled() and not panel.record_button.isEnabled()
     assert query_id == app.judging.query_id
-    dialog.close()
+    # What it costs is said before it starts, over every photo (no filter shown).
+    assert re.search(r"over all 1\d\d photos: judge the ranking's top 40 first", panel.plan.text())
+    assert "judgments in all" in panel.plan.text()
+
+
+def test_certify_is_a_side_panel_scoped_to_the_filters_shown(qtbot, judges_app) -> None:
+    """The panel docks beside the grid (never over it) and certifies what the chips show:
+    with a licence filter, its population is the filtered photos, and the photos it asks for
+    are among them."""
+    from engine.search.filters import SearchFilters, filtered_ids
+
+    app = judges_app
+    window = app.window
+    panel = app.certify.open_panel()
+    assert panel is not None
+    qtbot.waitUntil(lambda: panel.phase.text().startswith("Step"), timeout=30_000)
+    dock = app.certify.dock
+    assert dock is not None and not dock.isFloating() and dock.isVisible()
+    grid = window.results.viewport()
+    grid_rect = grid.rect().translated(grid.mapTo(window, grid.rect().topLeft()))
+    dock_rect = dock.rect().translated(dock.mapTo(window, dock.rect().topLeft()))
+    assert not grid_rect.intersects(dock_rect), (grid_rect, dock_rect)
+    assert window.results.isVisible() and grid_rect.width() > 300
+
+    app.filters.edit({"licenses": ["cc0"]})
+    library = app.session.library
+    scope = set(filtered_ids(library.catalog, SearchFilters(licenses=("cc0",))).tolist())
+    assert 0 < len(scope) < 100
+    wait_written(qtbot, app)  # the search again with the filter, and the check after it
+    qtbot.waitUntil(
+        lambda: "shown" in panel.plan.text() and panel.judge_button.isEnabled(), timeout=30_000
+    )
+    assert f"the {len(scope)} photos shown" in panel.plan.text()
+    checked = app.certify.checked
+    assert checked is not None and checked.scoped.state.population == len(scope)
+    with qtbot.waitSignal(app.feedback.judgingListShown, timeout=20_000) as shown:
+        panel.judge_button.click()
+    listed = [item.image_id for item in shown.args[0].items]
+    assert listed and set(listed) <= scope

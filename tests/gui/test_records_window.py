@@ -44,6 +44,7 @@ def test_the_dialog_writes_an_archive_and_a_csv_and_says_so(qtbot, make_app, pho
     assert dialog.archive_button.isChecked() and not dialog.restricted_box.isChecked()
     assert dialog.intro.text().startswith("All 3 photos judged relevant for “red circle” will")
     assert dialog.rows() == ()
+    assert "Note: 3 photo identifiers are file: URIs" in dialog.intro.text()
     assert dialog.path_edit.text().endswith("red-circle-records.zip")
     archive = tmp_path / "records.zip"
     dialog.path_edit.setText(str(archive))
