@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtCore import QEvent, QPoint, QRect, Qt
 from PySide6.QtGui import QColor, QImage, QPixmap, QTextDocument
 from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtWidgets import (
@@ -407,6 +407,9 @@ def settle(rounds: int = 6) -> None:
         if app is not None:
             app.processEvents()
             app.sendPostedEvents()
+            # Widgets let go (chips of the last state) are gone, as the event loop's next turn
+            # would have them: processEvents alone leaves them painted where they were.
+            app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 def apply_state(window: QMainWindow, name: str, area: QRect) -> None:
