@@ -410,13 +410,15 @@ def camera_text(make: str | None, model: str | None) -> str:
     return " ".join(part for part in (make, model) if part)
 
 
-def deployment_labels(session: Session) -> dict[int, str]:
+def deployment_labels(session: Session, *, with_camera: bool = True) -> dict[int, str]:
     """Deployment id -> how the window names it: its name (folder and camera serial) and,
-    where its photos name one camera model, that model ("CAM01_trail (QT0001) · QuadratTrail
-    QT-1")."""
+    with `with_camera` and where its photos name one camera model, that model
+    ("CAM01_trail (QT0001) · QuadratTrail QT-1")."""
     names = {
         int(i): str(name) for i, name in session.execute(select(Deployment.id, Deployment.name))
     }
+    if not with_camera:
+        return names
     models: dict[int, set[str]] = defaultdict(set)
     for deployment_id, make, model in session.execute(
         select(Image.deployment_id, Image.camera_make, Image.camera_model)

@@ -524,15 +524,16 @@ class FilterNames:
 
 
 def filter_names(catalog: Catalog) -> FilterNames:
-    """The names of the catalog's collections and deployments (a deployment by its name:
-    its folder and camera serial, and the camera model where EXIF gave one)."""
+    """The names of the catalog's collections and deployments (a deployment by its name: its
+    folder and camera serial; the camera model, shown on the tiles, would make chips and run
+    labels too long to read)."""
     from engine.indexing.deployments import deployment_labels
 
     with catalog.session() as s:
         collections = {
             int(i): str(name) for i, name in s.execute(select(Collection.id, Collection.name))
         }
-        deployments = deployment_labels(s)
+        deployments = deployment_labels(s, with_camera=False)
     return FilterNames(collections, deployments)
 
 
