@@ -103,11 +103,15 @@ class CertifyController(QObject):
             dock = self.dock = QDockWidget("Certify recall", self.window)
             dock.setObjectName("certifyDock")
             dock.setWidget(self.panel.scroller)
-            self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
             detail = getattr(self.window, "detail_dock", None)
+            area = Qt.DockWidgetArea.RightDockWidgetArea
             if isinstance(detail, QDockWidget) and not detail.isFloating():
-                # Under the photo pane, with the larger share of its column.
-                self.window.splitDockWidget(detail, dock, Qt.Orientation.Vertical)
+                area = self.window.dockWidgetArea(detail)
+            # Under the photo pane's column, with the larger share of it: added to the area
+            # below what is there, not split from the pane (beside a small window the pane is
+            # tabbed with Where and when, and a split would only add a third tab).
+            self.window.addDockWidget(area, dock, Qt.Orientation.Vertical)
+            if isinstance(detail, QDockWidget) and not detail.isFloating():
                 height = max(detail.height(), 400)
                 self.window.resizeDocks(
                     [detail, dock], [height * 2 // 5, height * 3 // 5], Qt.Orientation.Vertical

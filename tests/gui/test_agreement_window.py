@@ -159,3 +159,20 @@ def test_certify_is_a_side_panel_scoped_to_the_filters_shown(qtbot, judges_app) 
         panel.judge_button.click()
     listed = [item.image_id for item in shown.args[0].items]
     assert listed and set(listed) <= scope
+
+
+def test_certify_opens_under_the_photo_pane_beside_a_small_window(qtbot, judges_app) -> None:
+    """On a 1280 x 800 screen the photo pane shares its column with Where and when as tabs; the
+    panel goes under that column, never in as a third tab hiding the photo."""
+    app = judges_app
+    window = app.window
+    window.resize(1280, 760)
+    qtbot.waitUntil(lambda: window.dock_layout.placement == "side", timeout=10_000)
+    panel = app.certify.open_panel()
+    assert panel is not None
+    dock = app.certify.dock
+    assert dock is not None and dock.isVisible() and not dock.isFloating()
+    assert window.tabifiedDockWidgets(dock) == []
+    detail = window.detail_dock
+    assert detail.isVisible() and not detail.visibleRegion().isEmpty()
+    assert dock.y() > detail.y()  # under the photo, in the same column
