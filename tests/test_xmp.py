@@ -289,13 +289,15 @@ def test_the_window_action_writes_after_asking_and_says_what_it_did(judged, qapp
         lambda title, text: asked.append(text) or answer[0],
     )
     messages: list[str] = []
+    outcomes: list[str] = []
     controller.message.connect(messages.append)
+    controller.outcome.connect(outcomes.append)  # the message band says what was written
     controller.write_sidecars()  # declined
     assert "2 judged photos" in asked[0] and not (photos / f"{relevant}.xmp").exists()
     answer[0] = True
     controller.write_sidecars()
     assert (photos / f"{relevant}.xmp").is_file() and (photos / f"{not_relevant}.xmp").is_file()
-    assert messages == ["2 XMP sidecars written"]
+    assert outcomes == ["2 XMP sidecars written"] and messages == []
     judging.query_id = None
     controller.write_sidecars()
     assert messages[-1].startswith("Open a saved query first")

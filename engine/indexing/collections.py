@@ -38,9 +38,8 @@ from engine.catalog.library import Library
 from engine.catalog.models import STATUS_MISSING, STATUS_OK, STATUS_SKIPPED, Deployment
 from engine.catalog.privacy import PlaceFacts
 from engine.errors import BadInputError, QuadratError
-from engine.indexing.deployments import camera_text
 from engine.indexing.hashes import content_hash
-from engine.indexing.metadata import with_utc_offset
+from engine.indexing.metadata import camera_text, with_utc_offset
 from engine.indexing.walk import FileEntry, walk_images
 
 log = logging.getLogger(__name__)

@@ -53,6 +53,7 @@ from engine.indexing.exif import (
     EXIF_GPS_ZERO,
     flag_reasons,
 )
+from engine.indexing.metadata import camera_text
 
 META_DEPLOYMENT_ROOTS = "deployment_roots"  # JSON: [[collection id, folder], ...]
 # A camera clock set a year wrong is a known mistake; beyond ten years it is a typing error.
@@ -399,15 +400,6 @@ def list_deployments(library: Library) -> list[DeploymentInfo]:
             )
             for d, root in rows
         ]
-
-
-def camera_text(make: str | None, model: str | None) -> str:
-    """ "QuadratTrail QT-1": the camera as EXIF names it (a model that already names its make,
-    "Canon EOS 5D", alone), or ""."""
-    make, model = (make or "").strip(), (model or "").strip()
-    if model and make and model.casefold().startswith(make.casefold()):
-        return model
-    return " ".join(part for part in (make, model) if part)
 
 
 def deployment_labels(session: Session, *, with_camera: bool = True) -> dict[int, str]:

@@ -218,3 +218,12 @@ def ignored_metadata_line(values: int, records: int) -> str:
         return ""
     verb = "was" if values + records == 1 else "were"
     return f"{' and '.join(parts)} {verb} ignored as impossible or unusable"
+
+
+def camera_text(make: str | None, model: str | None) -> str:
+    """ "QuadratTrail QT-1": the camera as EXIF names it (a model that already names its make,
+    "Canon EOS 5D", alone), or ""."""
+    make, model = (make or "").strip(), (model or "").strip()
+    if model and make and model.casefold().startswith(make.casefold()):
+        return model
+    return " ".join(part for part in (make, model) if part)

@@ -109,7 +109,8 @@ def test_chips_name_the_deployment_and_the_collection(qtbot, trap_app: Applicati
     camera_a = next(a for a in bar.menu_actions("Deployment") if "SER-A" in a.text())
     with qtbot.waitSignal(app.search.searchFinished, timeout=20_000):
         camera_a.trigger()
-    qtbot.waitUntil(lambda: f"deployment {CAMERA_A}" in bar.chip_labels(), timeout=10_000)
+    # The chip names the deployment by folder and serial; the tiles add the camera model.
+    qtbot.waitUntil(lambda: "deployment camA (SER-A)" in bar.chip_labels(), timeout=10_000)
     collection = bar.menu_actions("Collection")[0]
     with qtbot.waitSignal(app.search.searchFinished, timeout=20_000):
         collection.trigger()

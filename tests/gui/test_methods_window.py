@@ -59,11 +59,12 @@ def test_options_make_a_separate_run_and_a_second_line(qtbot, make_app, photos) 
 
     bad = app.search.edit_options("text")
     bad._editors["template"].setText("no placeholder")
-    messages: list[str] = []
-    app.search.message.connect(messages.append)
+    before = len(app.errors.reported)
     bad.accept()
     assert app.search.options["text"] == {"template": "a photo of {query}"}  # unchanged
-    assert "must contain {query}" in messages[-1]
+    qtbot.waitUntil(lambda: len(app.errors.reported) > before)  # said in the message band
+    assert "must contain {query}" in app.errors.reported[-1].text
+    assert "must contain {query}" in app.window.message_banner.message()
 
 
 def test_the_benchmark_view_compares_methods(qtbot, make_app, photos) -> None:
