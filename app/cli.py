@@ -386,11 +386,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    import time
-
     from engine.indexing.collections import missing_photos
     from engine.indexing.walk import printable_name
-    from engine.methods import MethodContext, SearchQuery
+    from engine.methods import SearchJob, SearchQuery, run_search
     from engine.search.searcher import validate_query_text
 
     method = method_from_args(args)  # fail fast, before loading any model
@@ -414,18 +412,19 @@ def cmd_search(args: argparse.Namespace) -> int:
         encoder = quick or load_encoder_for(
             resolve_model_spec(args.model, library), args.device, runtime, export=runtime == "onnx"
         )
-        context = MethodContext(
+        job = SearchJob(
             library,
+            query,
             lambda: encoder,
-            filters=filters,
+            method,
+            search_depth(args),
+            filters,
             generator=user_settings().generator,
             llm=language_model(user_settings()),
         )
         missing = missing_photos(library)
-        started = time.monotonic()
-        ranking = method.run(query, context, top_k=search_depth(args))
-        seconds = time.monotonic() - started
-        hits = context.searcher.hits_for(ranking.pairs())
+        found = run_search(job)
+        ranking, hits, seconds = found.ranking, found.hits, found.seconds
         events = event_results(library, hits, args)  # None unless --events
         names = None
         if filters.active:  # chips name collections and deployments; so does the note

@@ -277,25 +277,24 @@ class BenchmarkController(QObject):
         def work(ctx: TaskContext) -> BenchmarkOutcome:
             import time
 
-            from engine.benchmarks.runner import run_methods
+            from engine.benchmarks.runner import BenchmarkRequest, run_request
             from engine.evaluation.evaluate import load_judgments, load_queries_csv
 
             started = time.monotonic()
             queries = load_queries_csv(request.queries)
             judgments = load_judgments(request.judgments)
-            bench = run_methods(
-                library,
-                session.ensure_encoder,
+            asked = BenchmarkRequest(
                 queries,
                 judgments,
                 list(request.methods),
                 k=request.k,
                 protocol=request.protocol,
-                progress=ctx.progress,
-                cancel=ctx.cancel,
                 collection=None if request.collection == AUTOMATIC else request.collection,
                 generator=session.settings.generator,
                 llm=language_model(session.settings),
+            )
+            bench = run_request(
+                library, session.ensure_encoder, asked, progress=ctx.progress, cancel=ctx.cancel
             )
             texts = {q.query_id: q.text for q in queries}
             ranked = _sentence(bench.collections.note) if bench.collections else ""

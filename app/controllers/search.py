@@ -537,26 +537,24 @@ class SearchController(QObject):
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.indexing.collections import missing_photos
-            from engine.methods import MethodContext, spec_label
+            from engine.methods import SearchJob, run_search, spec_label
 
             started = time.monotonic()
-            context = MethodContext(
+            job = SearchJob(
                 library,
+                request.query,
                 session.ensure_encoder,
-                models=models,
-                progress=ctx.progress,
-                cancel=ctx.cancel,
+                spec,
+                request.top_k,
+                filters,
                 generator=session.settings.generator,
                 llm=language_model(session.settings),
+                models=models,
                 notify=notify,
-                filters=filters,
             )
-            ranking = spec.run(request.query, context, top_k=request.top_k)
-            seconds = time.monotonic() - started
-            ctx.check()
-            pairs = ranking.pairs()
-            hits = context.searcher.hits_for(pairs)
-            items = result_items(library, pairs, hits)
+            found = run_search(job, ctx.progress, ctx.cancel)
+            ranking, seconds, pairs = found.ranking, found.seconds, found.pairs()
+            items = result_items(library, pairs, found.hits)
             photo = query_photo(library, request.image) if request.image is not None else None
             shown = collapse(library, items) if collapse is not None else None
             return SearchOutcome(
