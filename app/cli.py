@@ -38,10 +38,10 @@ from app.cli_common import (
     method_from_args,
     one_query_argument,
     open_library,
-    quick_text_encoder,
     reset_settings,
     resolve_model_spec,
     saved_query_id,
+    search_encoder,
     set_database_url,
     user_settings,
 )
@@ -401,16 +401,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         if library.model_key is None:
             raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
         filters = filters_from_args(args, library)
-        # A text query on the CPU needs no torch when the model's ONNX text tower is stored.
-        quick = (
-            None
-            if args.image
-            else quick_text_encoder(args.model, library, args.device, args.runtime)
-        )
-        runtime = args.runtime or user_settings().runtime
-        # One search waits for no export (indexing makes it), unless ONNX was asked for.
-        encoder = quick or load_encoder_for(
-            resolve_model_spec(args.model, library), args.device, runtime, export=runtime == "onnx"
+        # A text query needs no torch when the model's ONNX text tower is stored.
+        encoder = search_encoder(
+            args.model, library, args.device, args.runtime, text=not args.image
         )
         job = SearchJob(
             library,
