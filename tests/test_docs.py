@@ -44,11 +44,21 @@ def test_the_benchmarks_page_is_current_figures_only() -> None:
     assert logs <= linked, f"logs no entry links: {sorted(logs - linked)}"
 
 
+def anchors(page: Path) -> set[str]:
+    """The headings' anchors as GitHub makes them: lower case, punctuation dropped, spaces to -."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda path: str(path.relative_to(ROOT)))
-def test_links_between_pages_lead_to_files(page: Path) -> None:
+def test_links_between_pages_lead_somewhere(page: Path) -> None:
     text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
-            continue  # a web address or a heading of the same page
-        path = (page.parent / target.split("#", 1)[0]).resolve()
+        if re.match(r"[a-z]+:", target):
+            continue  # a web address
+        name, _, anchor = target.partition("#")
+        path = (page.parent / name).resolve() if name else page
         assert path.exists(), f"{page.relative_to(ROOT)} links to {target}, which is not there"
+        if anchor and path.suffix == ".md":
+            assert anchor in anchors(path), f"{page.relative_to(ROOT)}: no heading for {target}"
