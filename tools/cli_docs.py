@@ -6,7 +6,8 @@ fails when the page differs from what this script writes; after changing a comma
 run `python tools/cli_docs.py` and commit the page.
 
 The help is laid out for a fixed width (`COLUMNS`), without colour, so the page is the same on
-every terminal and machine.
+every terminal and machine. argparse's layout changes between Python versions (3.13 names an
+option's metavar once), so the page is written and checked with the Python CI runs (`PYTHON`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "CLI.md"
 COLUMNS = 100  # the help's width: argparse wraps at COLUMNS - 2
+PYTHON = (3, 11)  # the version whose argparse lays the page out: the one CI runs
 # `--method`'s help names the methods that can run on the machine printing it (plug-ins, optional
 # packages); the page names none, so it is the same everywhere.
 METHODS_HERE = "the methods that can run on this machine"
@@ -100,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 if docs/CLI.md is out of date; write nothing"
     )
     args = options.parse_args(argv)
+    if sys.version_info[:2] != PYTHON:
+        print(
+            f"run this with Python {PYTHON[0]}.{PYTHON[1]}: its argparse lays the page out",
+            file=sys.stderr,
+        )
+        return 2
     page = render()
     if args.check:
         current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
