@@ -49,10 +49,23 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
         return None
 
 
+def disk_full(error: OSError) -> bool:
+    """Whether a failed write met a full disk (or a full quota)."""
+    return error.errno in _DISK_FULL
+
+
 def write_failure(
     error: OSError, folder: str | os.PathLike[str], what: str, needed: int | None = None
 ) -> QuadratError:
     """The one-line error of a failed export write: what, where, why, space needed and free."""
+    cause = write_cause(error, folder, needed)
+    log.info("writing %s to %s failed: %s", what, folder, error)  # the error says it once
+    return QuadratError(f"could not write {what} to {folder}: {cause}; {NOTHING_LOST}")
+
+
+def write_cause(error: OSError, folder: str | os.PathLike[str], needed: int | None = None) -> str:
+    """Why a write failed, in words: a full disk (with the space needed and free where known),
+    a read-only disk, no permission, else the system's own words."""
     code = error.errno
     if code in _DISK_FULL:
         free = free_bytes(folder)
@@ -66,8 +79,7 @@ def write_failure(
         cause = "no permission to write there"
     else:
         cause = " ".join((error.strerror or str(error) or type(error).__name__).split())
-    log.info("writing %s to %s failed: %s", what, folder, error)  # the error says it once
-    return QuadratError(f"could not write {what} to {folder}: {cause}; {NOTHING_LOST}")
+    return cause
 
 
 @contextlib.contextmanager
@@ -101,8 +113,15 @@ def export_bytes(path: str | os.PathLike[str], data: bytes, what: str) -> None:
             OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
         )
     with plain_write_errors(path, what, len(data)):
-        if not _write_unnamed(target, data):
-            atomic_write_bytes(target, data)
+        write_whole(target, data)
+
+
+def write_whole(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` in one step: an unnamed file that gets a name only when
+    whole where the system allows it (`_write_unnamed`), else a named temporary file beside
+    it. Raises the OSError of a refused write, having removed what it wrote."""
+    if not _write_unnamed(target, data):
+        atomic_write_bytes(target, data)
 
 
 def _write_unnamed(target: Path, data: bytes) -> bool:
