@@ -9,9 +9,11 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 # Quota exceeded (EDQUOT) is not defined on every platform.
 _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
 NOTHING_LOST = "nothing was lost: the library is unchanged and no partial file was left"
+STALE_TEMP_S = 60  # a temporary file of ours older than this was left by a killed write
 
 
 def human_size(size: int) -> str:
@@ -113,7 +116,22 @@ def export_bytes(path: str | os.PathLike[str], data: bytes, what: str) -> None:
             OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
         )
     with plain_write_errors(path, what, len(data)):
+        # Named by engine.files' temporary-file scheme: left by a killed export of this file.
+        remove_stale_temps(
+            folder, re.compile(rf"^\.{re.escape(target.name)}\.[0-9a-f]{{12}}\.tmp$")
+        )
         write_whole(target, data)
+
+
+def remove_stale_temps(folder: Path, ours: re.Pattern[str]) -> None:
+    """The temporary files a killed write left in `folder`: those whose name `ours` matches,
+    older than STALE_TEMP_S (a younger one may be another process's write in progress)."""
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if ours.match(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    if time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_S:
+                        os.unlink(entry.path)
 
 
 def write_whole(target: Path, data: bytes) -> None:

@@ -33,7 +33,6 @@ import io
 import logging
 import os
 import re
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from engine.indexing.keywords import (
     sidecar_names,
 )
 from engine.indexing.xmp_packet import XMP_MAX_BYTES
-from engine.io.safe_write import disk_full, write_cause, write_whole
+from engine.io.safe_write import disk_full, remove_stale_temps, write_cause, write_whole
 from engine.judgments.attributes import attributes_for_query
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 
@@ -72,8 +71,8 @@ RELEVANT, NOT_RELEVANT = "relevant", "not relevant"
 _PACKET_BEGIN = '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
 _PACKET_END = '\n<?xpacket end="w"?>\n'
 _SIDECAR_MAX_BYTES = XMP_MAX_BYTES
-_STALE_TEMP_S = 60  # a temporary sidecar of ours older than this was left by a killed run
-_TEMP = re.compile(r"^\..+\.(?i:xmp)\.[0-9a-f]{12}\.tmp$")  # engine.files' temporary names
+# A temporary sidecar as engine.files and safe_write name them (one a killed run left).
+_TEMP = re.compile(r"^\..+\.(?i:xmp)\.[0-9a-f]{12}\.tmp$")
 
 
 def _level(text: str) -> str:
@@ -299,16 +298,6 @@ def _writable(folder: Path) -> bool:
     return True
 
 
-def _remove_stale_temps(folder: Path) -> None:
-    """Temporary sidecars a killed run left in `folder` (ours by name, and old)."""
-    with contextlib.suppress(OSError), os.scandir(folder) as entries:
-        for entry in entries:
-            if _TEMP.match(entry.name) and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(OSError):
-                    if time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_TEMP_S:
-                        os.unlink(entry.path)
-
-
 def _stopped(
     error: OSError, target: Path, photo: Path, mirrored: bool, report: SidecarReport, left: int
 ) -> SidecarWriteError:
@@ -419,7 +408,7 @@ def write_sidecars(
                 report.unreadable.append(str(target))
                 continue
             if target.parent not in swept:
-                _remove_stale_temps(target.parent)
+                remove_stale_temps(target.parent, _TEMP)
                 swept.add(target.parent)
             write_whole(target, merged)
         except OSError as error:
