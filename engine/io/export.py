@@ -29,6 +29,7 @@ from engine.catalog.backup import safety_backup
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.catalog.privacy import PlacePolicy
+from engine.catalog.reads import PhotoDetails, photo_details
 from engine.errors import BadInputError, QuadratError
 from engine.evaluation.evaluate import (
     BenchmarkJudgment,
@@ -37,7 +38,6 @@ from engine.evaluation.evaluate import (
     trec_qrels_text,
 )
 from engine.files import csv_field, csv_record, csv_row
-from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io.photo_copies import CopiedPhotos as CopiedPhotos
 from engine.io.photo_copies import copy_relevant_photos as copy_relevant_photos
 from engine.io.safe_write import NOTHING_LOST as NOTHING_LOST
