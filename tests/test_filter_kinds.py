@@ -47,3 +47,15 @@ def test_the_options_and_the_menu_come_in_their_documented_order() -> None:
 def test_a_bad_value_is_refused_by_its_own_kind(values: dict[str, object], named: str) -> None:
     with pytest.raises(BadInputError, match=named):
         SearchFilters(**values)  # type: ignore[arg-type]
+
+
+def test_without_clears_every_field_of_the_kind_named() -> None:
+    filters = SearchFilters(
+        judged="judged", judged_query_id=3, deployment_ids=(2, 1), date_from="2024-01-01"
+    )
+    assert filters.without("judged_query_id") == filters.without("judged")
+    assert filters.without("judged") == SearchFilters(deployment_ids=(1, 2), date_from="2024-01-01")  # type: ignore[arg-type]
+    assert filters.without("deployment_ids").deployment_ids == ()
+    assert not filters.without("date").date_from
+    with pytest.raises(ValueError, match="no filter 'nope'"):
+        filters.without("nope")

@@ -186,16 +186,16 @@ class SearchFilters:
         return chips
 
     def without(self, key: str) -> SearchFilters:
-        """The same filters with one (a `describe` key) cleared."""
-        if key in ("judged", "judged_query_id"):
-            return replace(self, judged=None, judged_query_id=None)
+        """The same filters with one (a `describe` key, or "date" for both dates) cleared:
+        every field of its kind (judged clears the saved query it is about too)."""
         if key == "date":
             return replace(self, date_from=None, date_to=None)
-        names = {f.name: f for f in fields(self)}
-        if key not in names:
-            raise ValueError(f"no filter {key!r}; the filters are {', '.join(names)}")
-        empty: Any = () if key in ("licenses", "collection_ids", "deployment_ids") else None
-        return replace(self, **{key: empty})
+        kind = next((k for k in KINDS if key == k.name or key in k.fields), None)
+        if kind is None:
+            names = ", ".join(f.name for f in fields(self))
+            raise ValueError(f"no filter {key!r}; the filters are {names}")
+        unset: dict[str, Any] = {f.name: f.default for f in fields(self)}  # None, or ()
+        return replace(self, **{name: unset[name] for name in kind.fields})
 
 
 # -- filtering --------------------------------------------------------------------------------
