@@ -388,7 +388,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     import time
 
-    from engine.indexing.collections import missing_photos
+    from engine.catalog.reads import missing_photos
     from engine.indexing.walk import printable_name
     from engine.methods import MethodContext, SearchQuery
     from engine.search.searcher import validate_query_text
@@ -495,12 +495,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from engine.indexing.collections import (
-        find_collection,
-        forget_missing,
-        missing_photos,
-        refuse_if_unmounted,
-    )
+    from engine.catalog.reads import find_collection, missing_photos, refuse_if_unmounted
+    from engine.indexing.collections import forget_missing
 
     with open_library(args.library) as library:
         collection_id = None

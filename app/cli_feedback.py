@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from engine.catalog.library import Library
-    from engine.judgments.queries import LiveMetrics
+    from engine.evaluation.live import LiveMetrics
     from engine.methods.feedback import Refinement
     from engine.models.encoders import Encoder
     from engine.search.searcher import SearchHit

@@ -59,6 +59,13 @@ RULES: list[tuple[str, set[str], str]] = [
         QT | {"app", "widgets", "engine.methods"},
         "saved queries know no search method: run labels come from engine.methods.registry",
     ),
+    # The query store stores; scoring a ranking against its judgments is evaluation's job
+    # (engine.evaluation.live), done by whoever holds both.
+    (
+        "engine.judgments.queries",
+        QT | {"app", "widgets", "engine.evaluation"},
+        "the query store scores nothing: live metrics are engine.evaluation.live's",
+    ),
     (
         "engine.methods.base",
         QT | {"app", "widgets", "engine.judgments.queries"},
