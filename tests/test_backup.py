@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 import app.cli
 from app.cli import main
-from app.cli_backup import add_backup_command
+from app.cli.backup import add_backup_command
 from engine.catalog import Collection, Image
 from engine.catalog.backup import (
     backup_catalog,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli_metrics import add_metrics_command
+from app.cli.metrics import add_metrics_command
 from engine.errors import BadInputError
 
 # Lines deliberately out of order: the scores decide (the rank column only breaks ties).
@@ -242,7 +242,7 @@ def test_tied_runs_score_as_inquire_with_ties_group(
 
 
 def test_metrics_and_evaluate_share_one_ties_option() -> None:
-    from app.cli_evaluate import add_evaluate_command
+    from app.cli.evaluate import add_evaluate_command
 
     def ties_action(
         add: Callable[[argparse._SubParsersAction], None], name: str
@@ -380,7 +380,7 @@ def test_bad_usage_is_an_argparse_error(files: tuple[Path, Path], argv: list[str
 def test_metrics_command_needs_no_qt() -> None:
     # A headless server scores runs: importing the command must not pull in Qt.
     code = (
-        "import sys, app.cli_metrics, engine.evaluation.evaluate, engine.evaluation.metrics; "
+        "import sys, app.cli.metrics, engine.evaluation.evaluate, engine.evaluation.metrics; "
         "sys.exit(any(name.startswith(('PySide6', 'shiboken6')) for name in sys.modules))"
     )
     root = Path(__file__).resolve().parent.parent

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli_metrics import add_metrics_command
+from app.cli.metrics import add_metrics_command
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

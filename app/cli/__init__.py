@@ -15,18 +15,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from app.cli_analyses import add_analyses_command
-from app.cli_args import index_memory_gb, positive_int
-from app.cli_attributes import add_attributes_command
-from app.cli_backup import add_backup_command
-from app.cli_camtrap import (
+from app.cli.analyses import add_analyses_command
+from app.cli.args import index_memory_gb, positive_int
+from app.cli.attributes import add_attributes_command
+from app.cli.backup import add_backup_command
+from app.cli.camtrap import (
     CAMTRAP_KIND,
     add_camera_trap_demo_option,
     add_camtrap_options,
     cmd_camera_trap_demo,
     cmd_export_camtrap,
 )
-from app.cli_common import (
+from app.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
@@ -45,29 +45,29 @@ from app.cli_common import (
     set_database_url,
     user_settings,
 )
-from app.cli_evaluate import add_evaluate_command
-from app.cli_events import (
+from app.cli.evaluate import add_evaluate_command
+from app.cli.events import (
     add_deployments_command,
     add_search_event_options,
     event_results,
     print_event_results,
     search_depth,
 )
-from app.cli_export import (
+from app.cli.export_dwc import (
     DWC_KINDS,
     add_dwc_options,
     cmd_export_records,
     cmd_export_relevant_photos,
 )
-from app.cli_feedback import add_feedback_commands
-from app.cli_filters import add_filter_options, check_filter_args, filters_from_args
-from app.cli_inquire import add_inquire_command
-from app.cli_judges import add_export_judge_option, add_judge_option, add_judges_commands
-from app.cli_methods import add_methods_command, lists_methods, method_option_help
-from app.cli_metrics import add_metrics_command
-from app.cli_models import add_models_command
-from app.cli_privacy import add_sensitive_taxa_command
-from app.cli_xmp import add_xmp_export_options, cmd_export_xmp
+from app.cli.export_xmp import add_xmp_export_options, cmd_export_xmp
+from app.cli.feedback import add_feedback_commands
+from app.cli.filters import add_filter_options, check_filter_args, filters_from_args
+from app.cli.inquire import add_inquire_command
+from app.cli.judges import add_export_judge_option, add_judge_option, add_judges_commands
+from app.cli.methods import add_methods_command, lists_methods, method_option_help
+from app.cli.metrics import add_metrics_command
+from app.cli.models import add_models_command
+from app.cli.privacy import add_sensitive_taxa_command
 from app.settings import language_model
 from engine.errors import BadInputError, ModelLoadError, ModelMismatchError, QuadratError
 from engine.models.hub import ModelUnavailableError
@@ -625,7 +625,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" (details in {log_file})" if log_file else ""
         print(f"error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
         return EXIT_FAILURE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

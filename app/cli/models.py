@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
-from app.cli_common import EXIT_OK, TqdmProgress, user_settings
+from app.cli.common import EXIT_OK, TqdmProgress, user_settings
 
 if TYPE_CHECKING:
     from engine.models.store import ModelStore

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, open_library
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, open_library
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:

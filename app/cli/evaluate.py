@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, TqdmProgress
-from app.cli_filters import add_filter_options, filters_from_args
-from app.cli_methods import lists_methods, method_option_help
-from app.cli_metrics import add_ties_option
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, TqdmProgress
+from app.cli.filters import add_filter_options, filters_from_args
+from app.cli.methods import lists_methods, method_option_help
+from app.cli.metrics import add_ties_option
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
 
 
 def run_evaluate_command(args: argparse.Namespace) -> int:
-    from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
+    from app.cli.common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from app.settings import language_model
     from engine.benchmarks.runner import run_methods
     from engine.evaluation.evaluate import load_judgments, load_queries_csv, write_trec_run

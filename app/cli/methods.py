@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.cli_common import EXIT_OK
+from app.cli.common import EXIT_OK
 
 
 class _MethodsHere:

@@ -29,9 +29,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
-from app.cli_feedback import _encoder_loader, _model_options
-from app.cli_filters import add_filter_options, filters_from_args
+from app.cli.common import EXIT_OK, open_library, saved_query_id
+from app.cli.feedback import _encoder_loader, _model_options
+from app.cli.filters import add_filter_options, filters_from_args
 from engine.errors import BadInputError, QuadratError
 
 if TYPE_CHECKING:

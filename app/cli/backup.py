@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli_args import positive_int
+from app.cli.args import positive_int
 from engine.catalog.backup import (
     DEFAULT_KEEP,
     SPECIAL_KEEP,
@@ -71,7 +71,7 @@ def add_backup_command(subparsers: argparse._SubParsersAction) -> None:  # type:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from app.cli_common import open_library
+    from app.cli.common import open_library
 
     with open_library(args.library) as library:
         if args.list:
@@ -92,7 +92,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from app.cli_common import confirm, open_library
+    from app.cli.common import confirm, open_library
 
     with open_library(args.library) as library:
         backups = list_backups(library.root)

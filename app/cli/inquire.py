@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, TqdmProgress
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, TqdmProgress
 
 
 def add_inquire_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -107,7 +107,7 @@ def cmd_import_inquire_rerank(args: argparse.Namespace) -> int:
 
 def _index(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Index the written collection as `quadrat index` does (its metadata.json is read)."""
-    from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
+    from app.cli.common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from engine.indexing.indexer import Indexer
     from engine.progress import CancelToken
 

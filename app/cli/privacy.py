@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_common import EXIT_OK, open_library
+from app.cli.common import EXIT_OK, open_library
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from app.cli_args import positive_int
+from app.cli.args import positive_int
 from engine.evaluation.metrics import PROTOCOLS, TIES
 
 if TYPE_CHECKING:  # the scoring is imported by the command: every other command skips it

@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, load_encoder_for, open_library, resolve_model_spec
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, load_encoder_for, open_library, resolve_model_spec
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, open_library, saved_query_id
-from app.cli_filters import add_filter_options, filters_from_args
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, open_library, saved_query_id
+from app.cli.filters import add_filter_options, filters_from_args
 
 if TYPE_CHECKING:
     from engine.judgments.attribute_questions import QuestionModel

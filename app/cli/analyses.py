@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
+from app.cli.common import EXIT_OK, open_library, saved_query_id
 
 
 def add_analyses_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
