@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def positive_int(text: str) -> int:
@@ -29,3 +30,37 @@ def index_memory_gb(text: str) -> float:
             f"expected {MIN_INDEX_MEMORY_GB:g} to {MAX_INDEX_MEMORY_GB:g} GB, got {text}"
         )
     return value
+
+
+def add_library_options(parser: argparse.ArgumentParser) -> None:
+    """`--library` and `--database-url`: the library a command works on."""
+    parser.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the catalog of a new library folder, e.g. postgresql://USER@HOST/DATABASE "
+        "(recorded in the folder, password never; default: the settings' database URL)",
+    )
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """`--model` and `--device`: the model a command encodes with."""
+    parser.add_argument(
+        "--model",
+        help="demo | ARCH:PRETRAINED | hf-hub:ORG/NAME | ARCH:/path/to/checkpoint "
+        "(default: the library's model)",
+    )
+    parser.add_argument(
+        "--device", choices=["auto", "cpu", "cuda", "mps"], help="default: the settings' device"
+    )
+
+
+def add_runtime_option(parser: argparse.ArgumentParser) -> None:
+    """`--runtime`: how the model encodes on the CPU."""
+    parser.add_argument(
+        "--runtime",
+        choices=["torch", "onnx", "auto"],
+        help="how the model encodes on the CPU: onnx (exported once into the model store "
+        "and checked against torch; same vectors), torch, or auto: onnx when the model "
+        "exports (default: the settings' runtime, auto)",
+    )
