@@ -1,0 +1,131 @@
+"""The one registry of export formats, as engine/methods has for search methods.
+
+`quadrat export FORMAT` lists and runs what is registered here. A format is an `ExportFormat`:
+its name, a one-line description, what it writes (a file, a folder, or sidecars beside the
+photos), the options its writer takes, and the writer, `write(library, query_id, out,
+**options)` returning a report with a `summary()` line. Adding a format is a module of its own
+and one line in `_FORMATS`; nothing is imported until a format is asked for, so listing the
+names costs a command nothing.
+
+The formats written before this registry (judgments, relevant-photos, xmp, dwca, dwc-csv,
+camtrap-dp) have command lines of their own (`app/cli/export*.py`): several queries, a check
+without writing, problems listed; they are registered here with their description alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from engine.errors import BadInputError
+
+if TYPE_CHECKING:
+    from engine.catalog.library import Library
+
+FILE, FOLDER, BESIDE = "file", "folder", "beside the photos"
+
+
+class ExportReport(Protocol):
+    """What a writer returns: one line saying what was written, and where."""
+
+    def summary(self) -> str: ...
+
+
+Writer = Callable[..., ExportReport]
+
+
+@dataclass(frozen=True)
+class FormatOption:
+    """One option a format's writer takes: its flag on the command line, its help, and the
+    keyword the writer gets (`dest`). A `switch` is off unless given; `negated` is a switch
+    that turns a default-on keyword off (`--no-sensitive-taxa` -> sensitive_taxa=False)."""
+
+    flag: str
+    help: str
+    dest: str
+    switch: bool = False
+    negated: bool = False
+    metavar: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format: name, description, what it writes, its options and its writer."""
+
+    name: str
+    description: str
+    target: str  # FILE, FOLDER or BESIDE
+    suffix: str = ""  # a file's usual ending, for file dialogs (".geojson")
+    options: tuple[FormatOption, ...] = ()
+    write: Writer | None = None  # None: the format has a command line of its own
+
+    def run(self, library: Library, query_id: int, out: Path, **options: Any) -> ExportReport:
+        """Write one saved query's export to `out` with the format's options."""
+        if self.write is None:
+            raise BadInputError(f"export {self.name} is run by its own command")
+        known = {option.dest for option in self.options}
+        return self.write(
+            library, query_id, out, **{k: v for k, v in options.items() if k in known}
+        )
+
+
+SENSITIVE_TAXA = FormatOption(
+    "--no-sensitive-taxa",
+    "do not apply the lab's sensitive-taxa list",
+    dest="sensitive_taxa",
+    switch=True,
+    negated=True,
+)
+"""The option every format that publishes places shares (one flag on the command line)."""
+
+
+def _builtin(name: str, description: str, target: str, suffix: str = "") -> ExportFormat:
+    return ExportFormat(name, description, target, suffix)
+
+
+JUDGMENTS = _builtin(
+    "judgments", "the judgments of saved queries (CSV or TREC qrels)", FILE, ".csv"
+)
+RELEVANT_PHOTOS = _builtin(
+    "relevant-photos", "copies of a query's relevant photos, GPS removed where withheld", FOLDER
+)
+XMP = _builtin("xmp", "judgments and attributes as keywords in the photos' XMP sidecars", BESIDE)
+DWCA = _builtin("dwca", "a Darwin Core Archive of a query's relevant photos (GBIF)", FILE, ".zip")
+DWC_CSV = _builtin(
+    "dwc-csv", "Darwin Core records of a query's relevant photos as CSV", FILE, ".csv"
+)
+CAMTRAP_DP = _builtin("camtrap-dp", "a Camtrap DP package of a query's judged events", FOLDER)
+
+# Every format, in the order `quadrat export` lists them: name -> "module:attribute".
+_FORMATS = {
+    "judgments": "engine.io.formats:JUDGMENTS",
+    "relevant-photos": "engine.io.formats:RELEVANT_PHOTOS",
+    "xmp": "engine.io.formats:XMP",
+    "dwca": "engine.io.formats:DWCA",
+    "dwc-csv": "engine.io.formats:DWC_CSV",
+    "camtrap-dp": "engine.io.formats:CAMTRAP_DP",
+}
+
+
+def format_names() -> list[str]:
+    """Every format's name, in registry order (nothing imported)."""
+    return list(_FORMATS)
+
+
+def get_format(name: str) -> ExportFormat:
+    """The format called `name`; a one-line BadInputError naming the known ones otherwise."""
+    if name not in _FORMATS:
+        raise BadInputError(f"unknown export format '{name}'; known: {', '.join(_FORMATS)}")
+    module, attribute = _FORMATS[name].split(":")
+    found = getattr(importlib.import_module(module), attribute)
+    if not isinstance(found, ExportFormat) or found.name != name:
+        raise TypeError(f"{_FORMATS[name]} is not the ExportFormat {name!r}")
+    return found
+
+
+def export_formats() -> list[ExportFormat]:
+    """Every format, in registry order."""
+    return [get_format(name) for name in _FORMATS]
