@@ -107,6 +107,7 @@ _FORMATS = {
     "dwca": "engine.io.formats:DWCA",
     "dwc-csv": "engine.io.formats:DWC_CSV",
     "camtrap-dp": "engine.io.formats:CAMTRAP_DP",
+    "geojson": "engine.io.geojson:GEOJSON",
 }
 
 
