@@ -2,10 +2,11 @@
 
 `quadrat export FORMAT` lists and runs what is registered here. A format is an `ExportFormat`:
 its name, a one-line description, what it writes (a file, a folder, or sidecars beside the
-photos), the options its writer takes, and the writer, `write(library, query_id, out,
+photos), the options its writer takes, the window's menu label, and the writer, `write(library, query_id, out,
 **options)` returning a report with a `summary()` line. Adding a format is a module of its own
 and one line in `_FORMATS`; nothing is imported until a format is asked for, so listing the
-names costs a command nothing.
+names costs a command nothing. A format with a writer that writes one file is also an entry
+of the window's File menu (`app/controllers/transfer.py`).
 
 The formats written before this registry (judgments, relevant-photos, xmp, dwca, dwc-csv,
 camtrap-dp) have command lines of their own (`app/cli/export*.py`): several queries, a check
@@ -61,6 +62,7 @@ class ExportFormat:
     suffix: str = ""  # a file's usual ending, for file dialogs (".geojson")
     options: tuple[FormatOption, ...] = ()
     write: Writer | None = None  # None: the format has a command line of its own
+    label: str = ""  # the window's File › Export entry: "Export <label>…"
 
     def run(self, library: Library, query_id: int, out: Path, **options: Any) -> ExportReport:
         """Write one saved query's export to `out` with the format's options."""

@@ -131,4 +131,5 @@ GEOJSON = ExportFormat(
     ".geojson",
     options=(SENSITIVE_TAXA,),
     write=export_geojson,
+    label="relevant photos as &GeoJSON",
 )
