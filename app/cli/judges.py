@@ -286,7 +286,7 @@ COMMANDS = (
         "agreement",
         help="how far the judges of a saved query agree (kappa, alpha, confusion tables)",
         description="Agreement among the judges of a saved query, over the photos judged by "
-        "two or more of them: raw agreement, Fleiss' kappa, Krippendorff's alpha (with 95 %% "
+        "two or more of them: raw agreement, Fleiss' kappa, Krippendorff's alpha (with 95 % "
         "bootstrap intervals over photos), and Cohen's kappa with the confusion table per pair.",
         add_arguments=_agreement_arguments,
         run=run_agreement_command,
