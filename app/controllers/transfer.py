@@ -86,14 +86,14 @@ class TransferController(QObject):
         )
 
     def menu_formats(self) -> list[tuple[str, str]]:
-        """The registered formats File › Export offers: those whose writer writes one file
-        (name, label)."""
+        """The registered formats File › Export offers: those with a label whose writer writes
+        one file (name, label)."""
         from engine.io.formats import FILE, export_formats
 
         return [
-            (f.name, f.label or f.name)
+            (f.name, f.label)
             for f in export_formats()
-            if f.write is not None and f.target == FILE
+            if f.label and f.write is not None and f.target == FILE
         ]
 
     def ask_export(self, name: str, window: MainWindow) -> TaskHandle | None:

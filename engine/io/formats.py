@@ -2,15 +2,15 @@
 
 `quadrat export FORMAT` lists and runs what is registered here. A format is an `ExportFormat`:
 its name, a one-line description, what it writes (a file, a folder, or sidecars beside the
-photos), the options its writer takes, the window's menu label, and the writer, `write(library, query_id, out,
-**options)` returning a report with a `summary()` line. Adding a format is a module of its own
-and one line in `_FORMATS`; nothing is imported until a format is asked for, so listing the
-names costs a command nothing. A format with a writer that writes one file is also an entry
-of the window's File menu (`app/controllers/transfer.py`).
+photos), the options its writer takes, a menu label, and the writer, `write(library, query_id,
+out, **options)` returning a report with a `summary()` line. Adding a format is a module of its
+own and one line in `_FORMATS`; nothing is imported until a format is asked for, so listing the
+names costs a command nothing. A format with a label that writes one file is also an entry of
+the window's File menu (`app/controllers/transfer.py`).
 
 The formats written before this registry (judgments, relevant-photos, xmp, dwca, dwc-csv,
-camtrap-dp) have command lines of their own (`app/cli/export*.py`): several queries, a check
-without writing, problems listed; they are registered here with their description alone.
+camtrap-dp) are entries of `engine/io/builtin_formats.py`; their command lines (several queries,
+a check without writing, problems listed) and window actions stay their own.
 """
 
 from __future__ import annotations
@@ -61,13 +61,15 @@ class ExportFormat:
     target: str  # FILE, FOLDER or BESIDE
     suffix: str = ""  # a file's usual ending, for file dialogs (".geojson")
     options: tuple[FormatOption, ...] = ()
-    write: Writer | None = None  # None: the format has a command line of its own
-    label: str = ""  # the window's File › Export entry: "Export <label>…"
+    write: Writer | None = None  # None: listed only (no writer to call)
+    label: str = ""  # File › Export's entry "Export <label>…"; empty: not offered there
 
-    def run(self, library: Library, query_id: int, out: Path, **options: Any) -> ExportReport:
+    def run(
+        self, library: Library, query_id: int, out: Path | None, **options: Any
+    ) -> ExportReport:
         """Write one saved query's export to `out` with the format's options."""
         if self.write is None:
-            raise BadInputError(f"export {self.name} is run by its own command")
+            raise BadInputError(f"export {self.name} has no writer")
         known = {option.dest for option in self.options}
         return self.write(
             library, query_id, out, **{k: v for k, v in options.items() if k in known}
@@ -84,31 +86,14 @@ SENSITIVE_TAXA = FormatOption(
 """The option every format that publishes places shares (one flag on the command line)."""
 
 
-def _builtin(name: str, description: str, target: str, suffix: str = "") -> ExportFormat:
-    return ExportFormat(name, description, target, suffix)
-
-
-JUDGMENTS = _builtin(
-    "judgments", "the judgments of saved queries (CSV or TREC qrels)", FILE, ".csv"
-)
-RELEVANT_PHOTOS = _builtin(
-    "relevant-photos", "copies of a query's relevant photos, GPS removed where withheld", FOLDER
-)
-XMP = _builtin("xmp", "judgments and attributes as keywords in the photos' XMP sidecars", BESIDE)
-DWCA = _builtin("dwca", "a Darwin Core Archive of a query's relevant photos (GBIF)", FILE, ".zip")
-DWC_CSV = _builtin(
-    "dwc-csv", "Darwin Core records of a query's relevant photos as CSV", FILE, ".csv"
-)
-CAMTRAP_DP = _builtin("camtrap-dp", "a Camtrap DP package of a query's judged events", FOLDER)
-
 # Every format, in the order `quadrat export` lists them: name -> "module:attribute".
 _FORMATS = {
-    "judgments": "engine.io.formats:JUDGMENTS",
-    "relevant-photos": "engine.io.formats:RELEVANT_PHOTOS",
-    "xmp": "engine.io.formats:XMP",
-    "dwca": "engine.io.formats:DWCA",
-    "dwc-csv": "engine.io.formats:DWC_CSV",
-    "camtrap-dp": "engine.io.formats:CAMTRAP_DP",
+    "judgments": "engine.io.builtin_formats:JUDGMENTS",
+    "relevant-photos": "engine.io.builtin_formats:RELEVANT_PHOTOS",
+    "xmp": "engine.io.builtin_formats:XMP",
+    "dwca": "engine.io.builtin_formats:DWCA",
+    "dwc-csv": "engine.io.builtin_formats:DWC_CSV",
+    "camtrap-dp": "engine.io.builtin_formats:CAMTRAP_DP",
     "geojson": "engine.io.geojson:GEOJSON",
 }
 
