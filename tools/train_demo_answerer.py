@@ -160,20 +160,11 @@ def questions_for(
     records = [
         {**annotation_record(k, 0, o), "name": o.name} for k, o in enumerate(objects, start=1)
     ]
-    present = {o.name for o in objects}
     by_kind: dict[tuple[str, bool], list[str]] = defaultdict(list)
-    hard: dict[str, list[str]] = defaultdict(list)
     for kind, text, query in candidates(rng, objects):
-        answer = judge(query, image, records)
-        by_kind[(kind, answer)].append(text)
-        if not answer and set(query.species) <= present:
-            # Everything it names is drawn, the answer is still no (the other count, the
-            # other relation, the other size): what the crops must tell, so asked more often.
-            hard[kind].append(text)
+        by_kind[(kind, judge(query, image, records))].append(text)
     out: list[tuple[str, str, bool]] = []
     for (kind, answer), texts in sorted(by_kind.items()):
-        if not answer and hard[kind] and rng.uniform() < 0.7:
-            texts = hard[kind]
         out.append((kind, pick(rng, sorted(set(texts))), answer))
     return out
 
