@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-test demo test lint bench screenshots package package-test
+.PHONY: install install-test demo test test-fast lint bench screenshots package package-test
 
 install:
 	$(PIP) install -e .
@@ -21,11 +21,17 @@ test: install-test
 	$(PYTHON) -m mypy
 	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
+# The fast lane while working: no windows, processes, Ray, servers, packaging or slow tests.
+# `make test` (what CI runs) still runs everything.
+test-fast: install-test
+	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest -n auto --maxprocesses 4 --dist loadfile \
+		-m "not integration and not slow and not bench"
+
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-# PNGs of the main views from the real window under Xvfb (see README), one folder per screen
+# PNGs of the main views from the real window under Xvfb (see docs/GUIDE.md), one folder per screen
 # size, for the demo and the camera-trap demo; fails if the layout clips anything on one.
 SCREENS := 1280x800 1600x1000 1920x1080 2560x1440
 screenshots:
@@ -42,7 +48,7 @@ bench:
 	$(PYTHON) tests/bench/bench_gui.py
 
 # The Linux bundle and its archive: the CPU variant, from PyPI's CUDA torch with its CUDA
-# libraries stubbed, or from a CPU-only torch if one is installed (see README "Packaging").
+# libraries stubbed, or from a CPU-only torch if one is installed (see docs/PACKAGING.md).
 package:
 	$(PIP) install -e '.[package]'
 	packaging/build_linux.sh cpu

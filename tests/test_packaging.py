@@ -1,4 +1,4 @@
-"""Fast checks of the packaging files: nothing here builds a bundle (see README "Packaging")."""
+"""Fast checks of the packaging files: nothing here builds a bundle (see docs/PACKAGING.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from tests.warm_python import WarmPython
+
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGING = ROOT / "packaging"
