@@ -27,6 +27,7 @@ from app.controllers.full_view import FullViewController
 from app.controllers.judging import JudgingController
 from app.controllers.library import WAITING_FOR_MODEL, LibraryController
 from app.controllers.models import ModelsController, estimate_reindex
+from app.controllers.open_query import OpenQuery
 from app.controllers.queries import SavedQueriesController
 from app.controllers.records import RecordsController
 from app.controllers.rerank import RerankController
@@ -156,6 +157,8 @@ class Application:
         )
         w.results.copyPathRequested.connect(lambda p: QGuiApplication.clipboard().setText(p))
         w.results.activated.connect(lambda _index: w.detail_dock.show())
+        # The open query: its id, title, runs and judgments (read by most controllers).
+        self.open_query = OpenQuery()
         self.judging = JudgingController(
             self.runner,
             self.session.query_store,
@@ -163,6 +166,7 @@ class Application:
             w.results,
             w.detail_pane,
             w.metrics_panel,
+            self.open_query,
         )
         # What the shown photo shows (Darwin Core attributes), edited in the detail pane.
         self.attributes = AttributesController(self.runner, self.judging, w.detail_pane)
@@ -174,21 +178,21 @@ class Application:
             self.search.show_results,
             lambda title, text: w.ask_yes_no(title, text),
         )
-        self.transfers = TransferController(self.runner, self.session, self.judging)
+        self.transfers = TransferController(self.runner, self.session, self.open_query)
         # Judge › Export records…: the open query's relevant photos as Darwin Core records.
         self.records = RecordsController(
             self.runner,
             self.session,
-            self.judging,
+            self.open_query,
             w.folders,
             action=w.export_records_action,
             end_blind=lambda: w.judges.blind_action.setChecked(False),
             confirm=lambda title, text: w.ask_yes_no(title, text),
         )
         # Judge › Ask an attribute question…: learnt from the judged photos' attributes.
-        self.questions = AttributeQuestionsController(self.runner, self.session, self.judging)
+        self.questions = AttributeQuestionsController(self.runner, self.session, self.open_query)
         self.sidecars = SidecarsController(
-            self.runner, self.session, self.judging, lambda title, text: w.ask_yes_no(title, text)
+            self.runner, self.session, self.open_query, lambda title, text: w.ask_yes_no(title, text)
         )
         # File › Backups…: list, back up now, restore (then the library is opened again).
         self.backups = BackupsController(
@@ -236,7 +240,7 @@ class Application:
             w.month_histogram,
             w.results_model,
             w.results,
-            open_query=lambda: self.judging.query_id,
+            open_query=lambda: self.open_query.query_id,
             show_place_pane=w.show_place_pane,
         )
         # Learning from the judgments: Refine ▾, Judge next, Sample to judge, the estimate.
@@ -267,7 +271,7 @@ class Application:
         )  # fmt: skip
         # Certify recall over what is shown: the filters' photos, events when grouped.
         self.certify = CertifyController(
-            self.runner, self.session, self.judging, self.feedback, w.judges, w,
+            self.runner, self.session, self.open_query, self.feedback, w.judges, w,
             filters=lambda: self.search.filters, grouped=lambda: self.events.grouped,
             names=lambda: self.filters.names,
         )  # fmt: skip
@@ -277,7 +281,7 @@ class Application:
         w.judges.blindToggled.connect(self.records.blind_changed)
         # "Where and when" › Relevant photos of this query: their analyses, and their export.
         self.analyses = AnalysesController(
-            self.runner, self.session, self.judging, w.place_pane, lambda c: w.ask_folder(c)
+            self.runner, self.session, self.open_query, w.place_pane, lambda c: w.ask_folder(c)
         )
         self.analyses.message.connect(w.set_status)
         self.queries.runFiltersShown.connect(self.filters.restore)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage, QPixmap
 
-from app.controllers.judging import JudgingController, OpenQuery, RunState
+from app.controllers.judging import JudgingController
+from app.controllers.open_query import QueryState, RunState
 from app.controllers.results import QueryPhoto, photo_thumbnail_bytes, query_photo, result_items
 from app.controllers.session import LibrarySession
 from app.workers import THUMBNAILS, WRITE, TaskContext, TaskHandle, TaskRunner
@@ -49,7 +50,7 @@ ShowResults = Callable[[list[ResultItem], str, Path | None, RunState | None], No
 class _Loaded:
     """What a worker read about a query (after saving a run or to reopen it)."""
 
-    query: OpenQuery
+    query: QueryState
     text: str  # what the shown run searched: its words ("" for a photo-only run)
     image_path: str | None  # and its photo
     queries: list[QueryRow]  # the whole list
@@ -181,7 +182,7 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
         elif shown.kind == "text":
             image_path = None
     return _Loaded(
-        query=OpenQuery(
+        query=QueryState(
             query_id=query_id,
             title=_query_title(info, names) if info else "",
             run_id=run_id,

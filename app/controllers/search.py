@@ -47,7 +47,7 @@ from widgets.results import ResultItem, ResultsModel
 if TYPE_CHECKING:  # the engine loads in a worker, not with the window
     import PIL.Image
 
-    from app.controllers.judging import RunState
+    from app.controllers.open_query import RunState
     from engine.catalog.library import Library
     from engine.methods import MethodSpec, ModelManager, Ranking
     from engine.methods.events import MethodEvent

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.controllers.judging import JudgingController
+from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
@@ -31,13 +31,11 @@ class TransferController(QObject):
     outcome = Signal(str)
     imported = Signal(object)  # set of the query ids that received queries or judgments
 
-    def __init__(
-        self, runner: TaskRunner, session: LibrarySession, judging: JudgingController
-    ) -> None:
+    def __init__(self, runner: TaskRunner, session: LibrarySession, query: OpenQuery) -> None:
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging  # read only: the open query, its shown run and judgments
+        self.query = query  # read only: the open query, its shown run and judgments
 
     def export_judgments(self, path: str | Path, all_queries: bool = True) -> TaskHandle | None:
         """Judgments as INQUIRE-style CSV, or TREC qrels when the file ends in .qrels/.txt."""
@@ -46,7 +44,7 @@ class TransferController(QObject):
             return None
         path = Path(path)
         fmt = "qrels" if path.suffix.lower() in (".qrels", ".txt") else "csv"
-        open_id = self.judging.query_id
+        open_id = self.query.query_id
         query_ids = None if all_queries or open_id is None else [open_id]
 
         def export(ctx: TaskContext) -> int:
@@ -64,11 +62,11 @@ class TransferController(QObject):
     def export_results(self, path: str | Path) -> TaskHandle | None:
         """The shown run with judgments and metadata as CSV."""
         library = self.session.library
-        run = self.judging.current_run()
+        run = self.query.current_run()
         if library is None or run is None:
             self.message.emit("Run a search first: there are no results to export")
             return None
-        ranking, judgments = list(run.ranking), dict(self.judging.judgments)
+        ranking, judgments = list(run.ranking), dict(self.query.judgments)
 
         def export(ctx: TaskContext) -> int:
             from engine.io.export import export_results_csv
@@ -114,7 +112,7 @@ class TransferController(QObject):
 
     def copy_relevant(self, dest: str | Path) -> TaskHandle | None:
         """Copy the photos judged relevant for the open query into `dest`."""
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a query first")
             return None
