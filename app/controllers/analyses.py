@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import announce
 from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
@@ -22,6 +23,7 @@ from widgets.map_view import MapPoint
 from widgets.place_pane import RELEVANT, PlacePane, RelevantView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.io.analyses import FoundSetAnalyses
 
@@ -197,3 +199,13 @@ class AnalysesController(QObject):
             ),
             on_failure=lambda exc: self.runner.report_error(exc, "Exporting the analyses"),
         )
+
+
+def install(app: Application) -> None:
+    """ "Where and when" › Relevant photos of this query: their analyses, and their export."""
+    w = app.window
+    analyses = app.analyses = AnalysesController(
+        app.runner, app.session, app.open_query, w.place_pane, lambda c: w.ask_folder(c)
+    )
+    analyses.message.connect(w.set_status)
+    announce(app, analyses.outcome)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import say
 from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
@@ -23,6 +24,7 @@ from widgets.attribute_questions_dialog import AttributeQuestionDialog, Suggesti
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
+    from app.controllers.application import Application
     from engine.judgments.attribute_questions import AttributeAnswers, QuestionModel
 
 log = logging.getLogger(__name__)
@@ -162,3 +164,13 @@ class AttributeQuestionsController(QObject):
         if self.dialog is not None:
             self.dialog.show_failure(text)
         self.message.emit(text)
+
+
+def install(app: Application) -> None:
+    """Judge › Ask an attribute question…: learnt from the judged photos' attributes."""
+    w = app.window
+    questions = app.questions = AttributeQuestionsController(
+        app.runner, app.session, app.open_query
+    )
+    w.askQuestionRequested.connect(lambda: questions.open_dialog(w))
+    say(app, questions.message)

@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from app.controllers.feedback import FeedbackController, JudgingList
+from app.controllers.install import say
 from app.controllers.open_query import OpenQuery
 from app.controllers.results import result_items
 from app.controllers.session import LibrarySession
@@ -29,6 +30,7 @@ from widgets.agreement_dialog import JudgesActions
 from widgets.certify_panel import CertifyPanel, CertifyView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.methods.certify import ScopedCertification
     from engine.search.filters import FilterNames, SearchFilters
@@ -234,3 +236,16 @@ class CertifyController(QObject):
             on_success=done,
             on_failure=lambda exc: self.message.emit(f"Could not record it: {exc}"),
         )
+
+
+def install(app: Application) -> None:
+    """Judge › Certify recall…, over what is shown: the filters' photos, events when
+    grouped."""
+    w = app.window
+    certify = app.certify = CertifyController(
+        app.runner, app.session, app.open_query, app.feedback, w.judges, w,
+        filters=lambda: app.search.filters, grouped=lambda: app.events.grouped,
+        names=lambda: app.filters.names,
+    )  # fmt: skip
+    app.filters.filtersChanged.connect(certify.scope_changed)
+    say(app, certify.message)

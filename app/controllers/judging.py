@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal, SignalInstance
 
+from app.controllers.install import say
 from app.controllers.open_query import OpenQuery, QueryState, RunState
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.detail_pane import DetailPane
@@ -32,6 +33,7 @@ from widgets.metrics_panel import MetricsPanel, MetricsView, RunMetrics
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.judgments.attributes import AttributeChange, PresetFill
     from engine.judgments.queries import JudgmentChange, QueryStore
 
@@ -526,3 +528,33 @@ class JudgingController(QObject):
         view = self.metrics_view()
         self.metrics.show_metrics(view)
         self.metricsUpdated.emit(view)
+
+
+def install(app: Application) -> None:
+    """R / N / U / Ctrl+Z on the open query, and the metrics panel's k (kept across
+    sessions)."""
+    w = app.window
+    judging = app.judging = JudgingController(
+        app.runner,
+        app.session.query_store,
+        w.results_model,
+        w.results,
+        w.detail_pane,
+        w.metrics_panel,
+        app.open_query,
+    )
+    w.relevant_action.triggered.connect(lambda: judging.judge_current(1))
+    w.not_relevant_action.triggered.connect(lambda: judging.judge_current(0))
+    w.clear_judgment_action.triggered.connect(lambda: judging.judge_current(None))
+    w.undo_judgment_action.triggered.connect(judging.undo)
+    from widgets.metrics_panel import K_CHOICES
+
+    if app.settings.metrics_k in K_CHOICES:
+        judging.set_k(app.settings.metrics_k)
+
+    def remember_k(k: int) -> None:
+        if k != app.settings.metrics_k:
+            app.remember(metrics_k=k)
+
+    w.metrics_panel.kChanged.connect(remember_k)
+    say(app, judging.message)

@@ -31,6 +31,7 @@ from engine.progress import Progress
 from widgets.model_chooser import DEMO_SPEC, ModelChooser, ModelRow, format_bytes
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.models.folders import InstalledModel
     from engine.models.offers import ModelOffer
@@ -610,3 +611,22 @@ class ModelsController(QObject):
             pool=WRITE,
             on_success=added,
         )
+
+
+def install(app: Application) -> None:
+    """File › Models…: the chooser; before indexing or searching needs a model that is not on
+    disk, the chooser opens."""
+    w = app.window
+    models = app.models = ModelsController(
+        app.runner,
+        app.session,
+        w,
+        store=app.model_store,
+        confirm=app.confirm_model,
+        refresh_library=app.library.refresh,
+    )
+    app.library.model_gate = models.gate
+    models.modelChosen.connect(app.use_model)
+    models.roleModelChosen.connect(app.use_role_model)
+    models.message.connect(w.set_status)
+    w.models_action.triggered.connect(app.open_models)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage, QPixmap
 
+from app.controllers.install import asker, say
 from app.controllers.judging import JudgingController
 from app.controllers.open_query import QueryState, RunState
 from app.controllers.results import QueryPhoto, photo_thumbnail_bytes, query_photo, result_items
@@ -33,6 +34,7 @@ from widgets.query_list import QueryListPanel, QueryRow
 from widgets.results import ResultItem
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from app.controllers.search import SearchOutcome
     from engine.catalog.library import Library
     from engine.judgments.queries import QueryInfo, QueryStore, RunInfo
@@ -492,3 +494,22 @@ def _comparable(params: SavedRunParams) -> str:
     """A run's parameters without what does not change its ranking's method (what it drew or
     scored, how many it kept, the photo path): two runs alike here are the same search."""
     return json.dumps(params.search_params(), sort_keys=True, default=str)
+
+
+def install(app: Application) -> None:
+    """The saved queries pane: a search is saved as a run, a run shown again, notes kept."""
+    w = app.window
+    queries = app.queries = SavedQueriesController(
+        app.runner,
+        app.session,
+        app.judging,
+        w.query_list,
+        app.search.show_results,
+        asker(app),
+    )
+    app.search.searchFinished.connect(queries.on_search_finished)
+    w.results.moreLikeThisRequested.connect(queries.note_more_like_this)
+    w.detail_pane.moreLikeThisRequested.connect(queries.note_more_like_this)
+    w.metrics_panel.runSelected.connect(queries.show_run)
+    app.transfers.imported.connect(queries.reopen)
+    say(app, queries.message)

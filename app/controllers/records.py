@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import asker, say
 from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from PySide6.QtGui import QAction
     from PySide6.QtWidgets import QMessageBox, QWidget
 
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.io.camtrap_check import Problem
     from engine.io.camtrap_dp import CamtrapReport
@@ -539,3 +541,22 @@ class RecordsController(QObject):
         if self.outcome_box is not None:
             self.outcome_box.close()
         self.outcome_box = show_outcome(self._parent, title, text, details, failed)
+
+
+def install(app: Application) -> None:
+    """Judge › Export records…: the open query's relevant photos as Darwin Core records.
+    After the agreement controller: export waits while judging blind, once that controller
+    has set the store blind or not."""
+    w = app.window
+    records = app.records = RecordsController(
+        app.runner,
+        app.session,
+        app.open_query,
+        w.folders,
+        action=w.export_records_action,
+        end_blind=lambda: w.judges.blind_action.setChecked(False),
+        confirm=asker(app),
+    )
+    w.judges.blindToggled.connect(records.blind_changed)
+    w.exportRecordsRequested.connect(lambda: records.open_dialog(w))
+    say(app, records.message)

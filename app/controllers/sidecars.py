@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import announce, asker, say
 from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.io.xmp import SidecarReport
 
 
@@ -70,3 +72,13 @@ class SidecarsController(QObject):
     def _finished(self, report: SidecarReport) -> None:
         self.written.emit(report)
         self.outcome.emit("; ".join(report.lines()))
+
+
+def install(app: Application) -> None:
+    """Judge › Write XMP sidecars…"""
+    sidecars = app.sidecars = SidecarsController(
+        app.runner, app.session, app.open_query, asker(app)
+    )
+    app.window.writeSidecarsRequested.connect(sidecars.write_sidecars)
+    say(app, sidecars.message)
+    announce(app, sidecars.outcome)

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import announce, say
 from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.io.export import ImportReport
 
 log = logging.getLogger(__name__)
@@ -134,3 +136,56 @@ def _copied_message(paths: list[Path], dest: str | Path) -> str:
     missing = getattr(paths, "missing", 0)
     gone = f"; {missing:,} are missing from disk and were not copied" if missing else ""
     return f"Copied {len(paths):,} photos to {dest}{gone}"
+
+
+def install(app: Application) -> None:
+    """File › Import queries and judgments…, Export judgments…, Export results…, Copy
+    relevant photos to a folder…"""
+    transfers = app.transfers = TransferController(app.runner, app.session, app.open_query)
+    say(app, transfers.message)
+    announce(app, transfers.outcome)
+    w = app.window
+    w.importJudgmentsRequested.connect(lambda: import_judgments(app))
+    w.exportJudgmentsRequested.connect(lambda: export_judgments(app))
+    w.exportResultsRequested.connect(lambda: export_results(app))
+    w.copyRelevantRequested.connect(lambda: copy_relevant(app))
+
+
+def import_judgments(app: Application) -> None:
+    window = app.window
+    queries = window.ask_open_file(
+        "Benchmark queries to import (INQUIRE CSV); cancel to import judgments "
+        "exported from Quadrat",
+        "CSV (*.csv);;All files (*)",
+    )
+    judgments = window.ask_open_file(
+        "Their judgments (INQUIRE CSV or TREC qrels)"
+        + ("; cancel to import only the queries" if queries else ""),
+        "Judgments (*.csv *.txt *.qrels);;All files (*)",
+    )
+    if queries or judgments:
+        app.transfers.import_judgments(queries or None, judgments or None)
+
+
+def export_judgments(app: Application) -> None:
+    path = app.window.ask_save_file(
+        "Export the judgments of every query",
+        "judgments.csv",
+        "INQUIRE-style CSV (*.csv);;TREC qrels (*.qrels *.txt)",
+    )
+    if path:
+        app.transfers.export_judgments(path)
+
+
+def export_results(app: Application) -> None:
+    path = app.window.ask_save_file(
+        "Export the results shown, with judgments and metadata", "results.csv", "CSV (*.csv)"
+    )
+    if path:
+        app.transfers.export_results(path)
+
+
+def copy_relevant(app: Application) -> None:
+    folder = app.window.ask_folder("Copy the photos judged relevant to…")
+    if folder:
+        app.transfers.copy_relevant(folder)
