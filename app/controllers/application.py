@@ -19,7 +19,7 @@ from PySide6.QtCore import QSettings
 from app import paths
 from app.controllers.errors import ErrorReporter
 from app.controllers.library import WAITING_FOR_MODEL
-from app.controllers.models import estimate_reindex
+from app.controllers.models import model_choices, reindex_question
 from app.controllers.open_query import OpenQuery
 from app.controllers.session import EncoderLoader, LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
@@ -35,7 +35,7 @@ from app.workers import WRITE, TaskRunner
 from engine.errors import QuadratError
 from widgets.library_panel import RUNNING, WAITING
 from widgets.main_window import WINDOW_TITLE, MainWindow
-from widgets.settings_dialog import ModelChoice, SettingsChoices, SettingsDialog, SettingsValues
+from widgets.settings_dialog import SettingsChoices, SettingsDialog, SettingsValues
 
 if TYPE_CHECKING:
     from app.controllers.agreement import AgreementController
@@ -285,7 +285,7 @@ class Application:
                 judge_name=current.judge_name,
             ),
             SettingsChoices(
-                models=self.model_choices(), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE
+                models=model_choices(self), devices=DEVICES, max_batch_size=MAX_BATCH_SIZE
             ),
             validate=lambda values: _problems(current, values),
             detected_device=self.session.detected_device,
@@ -352,88 +352,11 @@ class Application:
             and self.session.model_key is not None
             and new.model != self.session.library_spec
             and self.window.ask_yes_no(
-                "Re-index with the new model?", self.reindex_question(new.model)
+                "Re-index with the new model?", reindex_question(self, new.model)
             )
         ):
-            # Downloads it first (the chooser) when it is not on disk; then `_use_model`.
+            # Downloads it first (the chooser) when it is not on disk; then `use_model` (app/controllers/models.py).
             self.models.ensure(new.model, lambda: None, approved=True)
-
-    # -- models -----------------------------------------------------------------------------------
-
-    def open_models(self) -> None:
-        """File › Models…: the chooser, with the model searches use selected."""
-        self.models.open_chooser(
-            self.session.search_model(),
-            "Choose the model photos are indexed and searched with, download one, or import a "
-            "model file, folder or pack. The other tabs offer an image generator for VisRet "
-            "and vision-language models for Reranked.",
-        )
-
-    def model_choices(self) -> list[ModelChoice]:
-        """The settings dialog's models: the chooser's offers, marked when on disk."""
-        return [
-            ModelChoice(row.spec, row.label, row.installed, row.good_at)
-            for row in self.models.rows()
-        ]
-
-    def reindex_question(self, spec: str) -> str:
-        """What changing the library's model means, with how long re-indexing will take."""
-        session = self.session
-        photos = sum(s.indexed + s.pending for s in self.library.stats)
-        report = self.library.last_report
-        measured = (
-            (session.library_spec, report.indexed, report.seconds)
-            if report is not None and session.library_spec and not report.cancelled
-            else None
-        )
-        device = self.settings.device
-        if device == "auto":
-            device = session.detected_device or "cpu"
-        label = self.models.label(spec)
-        estimate = estimate_reindex(photos, spec, device, measured)
-        return (
-            f"This library is indexed with {session.library_spec}. Searching with {label} needs "
-            f"every collection re-indexed with it.\n\n{estimate.sentence(label)}\n\n"
-            "Re-index now? (Until it is done, searches use the model the library was indexed "
-            "with.)"
-        )
-
-    def confirm_model(self, spec: str) -> bool:
-        """Asked before a model picked in the chooser replaces the library's model."""
-        session = self.session
-        if self.demo or session.model_key is None or spec == session.library_spec:
-            return True
-        return self.window.ask_yes_no("Re-index with another model?", self.reindex_question(spec))
-
-    def use_role_model(self, role: str, use: str) -> None:
-        """A generator downloaded in the chooser becomes VisRet's generator (the settings');
-        a VLM is named in the status line (the Reranked options take it as their scorer)."""
-        if role == "generator" and use and use != self.settings.generator and not self.demo:
-            new = replace(self.settings, generator=use)
-            self.settings = new
-            self.session.apply_settings(new)
-            self.runner.submit(
-                lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE
-            )
-            self.window.set_status(f"VisRet now draws with {use}")
-        elif role == "vlm" and use:
-            self.window.set_status(f"Reranked can ask this model: choose the scorer {use}")
-
-    def use_model(self, spec: str) -> None:
-        """A model is on disk and chosen: remember it, and re-index a library indexed with
-        another model (the waiting folders are indexed after that)."""
-        if self.demo:
-            return
-        if spec != self.settings.model:
-            new = replace(self.settings, model=spec)
-            self.settings = new
-            self.session.apply_settings(new)
-            self.runner.submit(
-                lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE
-            )
-        if self.session.model_key is not None and spec != self.session.library_spec:
-            self.session.target_model = spec
-            self.library.reindex_all()
 
 
 def install_window(app: Application) -> None:
