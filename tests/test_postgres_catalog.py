@@ -20,6 +20,8 @@ from engine.errors import BadInputError, CatalogError
 from engine.indexing.indexer import Indexer
 from engine.methods import SearchQuery, search_hits
 
+pytestmark = pytest.mark.integration  # (a server and processes; the fast lane leaves it out)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -358,6 +360,7 @@ def test_a_database_error_that_escapes_is_still_one_line_without_sql(capsys, mon
     from sqlalchemy.exc import DataError
 
     import app.cli
+    import app.cli.search
 
     def failing(_path):
         raise DataError(
@@ -366,7 +369,7 @@ def test_a_database_error_that_escapes_is_still_one_line_without_sql(capsys, mon
             pg.NumericValueOutOfRange("integer out of range"),
         )
 
-    monkeypatch.setattr(app.cli, "open_library", failing)
+    monkeypatch.setattr(app.cli.search, "open_library", failing)
     code = app.cli.main(["search", "red circle"])
     err = capsys.readouterr().err.strip()
     assert code == 1

@@ -11,18 +11,12 @@ import argparse
 import json
 from pathlib import Path
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
+from app.cli.common import EXIT_OK, open_library, saved_query_id
+from app.cli.registry import Command
 
 
-def add_analyses_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `analyses` on the `quadrat` subcommand parser."""
-    parser = subparsers.add_parser(
-        "analyses",
-        help="phenology, diel activity, taxa and places of a query's relevant photos",
-        description="Count a saved query's relevant photos by month and day of year per year, "
-        "by hour of the day (local time), by taxon and by place; write CSV files and PNG "
-        "charts into OUT_DIR.",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `quadrat analyses`."""
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="folder written into")
     parser.add_argument(
         "--query", required=True, metavar="ID_OR_TEXT", help="saved query id or its exact text"
@@ -30,7 +24,6 @@ def add_analyses_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     parser.add_argument("--library", type=Path, help="library folder")
     parser.add_argument("--no-charts", action="store_true", help="write the CSV files only")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(func=run_analyses_command)
 
 
 def run_analyses_command(args: argparse.Namespace) -> int:
@@ -55,3 +48,16 @@ def run_analyses_command(args: argparse.Namespace) -> int:
     print(analyses.summary())
     print(f"wrote {len(written)} files to {args.out_dir}: {', '.join(p.name for p in written)}")
     return EXIT_OK
+
+
+COMMANDS = (
+    Command(
+        "analyses",
+        help="phenology, diel activity, taxa and places of a query's relevant photos",
+        description="Count a saved query's relevant photos by month and day of year per year, "
+        "by hour of the day (local time), by taxon and by place; write CSV files and PNG "
+        "charts into OUT_DIR.",
+        add_arguments=_arguments,
+        run=run_analyses_command,
+    ),
+)

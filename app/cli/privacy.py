@@ -19,21 +19,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_common import EXIT_OK, open_library
+from app.cli.common import EXIT_OK, open_library
+from app.cli.registry import Command
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
     from engine.catalog.privacy import SensitiveRule
 
 
-def add_sensitive_taxa_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    command = subparsers.add_parser(
-        "sensitive-taxa",
-        help="the taxa whose places exports generalise to a grid or withhold",
-        description="The lab's sensitive taxa: every export (Darwin Core, Camtrap DP), the map "
-        "and the place filter's display generalise their photos' places to a grid or withhold "
-        "them. A name is a scientific name at any rank.",
-    )
+def _arguments(command: argparse.ArgumentParser) -> None:
+    """The options of `quadrat sensitive-taxa`."""
     actions = command.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="the list, by name")
     listing.add_argument("--json", action="store_true", help="print one JSON object")
@@ -54,7 +49,6 @@ def add_sensitive_taxa_command(subparsers: argparse._SubParsersAction) -> None: 
     imported.add_argument("file", type=Path)
     for sub in (listing, add, remove, imported):
         sub.add_argument("--library", type=Path, help="library folder")
-    command.set_defaults(func=run_sensitive_taxa_command)
 
 
 def _rules_from_csv(path: Path) -> list[SensitiveRule]:
@@ -122,3 +116,16 @@ def run_sensitive_taxa_command(args: argparse.Namespace) -> int:
         written = set_sensitive_taxa(catalog, new, added_by=who)
         print(f"{written} sensitive {'taxon' if written == 1 else 'taxa'} set")
     return EXIT_OK
+
+
+COMMANDS = (
+    Command(
+        "sensitive-taxa",
+        help="the taxa whose places exports generalise to a grid or withhold",
+        description="The lab's sensitive taxa: every export (Darwin Core, Camtrap DP), the map "
+        "and the place filter's display generalise their photos' places to a grid or withhold "
+        "them. A name is a scientific name at any rank.",
+        add_arguments=_arguments,
+        run=run_sensitive_taxa_command,
+    ),
+)

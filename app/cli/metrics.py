@@ -14,7 +14,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from app.cli_args import positive_int
+from app.cli.args import positive_int
+from app.cli.registry import Command
 from engine.evaluation.metrics import PROTOCOLS, TIES
 
 if TYPE_CHECKING:  # the scoring is imported by the command: every other command skips it
@@ -33,13 +34,8 @@ def add_ties_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `metrics` on the `quadrat` subcommand parser."""
-    parser = subparsers.add_parser(
-        "metrics",
-        help="score a TREC run against judgments (mAP@k, nDCG@k, MRR@k)",
-        description="Score a TREC run file against judgments (TREC qrels or INQUIRE CSV).",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `quadrat metrics`."""
     parser.add_argument("--run", required=True, metavar="RUN.trec", help="TREC run file")
     parser.add_argument(
         "--qrels", required=True, metavar="QRELS", help="TREC qrels or INQUIRE judgments CSV"
@@ -55,7 +51,6 @@ def add_metrics_command(subparsers: argparse._SubParsersAction) -> None:  # type
     )
     add_ties_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(func=run_metrics_command)
 
 
 def run_metrics_command(args: argparse.Namespace) -> int:
@@ -132,3 +127,14 @@ def _summary_table(
         if scored_zero:
             lines.append(f"{scored_zero} judged queries have no results in the run (scored 0)")
     return "\n".join(lines)
+
+
+COMMANDS = (
+    Command(
+        "metrics",
+        help="score a TREC run against judgments (mAP@k, nDCG@k, MRR@k)",
+        description="Score a TREC run file against judgments (TREC qrels or INQUIRE CSV).",
+        add_arguments=_arguments,
+        run=run_metrics_command,
+    ),
+)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import paths
-from app.cli_common import EXIT_OK, TqdmProgress, user_settings
+from app.cli.common import EXIT_OK, TqdmProgress, user_settings
+from app.cli.registry import Command
 
 if TYPE_CHECKING:
     from engine.models.store import ModelStore
@@ -32,15 +33,9 @@ EXIT_INTERRUPTED = 130
 _WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")  # weights, not a pack
 
 
-def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `models` and its subcommands on the `quadrat` subcommand parser."""
-    models = subparsers.add_parser(
-        "models",
-        help="list, download, pack, import or remove models",
-        description="Models offered and installed; offline packs for machines without network.",
-    )
+def _models_arguments(models: argparse.ArgumentParser) -> None:
+    """The options of `quadrat models`."""
     sub = models.add_subparsers(dest="models_command", metavar="COMMAND", required=True)
-
     listing = sub.add_parser("list", help="the models offered and which are installed")
     listing.add_argument("--json", action="store_true", help="one JSON list")
     listing.add_argument(
@@ -49,21 +44,18 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
         help="only search models (encoder), image generators or vision-language models",
     )
     listing.set_defaults(func=cmd_list)
-
     download = sub.add_parser("download", help="download a model into the model store")
     download.add_argument(
         "spec", help="ARCH:PRETRAINED, hf-hub:ORG/NAME, or a generator or VLM from 'models list'"
     )
     _add_runtime(download)
     download.set_defaults(func=cmd_download)
-
     pack = sub.add_parser("pack", help="write an offline pack of a model (downloads it first)")
     pack.add_argument(
         "spec", help="ARCH:PRETRAINED, hf-hub:ORG/NAME, or a generator or VLM from 'models list'"
     )
     pack.add_argument("out", type=Path, help="the pack file to write (or a folder for it)")
     pack.set_defaults(func=cmd_pack)
-
     imp = sub.add_parser("import", help="install an offline pack (or a model file or folder)")
     imp.add_argument("pack", help="a pack file, an open_clip model folder, or ARCH:/path/file")
     imp.add_argument(
@@ -73,7 +65,6 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:  # type:
     )
     _add_runtime(imp)
     imp.set_defaults(func=cmd_import)
-
     remove = sub.add_parser("remove", help="delete an installed model from the model store")
     remove.add_argument("spec")
     remove.set_defaults(func=cmd_remove)
@@ -366,3 +357,13 @@ def cmd_remove(args: argparse.Namespace) -> int:
     _store().remove(args.spec)
     print(f"removed {args.spec}")
     return EXIT_OK
+
+
+COMMANDS = (
+    Command(
+        "models",
+        help="list, download, pack, import or remove models",
+        description="Models offered and installed; offline packs for machines without network.",
+        add_arguments=_models_arguments,
+    ),
+)

@@ -16,19 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, TqdmProgress
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, TqdmProgress
+from app.cli.registry import Command
 
 
-def add_inquire_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `import-inquire-rerank` on the `quadrat` subcommand parser."""
-    p = subparsers.add_parser(
-        "import-inquire-rerank",
-        help="turn the INQUIRE-Rerank Parquet files into an indexed collection and benchmark",
-        description="Write the photos of the INQUIRE-Rerank Parquet files in DIR (once each, "
-        "with their metadata) as DIR2/collection, and DIR2/queries.csv, judgments.csv and "
-        "candidates.csv; index the collection; print the command that scores it.",
-    )
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `quadrat import-inquire-rerank`."""
     p.add_argument("dir", type=Path, help="folder holding the Parquet files (or one file)")
     p.add_argument("--out", type=Path, help="where to write (default: DIR)")
     p.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
@@ -52,7 +46,6 @@ def add_inquire_command(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--batch-size", type=positive_int, help="default: the settings' batch size")
     p.add_argument("--no-index", dest="index", action="store_false", help="write files only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_import_inquire_rerank)
 
 
 def cmd_import_inquire_rerank(args: argparse.Namespace) -> int:
@@ -107,7 +100,7 @@ def cmd_import_inquire_rerank(args: argparse.Namespace) -> int:
 
 def _index(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Index the written collection as `quadrat index` does (its metadata.json is read)."""
-    from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
+    from app.cli.common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from engine.indexing.indexer import Indexer
     from engine.progress import CancelToken
 
@@ -127,3 +120,16 @@ def _index(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = report.to_json()
     result["summary"] = report.summary()
     return result
+
+
+COMMANDS = (
+    Command(
+        "import-inquire-rerank",
+        help="turn the INQUIRE-Rerank Parquet files into an indexed collection and benchmark",
+        description="Write the photos of the INQUIRE-Rerank Parquet files in DIR (once each, "
+        "with their metadata) as DIR2/collection, and DIR2/queries.csv, judgments.csv and "
+        "candidates.csv; index the collection; print the command that scores it.",
+        add_arguments=_arguments,
+        run=cmd_import_inquire_rerank,
+    ),
+)

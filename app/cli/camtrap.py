@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from app.cli_common import EXIT_FAILURE, EXIT_OK, one_query_argument, open_library, saved_query_id
+from app.cli.common import EXIT_FAILURE, EXIT_OK, one_query_argument, open_library, saved_query_id
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:

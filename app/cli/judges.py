@@ -29,9 +29,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_common import EXIT_OK, open_library, saved_query_id
-from app.cli_feedback import _encoder_loader, _model_options
-from app.cli_filters import add_filter_options, filters_from_args
+from app.cli.common import EXIT_OK, open_library, saved_query_id
+from app.cli.feedback import _encoder_loader, _model_options
+from app.cli.filters import add_filter_options, filters_from_args
+from app.cli.registry import Command
 from engine.errors import BadInputError, QuadratError
 
 if TYPE_CHECKING:
@@ -68,14 +69,8 @@ def add_export_judge_option(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    agreement = subparsers.add_parser(
-        "agreement",
-        help="how far the judges of a saved query agree (kappa, alpha, confusion tables)",
-        description="Agreement among the judges of a saved query, over the photos judged by "
-        "two or more of them: raw agreement, Fleiss' kappa, Krippendorff's alpha (with 95 % "
-        "bootstrap intervals over photos), and Cohen's kappa with the confusion table per pair.",
-    )
+def _agreement_arguments(agreement: argparse.ArgumentParser) -> None:
+    """The options of `quadrat agreement`."""
     agreement.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")
     agreement.add_argument("--library", type=Path, help="library folder")
     agreement.add_argument(
@@ -83,17 +78,10 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
         help="agreement on a Darwin Core attribute (lifeStage, sex, ...) instead of relevance",
     )  # fmt: skip
     agreement.add_argument("--json", action="store_true", help="print one JSON object")
-    agreement.set_defaults(func=run_agreement_command)
 
-    certify = subparsers.add_parser(
-        "certify",
-        help="certify a saved query's recall (e.g. 90 %% at 95 %%) with a stopping rule",
-        description="Where a saved query stands against a recall target by a stratified "
-        "rule with a guarantee: judge the ranking's top in full, a random sample below it (its "
-        "size said before it starts), then the ranking on until the relevant photos found reach "
-        "the target share of an exact bound. Filters scope it to the photos they pass, as the "
-        "window's chips do.",
-    )
+
+def _certify_arguments(certify: argparse.ArgumentParser) -> None:
+    """The options of `quadrat certify`."""
     certify.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")
     certify.add_argument("--library", type=Path, help="library folder")
     certify.add_argument("--target", type=_share, default=0.9, help="recall to reach (0.9)")
@@ -117,15 +105,10 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     add_judge_option(certify)
     _model_options(certify)
     certify.add_argument("--json", action="store_true", help="print one JSON object")
-    certify.set_defaults(func=run_certify_command)
 
-    adjudicate = subparsers.add_parser(
-        "adjudicate",
-        help="list the photos judges disagree on, or settle one with an adjudicated judgment",
-        description="Without --image, list the photos of a saved query whose judges disagree, "
-        "each judge's mark and note side by side. With --image, record the judgment that "
-        "settles it: an event of its own kind, which metrics and exports use from then on.",
-    )
+
+def _adjudicate_arguments(adjudicate: argparse.ArgumentParser) -> None:
+    """The options of `quadrat adjudicate`."""
     adjudicate.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")
     adjudicate.add_argument("--library", type=Path, help="library folder")
     adjudicate.add_argument("--image", type=int, metavar="ID", help="the photo to settle")
@@ -138,7 +121,6 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     )  # fmt: skip
     add_judge_option(adjudicate)
     adjudicate.add_argument("--json", action="store_true", help="print one JSON object")
-    adjudicate.set_defaults(func=run_adjudicate_command)
 
 
 def run_agreement_command(args: argparse.Namespace) -> int:
@@ -297,3 +279,36 @@ def _check_photo(library: Library, image_id: int) -> None:
     with library.catalog.session() as s:
         if s.get(Image, image_id) is None:
             raise BadInputError(f"no photo with id {image_id} in the catalog")
+
+
+COMMANDS = (
+    Command(
+        "agreement",
+        help="how far the judges of a saved query agree (kappa, alpha, confusion tables)",
+        description="Agreement among the judges of a saved query, over the photos judged by "
+        "two or more of them: raw agreement, Fleiss' kappa, Krippendorff's alpha (with 95 % "
+        "bootstrap intervals over photos), and Cohen's kappa with the confusion table per pair.",
+        add_arguments=_agreement_arguments,
+        run=run_agreement_command,
+    ),
+    Command(
+        "certify",
+        help="certify a saved query's recall (e.g. 90 %% at 95 %%) with a stopping rule",
+        description="Where a saved query stands against a recall target by a stratified "
+        "rule with a guarantee: judge the ranking's top in full, a random sample below it (its "
+        "size said before it starts), then the ranking on until the relevant photos found reach "
+        "the target share of an exact bound. Filters scope it to the photos they pass, as the "
+        "window's chips do.",
+        add_arguments=_certify_arguments,
+        run=run_certify_command,
+    ),
+    Command(
+        "adjudicate",
+        help="list the photos judges disagree on, or settle one with an adjudicated judgment",
+        description="Without --image, list the photos of a saved query whose judges disagree, "
+        "each judge's mark and note side by side. With --image, record the judgment that "
+        "settles it: an event of its own kind, which metrics and exports use from then on.",
+        add_arguments=_adjudicate_arguments,
+        run=run_adjudicate_command,
+    ),
+)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.cli_common import EXIT_OK
+from app.cli.common import EXIT_OK
+from app.cli.registry import Command
 
 
 class _MethodsHere:
@@ -36,10 +37,9 @@ def lists_methods(action: argparse.Action) -> argparse.Action:
     return action
 
 
-def add_methods_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("methods", help="list the search methods and their parameters")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `quadrat methods`."""
     p.add_argument("--json", action="store_true", help="one JSON list")
-    p.set_defaults(func=cmd_methods)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
@@ -56,3 +56,13 @@ def cmd_methods(args: argparse.Namespace) -> int:
         for name, default in info.params.items():
             print(f"{'':<10} {name} = {default!r}")
     return EXIT_OK
+
+
+COMMANDS = (
+    Command(
+        "methods",
+        help="list the search methods and their parameters",
+        add_arguments=_arguments,
+        run=cmd_methods,
+    ),
+)

@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, open_library
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, open_library
+from app.cli.registry import Command
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -31,15 +32,8 @@ if TYPE_CHECKING:
     from engine.search.searcher import SearchHit
 
 
-def add_deployments_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `deployments` on the `quadrat` subcommand parser."""
-    p = subparsers.add_parser(
-        "deployments",
-        help="list camera deployments; set a clock offset, the event gap, or mark a folder tree",
-        description="A deployment is a camera at a place: made with no set-up from the EXIF "
-        "camera serial and the collection's top folder, or from a folder tree marked as "
-        "deployments. Frames of one camera at most the event gap apart form an event.",
-    )
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `quadrat deployments`."""
     p.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
     change = p.add_mutually_exclusive_group()
     change.add_argument(
@@ -73,7 +67,6 @@ def add_deployments_command(subparsers: argparse._SubParsersAction) -> None:  # 
         help="a frame set apart back in its burst",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_deployments)
 
 
 def _whole_number(text: str, what: str) -> int:
@@ -204,3 +197,16 @@ def print_event_results(
             frames = f"{event.frames} frame{'s' * (event.frames != 1)}"
             print(f"{event.rank:4d}  {event.score:.4f}  event {event.event_id}  {frames}  "
                   f"{printable_name(hit.path)}")  # fmt: skip
+
+
+COMMANDS = (
+    Command(
+        "deployments",
+        help="list camera deployments; set a clock offset, the event gap, or mark a folder tree",
+        description="A deployment is a camera at a place: made with no set-up from the EXIF "
+        "camera serial and the collection's top folder, or from a folder tree marked as "
+        "deployments. Frames of one camera at most the event gap apart form an event.",
+        add_arguments=_arguments,
+        run=cmd_deployments,
+    ),
+)

@@ -1,6 +1,6 @@
 """What the `quadrat` subcommands share: the settings file read once, the library and model they
-work on, progress bars on stderr, and confirmations. Every `app/cli_*.py` module imports from
-here, never from `app.cli`, so the command modules form no import cycle."""
+work on, progress bars on stderr, and confirmations. Every `app/cli/` command module imports from
+here, never from `app.cli` itself, so the command modules form no import cycle."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ VISRET_SHORTCUTS: dict[str, str] = {
 
 def add_visret_options(p: argparse.ArgumentParser) -> None:
     """`--generator`, `--images`, `--seed`, `--rrf-k`: shortcuts for `--method visret:…`."""
-    from app.cli_args import positive_int
+    from app.cli.args import positive_int
 
     group = p.add_argument_group("visret (with --method visret)")
     group.add_argument(
@@ -270,7 +270,7 @@ RERANK_SHORTCUTS: dict[str, str] = {
 
 def add_rerank_options(p: argparse.ArgumentParser) -> None:
     """`--base`, `--subqueries`, `--scorer`, `--depth`, ...: shortcuts for `--method rerank:…`."""
-    from app.cli_args import positive_int
+    from app.cli.args import positive_int
 
     group = p.add_argument_group("rerank (with --method rerank)")
     group.add_argument("--base", metavar="SPEC", help="the method to rerank (default: text)")

@@ -18,15 +18,16 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, load_encoder_for, open_library, resolve_model_spec
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, load_encoder_for, open_library, resolve_model_spec
+from app.cli.registry import Command
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from engine.catalog.library import Library
-    from engine.judgments.queries import LiveMetrics
+    from engine.evaluation.live import LiveMetrics
     from engine.methods.feedback import Refinement
     from engine.models.encoders import Encoder
     from engine.search.searcher import SearchHit
@@ -46,14 +47,8 @@ def _probability(text: str) -> float:
     return value
 
 
-def add_feedback_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `refine` and `estimate` on the `quadrat` subcommand parser."""
-    refine = subparsers.add_parser(
-        "refine",
-        help="refine a saved query from its judgments (saved as a new run)",
-        description="Refine a saved query from its judgments with rocchio, probe or "
-        "more-like-these; the ranking is saved as a new run of the query.",
-    )
+def _refine_arguments(refine: argparse.ArgumentParser) -> None:
+    """The options of `quadrat refine`."""
     refine.add_argument("--query", type=positive_int, required=True, help="saved query id")
     refine.add_argument(
         "--method",
@@ -76,14 +71,10 @@ def add_feedback_commands(subparsers: argparse._SubParsersAction) -> None:  # ty
         "probability of relevance is at least P (--method probe), for an export",
     )
     refine.add_argument("--json", action="store_true", help="print one JSON object")
-    refine.set_defaults(func=run_refine_command)
 
-    estimate = subparsers.add_parser(
-        "estimate",
-        help="estimate how many relevant photos a saved query has, and how many are unseen",
-        description="Estimate from the judgments (the judged top of the query's ranking and "
-        "random samples of score bands below it) how many relevant photos the library holds.",
-    )
+
+def _estimate_arguments(estimate: argparse.ArgumentParser) -> None:
+    """The options of `quadrat estimate`."""
     estimate.add_argument("--query", type=positive_int, required=True, help="saved query id")
     estimate.add_argument("--library", type=Path, help="library folder")
     _model_options(estimate)
@@ -94,7 +85,6 @@ def add_feedback_commands(subparsers: argparse._SubParsersAction) -> None:  # ty
         help="also list N photos to judge that tighten the estimate most",
     )
     estimate.add_argument("--json", action="store_true", help="print one JSON object")
-    estimate.set_defaults(func=run_estimate_command)
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
@@ -276,3 +266,23 @@ def run_estimate_command(args: argparse.Namespace) -> int:
         for hit in sample:
             print(f"  {hit.image_id:>8}  {hit.path}")
     return EXIT_OK
+
+
+COMMANDS = (
+    Command(
+        "refine",
+        help="refine a saved query from its judgments (saved as a new run)",
+        description="Refine a saved query from its judgments with rocchio, probe or "
+        "more-like-these; the ranking is saved as a new run of the query.",
+        add_arguments=_refine_arguments,
+        run=run_refine_command,
+    ),
+    Command(
+        "estimate",
+        help="estimate how many relevant photos a saved query has, and how many are unseen",
+        description="Estimate from the judgments (the judged top of the query's ranking and "
+        "random samples of score bands below it) how many relevant photos the library holds.",
+        add_arguments=_estimate_arguments,
+        run=run_estimate_command,
+    ),
+)

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.cli_common import EXIT_OK, one_query_argument, open_library, saved_query_id
+from app.cli.common import EXIT_OK, one_query_argument, open_library, saved_query_id
 from engine.errors import BadInputError
 
 

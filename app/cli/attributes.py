@@ -19,9 +19,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, open_library, saved_query_id
-from app.cli_filters import add_filter_options, filters_from_args
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, open_library, saved_query_id
+from app.cli.filters import add_filter_options, filters_from_args
+from app.cli.registry import Command
 
 if TYPE_CHECKING:
     from engine.judgments.attribute_questions import QuestionModel
@@ -37,13 +38,8 @@ def _share(text: str) -> float:
     return value
 
 
-def add_attributes_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `attributes ask` on the `quadrat` subcommand parser."""
-    attributes = subparsers.add_parser(
-        "attributes",
-        help="attribute questions over the collection (is it flowering? a juvenile?)",
-        description="Attribute questions learnt from judged photos.",
-    )
+def _attributes_arguments(attributes: argparse.ArgumentParser) -> None:
+    """The options of `quadrat attributes`."""
     actions = attributes.add_subparsers(dest="attributes_action", metavar="ACTION")
     actions.required = True
     ask = actions.add_parser(
@@ -140,3 +136,13 @@ def run_ask_command(args: argparse.Namespace) -> int:
         path = paths.get(suggestion.image_id, "")
         print(f"  {suggestion.probability:.3f}  {suggestion.image_id:>8}  {path}")
     return EXIT_OK
+
+
+COMMANDS = (
+    Command(
+        "attributes",
+        help="attribute questions over the collection (is it flowering? a juvenile?)",
+        description="Attribute questions learnt from judged photos.",
+        add_arguments=_attributes_arguments,
+    ),
+)

@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_args import positive_int
-from app.cli_common import EXIT_OK, TqdmProgress
-from app.cli_filters import add_filter_options, filters_from_args
-from app.cli_methods import lists_methods, method_option_help
-from app.cli_metrics import add_ties_option
+from app.cli.args import positive_int
+from app.cli.common import EXIT_OK, TqdmProgress
+from app.cli.filters import add_filter_options, filters_from_args
+from app.cli.methods import lists_methods, method_option_help
+from app.cli.metrics import add_ties_option
+from app.cli.registry import Command
 from engine.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from engine.models.encoders import Encoder
 
 
-def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("evaluate", help="run INQUIRE-style benchmark queries and score them")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `quadrat evaluate`."""
     p.add_argument("--queries", required=True, help="queries CSV (INQUIRE format)")
     p.add_argument("--judgments", required=True, help="judgments: INQUIRE CSV or TREC qrels")
     p.add_argument("--library", help="library folder")
@@ -77,13 +78,11 @@ def add_evaluate_command(subparsers: argparse._SubParsersAction) -> None:  # typ
     )
     p.add_argument("--run-out", help="write the first method's ranked lists as a TREC run file")
     p.add_argument("--json", action="store_true")
-    # The filters restrict every method's ranking; judged photos they leave out stay in R.
     add_filter_options(p, collection=False)
-    p.set_defaults(func=run_evaluate_command)
 
 
 def run_evaluate_command(args: argparse.Namespace) -> int:
-    from app.cli_common import load_encoder_for, open_library, resolve_model_spec, user_settings
+    from app.cli.common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from app.settings import language_model
     from engine.benchmarks.runner import run_methods
     from engine.evaluation.evaluate import load_judgments, load_queries_csv, write_trec_run
@@ -362,3 +361,13 @@ def print_tables(bench: MethodsBenchmark, specs: list[str], k: int) -> None:
             f"{name} - m1: ΔmAP@{k} {c.delta:+.4f}, 95% CI [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}], "
             f"p = {c.p:.4f} (paired randomisation test over {c.queries} queries)"
         )
+
+
+COMMANDS = (
+    Command(
+        "evaluate",
+        help="run INQUIRE-style benchmark queries and score them",
+        add_arguments=_arguments,
+        run=run_evaluate_command,
+    ),
+)

@@ -16,7 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli_args import positive_int
+from app.cli.args import positive_int
+from app.cli.registry import Command
 from engine.catalog.backup import (
     DEFAULT_KEEP,
     SPECIAL_KEEP,
@@ -31,15 +32,8 @@ from engine.catalog.restore import check_backup, restore_backup
 from engine.errors import BadInputError
 
 
-def add_backup_command(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `backup` and `restore` on the `quadrat` subcommand parser."""
-    backup = subparsers.add_parser(
-        "backup",
-        help="back up the library's catalog (queries and judgments) now, or list the backups",
-        description="Copy the catalog to LIBRARY/backups/, keeping the newest N copies. "
-        f"Special backups (taken before an import, a restore, forgetting photos or an upgrade) "
-        f"are kept apart, the newest {SPECIAL_KEEP}.",
-    )
+def _backup_arguments(backup: argparse.ArgumentParser) -> None:
+    """The options of `quadrat backup`."""
     backup.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
     backup.add_argument(
         "--keep",
@@ -55,23 +49,19 @@ def add_backup_command(subparsers: argparse._SubParsersAction) -> None:  # type:
     )
     backup.add_argument("--list", action="store_true", help="list the backups, newest first")
     backup.add_argument("--json", action="store_true", help="print JSON")
-    backup.set_defaults(func=cmd_backup)
 
-    restore = subparsers.add_parser(
-        "restore",
-        help="put back the catalog from a backup (the current one is backed up first)",
-        description="Restore the catalog from a backup; without BACKUP, list the backups.",
-    )
+
+def _restore_arguments(restore: argparse.ArgumentParser) -> None:
+    """The options of `quadrat restore`."""
     restore.add_argument(
         "backup", nargs="?", help="a backup file, or its number in the list (1 = newest)"
     )
     restore.add_argument("--library", type=Path, help="library folder (catalog, indexes, caches)")
     restore.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    restore.set_defaults(func=cmd_restore)
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from app.cli_common import open_library
+    from app.cli.common import open_library
 
     with open_library(args.library) as library:
         if args.list:
@@ -92,7 +82,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from app.cli_common import confirm, open_library
+    from app.cli.common import confirm, open_library
 
     with open_library(args.library) as library:
         backups = list_backups(library.root)
@@ -174,3 +164,23 @@ def _size(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GB"
+
+
+COMMANDS = (
+    Command(
+        "backup",
+        help="back up the library's catalog (queries and judgments) now, or list the backups",
+        description="Copy the catalog to LIBRARY/backups/, keeping the newest N copies. "
+        f"Special backups (taken before an import, a restore, forgetting photos or an upgrade) "
+        f"are kept apart, the newest {SPECIAL_KEEP}.",
+        add_arguments=_backup_arguments,
+        run=cmd_backup,
+    ),
+    Command(
+        "restore",
+        help="put back the catalog from a backup (the current one is backed up first)",
+        description="Restore the catalog from a backup; without BACKUP, list the backups.",
+        add_arguments=_restore_arguments,
+        run=cmd_restore,
+    ),
+)

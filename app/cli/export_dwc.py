@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app.cli_common import EXIT_FAILURE, EXIT_OK, one_query_argument, open_library, saved_query_id
+from app.cli.common import EXIT_FAILURE, EXIT_OK, one_query_argument, open_library, saved_query_id
 from engine.errors import BadInputError
 
 DWC_KINDS = ("dwca", "dwc-csv")
