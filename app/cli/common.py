@@ -282,8 +282,9 @@ def add_rerank_options(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--scorer",
         metavar="SPEC",
-        help="who answers them: clip, clip:regions, clip:whole, vlm:PATH or "
-        "endpoint:URL[#MODEL] (default: clip)",
+        help="who answers them: auto, demo, clip, clip:regions, clip:whole, vlm:PATH or "
+        "endpoint:URL[#MODEL] (default: auto, the demo answering model on a library indexed "
+        "with the demo model, else clip)",
     )
     group.add_argument("--depth", type=positive_int, help="rerank the top N (default 100)")
     group.add_argument(
