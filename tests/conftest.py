@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 # Catalog fixtures for SQLite and PostgreSQL: catalog_url, postgres_url, postgres_server.
-from tests.catalogs import catalog_url, postgres_server, postgres_url  # noqa: F401
+from tests.catalogs import (  # noqa: F401
+    catalog_url,
+    pgvector_server,
+    pgvector_url,
+    postgres_server,
+    postgres_url,
+)
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep torch from fighting the decode threads and the other test workers for 2 cores.
