@@ -94,7 +94,7 @@ def _how_to_add(database: str, reason: str) -> str:
         f"the catalog's server {reason}, so this workstation searches its own vector index "
         f"(built from the catalog); to serve vectors from the server, an administrator installs "
         f"pgvector (Debian/Ubuntu: the PGDG package postgresql-<version>-pgvector) and runs "
-        f"CREATE EXTENSION vector; in the database {database}"
+        f"CREATE EXTENSION vector in the database {database}"
     )
 
 
@@ -205,6 +205,7 @@ class PgVectorIndex:
         self._lock = threading.RLock()
         self._count: int | None = None
         self._ann_index: str | None = None  # the index's kind once seen (it is never dropped)
+        self._ann_absent_at: float | None = None  # when the server last had none
 
     # ------------------------------------------------------------------ the column
 
@@ -328,6 +329,8 @@ class PgVectorIndex:
         """The kind of the column's ANN index on the server ("hnsw", "ivfflat"), or None."""
         if self._ann_index is not None:
             return self._ann_index
+        if self._ann_absent_at is not None and time.monotonic() - self._ann_absent_at < 60:
+            return None  # asked again a minute later: another workstation may build it
         with self.engine.connect() as conn:
             found = conn.execute(
                 text(
@@ -342,6 +345,8 @@ class PgVectorIndex:
             ).scalar()
         if found is not None:
             self._ann_index = str(found)
+        else:
+            self._ann_absent_at = time.monotonic()
         return self._ann_index
 
     def needs_rebuild(self) -> bool:
