@@ -208,7 +208,7 @@ def test_a_new_workstation_answers_without_building_a_local_index(
         first.close()
     # Another workstation: a fresh process, a new library folder on the same catalog.
     script = textwrap.dedent(
-        f"""
+        """
         import sys
         from engine.catalog.library import Library
         from engine.methods import MethodContext, SearchQuery, resolve_spec
