@@ -249,6 +249,11 @@ class PgVectorIndex:
                 conn.execute(
                     text(f"COMMENT ON COLUMN {TABLE}.{self.column} IS 'model {quoted_key}'")
                 )
+                # Kept in the row, not compressed out of line (TOAST: past about 2 kB, a 512-d
+                # float32 vector): exact scans read it without a second lookup.
+                conn.execute(
+                    text(f"ALTER TABLE {TABLE} ALTER COLUMN {self.column} SET STORAGE PLAIN")
+                )
 
     def missing_count(self) -> int:
         """Vectors `embeddings` holds for photos on disk that the column lacks."""
