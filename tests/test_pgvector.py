@@ -316,3 +316,27 @@ def test_vectors_follow_indexing_changes(tmp_path, photos, demo_encoder, pgvecto
         assert len(_server_index(library, demo_encoder.model_key)) == total
     finally:
         library.close()
+
+
+def test_the_search_plan_follows_the_servers_pgvector_version():
+    """No server needed: which way a search of k = 100 goes at a million vectors."""
+    from engine.catalog.pgvector import PgVectorSupport
+
+    def index(version: str) -> PgVectorIndex:
+        made = PgVectorIndex(None, "m", 512, PgVectorSupport(version))  # type: ignore[arg-type]
+        made._count, made._ann_index = 1_000_000, "hnsw"
+        return made
+
+    old, new = index("0.6.2"), index("0.8.0")
+    assert (old.type_name, new.type_name) == ("vector", "halfvec")
+    assert old.plan(100, None).method == new.plan(100, None).method == "hnsw"
+    assert old.plan(5000, None).method == "exact"  # beyond what an index scan returns
+    # A 1 % filter: scanned exactly either way (10,000 photos).
+    assert old.plan(100, 10_000).method == new.plan(100, 10_000).method == "exact"
+    # 10 %: too rare for 0.6's 1,000 candidates; 0.8 scans the index iteratively.
+    assert old.plan(100, 100_000).method == "exact"
+    iterative = new.plan(100, 100_000)
+    assert iterative.method == "hnsw" and iterative.max_scan_tuples >= 20_000
+    # Half the photos: the index's candidates hold enough of them on 0.6 too.
+    widened = old.plan(100, 500_000)
+    assert widened.method == "hnsw" and widened.ef_search >= 2 * widened.shortlist
