@@ -25,7 +25,7 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-# PNGs of the main views from the real window under Xvfb (see README), one folder per screen
+# PNGs of the main views from the real window under Xvfb (see docs/GUIDE.md), one folder per screen
 # size, for the demo and the camera-trap demo; fails if the layout clips anything on one.
 SCREENS := 1280x800 1600x1000 1920x1080 2560x1440
 screenshots:
@@ -42,7 +42,7 @@ bench:
 	$(PYTHON) tests/bench/bench_gui.py
 
 # The Linux bundle and its archive: the CPU variant, from PyPI's CUDA torch with its CUDA
-# libraries stubbed, or from a CPU-only torch if one is installed (see README "Packaging").
+# libraries stubbed, or from a CPU-only torch if one is installed (see docs/PACKAGING.md).
 package:
 	$(PIP) install -e '.[package]'
 	packaging/build_linux.sh cpu

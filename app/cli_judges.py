@@ -73,7 +73,7 @@ def add_judges_commands(subparsers: argparse._SubParsersAction) -> None:  # type
         "agreement",
         help="how far the judges of a saved query agree (kappa, alpha, confusion tables)",
         description="Agreement among the judges of a saved query, over the photos judged by "
-        "two or more of them: raw agreement, Fleiss' kappa, Krippendorff's alpha (with 95 %% "
+        "two or more of them: raw agreement, Fleiss' kappa, Krippendorff's alpha (with 95 % "
         "bootstrap intervals over photos), and Cohen's kappa with the confusion table per pair.",
     )
     agreement.add_argument("--query", required=True, metavar="ID_OR_TEXT", help="saved query")

@@ -1,4 +1,4 @@
-"""Fast checks of the packaging files: nothing here builds a bundle (see README "Packaging")."""
+"""Fast checks of the packaging files: nothing here builds a bundle (see docs/PACKAGING.md)."""
 
 from __future__ import annotations
 
