@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import create_engine, insert, make_url, select, text
+from sqlalchemy import create_engine, delete, insert, make_url, select, text
 
 from engine.benchmarks.runner import run_methods
 from engine.catalog import Embedding, Image
@@ -313,7 +313,28 @@ def test_vectors_follow_indexing_changes(tmp_path, photos, demo_encoder, pgvecto
         with library.catalog.engine.begin() as conn:
             conn.execute(text(f"UPDATE image_vectors SET {index.column} = NULL WHERE image_id < 6"))
         assert library.check_consistency(demo_encoder.model_key) is not None
-        assert len(_server_index(library, demo_encoder.model_key)) == total
+        index = _server_index(library, demo_encoder.model_key)
+        assert len(index) == total
+        # A photo encoded again (its embedding deleted and written anew, as the indexer's
+        # commit does) and killed before its vector reached the column: the migration's
+        # trigger emptied the old vector, and the next open fills in the new one.
+        photo = int(index.ids()[0])
+        new_vector = np.zeros(index.dim, dtype="<f4")
+        new_vector[0] = 1.0
+        key = demo_encoder.model_key
+        with library.catalog.session() as s:
+            s.execute(delete(Embedding).where(Embedding.image_id == photo))
+            s.execute(
+                insert(Embedding).values(image_id=photo, model_key=key, vector=new_vector.tobytes())
+            )
+        with library.catalog.engine.connect() as conn:
+            assert conn.execute(
+                text(f"SELECT {index.column} IS NULL FROM image_vectors WHERE image_id = :i"),
+                {"i": photo},
+            ).scalar()
+        library.check_consistency(key)
+        found = _server_index(library, key).search(new_vector, 1)
+        assert found[0][0] == photo and found[0][1] == pytest.approx(1.0)
     finally:
         library.close()
 
