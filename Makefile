@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-test demo test lint bench screenshots package package-test
+.PHONY: install install-test demo test test-fast lint bench screenshots package package-test
 
 install:
 	$(PIP) install -e .
@@ -20,6 +20,12 @@ test: install-test
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
 	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest -n auto --maxprocesses 4 --dist loadfile
+
+# The fast lane while working: no windows, processes, Ray, servers, packaging or slow tests.
+# `make test` (what CI runs) still runs everything.
+test-fast: install-test
+	QT_QPA_PLATFORM=offscreen $(PYTHON) -m pytest -n auto --maxprocesses 4 --dist loadfile \
+		-m "not integration and not slow and not bench"
 
 lint:
 	$(PYTHON) -m ruff check .

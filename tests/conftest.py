@@ -175,3 +175,22 @@ def with_plugin(plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
     registry.reload()
     yield plugin_path
     registry.reload()
+
+
+# Fixtures that make a test an integration test: a window, a process of its own, a server.
+_INTEGRATION_FIXTURES = frozenset(
+    {"qtbot", "qapp", "make_app", "warm_python", "postgres_server", "postgres_url"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks the integration tests (windows, processes, Ray, servers, packaging) so that
+    `make test-fast` can leave them out; modules that run processes say so themselves with
+    `pytestmark = pytest.mark.integration`, the rest is told by the fixtures a test asks for."""
+    for item in items:
+        in_window_tests = "tests/gui/" in str(item.path).replace("\\", "/")
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("catalog_url") == "postgresql"
+        if in_window_tests or fixtures & _INTEGRATION_FIXTURES or on_postgres:
+            item.add_marker(pytest.mark.integration)

@@ -23,6 +23,8 @@ from engine.indexing.deployments import undo_clock_offset
 from engine.indexing.events import event_gap, refresh_events
 from tests.catalogs import folder_url
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 START = datetime(2024, 6, 30, 23, 0, 0)
 BURST = 10  # frames per burst, 2 s apart; bursts an hour apart, on each camera
 

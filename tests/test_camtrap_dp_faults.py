@@ -22,6 +22,8 @@ from tests.camtrap_belgium import MALLARD, SUMMER, Belgium, build, copy_of
 from tests.small_disk import small_tmpfs
 from tests.test_camtrap_dp import validate_package
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 GADWALL = "Anas strepera"  # the other duck of the example: a package that differs
 PAGE = 4096  # a tmpfs gives space in pages
 FILES = ("datapackage.json", "deployments.csv", "media.csv", "observations.csv")

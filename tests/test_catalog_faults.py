@@ -24,6 +24,8 @@ from engine.errors import CatalogError, QuadratError
 from tests.small_disk import small_tmpfs
 from tests.warm_python import WarmPython
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 REPO = Path(__file__).resolve().parents[1]
 ANOTHER_INDEXER = "another Quadrat is indexing the library at"
 

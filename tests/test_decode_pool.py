@@ -20,6 +20,8 @@ from engine.errors import BadInputError
 from engine.indexing.indexer import Indexer
 from engine.progress import CancelToken, Progress
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 
 def add_bad_files(folder: Path) -> dict[str, str]:
     """Unusable files: rel_path -> a word their skip reason must contain."""

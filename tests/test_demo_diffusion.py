@@ -10,6 +10,8 @@ from engine.demo.scenes import DEMO_CLASSES
 from engine.progress import CancelToken
 from engine.visret.generator import load_generator
 
+pytestmark = pytest.mark.slow  # (draws with the demo diffusion model: minutes on a loaded CPU)
+
 
 @pytest.fixture(scope="module")
 def demo_diffusion():

@@ -25,6 +25,8 @@ from engine.catalog.filter_columns import (
 from tests.small_disk import small_tmpfs
 from tests.test_filters_indexed import PHOTOS, _catalog_before_0012, assert_every_case_agrees
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 CHUNK = 4
 
 

@@ -36,7 +36,7 @@ from engine.indexing.ray_indexer import RayIndexer
 from tests.ray_cluster import REPO, LocalRayCluster, free_port, pids_named
 from tests.test_indexer import add_bad_files, consistency
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ROW_COLUMNS = (
     "id, rel_path, content_hash, status, skip_reason, width, height, taxon_id, observed_at, "

@@ -24,6 +24,8 @@ from engine.models.onnx_runtime import (
     read_export,
 )
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

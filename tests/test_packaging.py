@@ -17,6 +17,8 @@ import pytest
 
 from tests.warm_python import WarmPython
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGING = ROOT / "packaging"
 

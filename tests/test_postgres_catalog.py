@@ -20,6 +20,8 @@ from engine.errors import BadInputError, CatalogError
 from engine.indexing.indexer import Indexer
 from engine.methods import SearchQuery, search_hits
 
+pytestmark = pytest.mark.integration  # (a server and processes; the fast lane leaves it out)
+
 REPO = Path(__file__).resolve().parents[1]
 
 

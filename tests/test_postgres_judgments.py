@@ -18,6 +18,8 @@ from engine.catalog.library import Library
 from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
 
+pytestmark = pytest.mark.integration  # (a server and processes; the fast lane leaves it out)
+
 PHOTOS = 10
 
 

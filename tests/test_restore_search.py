@@ -23,6 +23,8 @@ from engine.indexing.collections import remove_collection
 from engine.indexing.indexer import Indexer
 from engine.search.searcher import Searcher
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = ("a yellow square", "a blue circle", "a red triangle")
 

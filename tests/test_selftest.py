@@ -16,6 +16,8 @@ import pytest
 from app import selftest
 from app.cli import main
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 PASSED = re.compile(
     r"self-test passed: demo written \(108 photos\), indexed, searched, judged 5, metrics, "
     r"window opened and closed — \d+\.\d s"

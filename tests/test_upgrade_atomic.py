@@ -23,6 +23,8 @@ from sqlalchemy import Engine, event, select
 
 from tests.small_disk import small_tmpfs
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 FIXTURE = Path(__file__).parent / "data" / "upgrade"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text(encoding="utf-8"))
 FIXTURE_REVISION = "0004"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # (runs processes; the fast lane leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "open_clip", "diffusers", "transformers")
 
