@@ -179,7 +179,16 @@ def with_plugin(plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 # Fixtures that make a test an integration test: a window, a process of its own, a server.
 _INTEGRATION_FIXTURES = frozenset(
-    {"qtbot", "qapp", "make_app", "warm_python", "postgres_server", "postgres_url"}
+    {
+        "qtbot",
+        "qapp",
+        "make_app",
+        "warm_python",
+        "postgres_server",
+        "postgres_url",
+        "pgvector_server",
+        "pgvector_url",
+    }
 )
 
 
