@@ -186,12 +186,18 @@ def run_size(admin_url: str, size: int, n_queries: int, work: Path) -> list[dict
         k = min(TOP, size if subset is None else len(subset))
         truth_rows = exact_top(data if subset is None else data[subset - 1], queries, k)
         truth = (ids if subset is None else subset)[truth_rows]
-        for name, index in (("pgvector HNSW", server), (f"FAISS {faiss_index.kind}", faiss_index)):
-            log(f"{size:,}: {name}, filter {share}")
+        runs = [("pgvector HNSW", server, None), (f"FAISS {faiss_index.kind}", faiss_index, None)]
+        if subset is None:
+            runs.insert(1, ("pgvector HNSW", server, 1000))  # pgvector's largest ef_search
+        for name, index, ef in runs:
+            server.ef_search = ef
+            log(f"{size:,}: {name}, filter {share}, ef_search {ef}")
             median, p95, results = time_queries(
                 lambda q, index=index, subset=subset, k=k: index.search(q, k, subset), queries
             )
-            plan = server.plan(k, None if subset is None else len(subset)).method
+            chosen = server.plan(k, None if subset is None else len(subset))
+            plan = chosen.method + (f", ef_search {chosen.ef_search}" if chosen.ef_search else "")
+            server.ef_search = None
             rows.append(
                 {
                     "size": size,
