@@ -124,10 +124,10 @@ def _judge(state: _State) -> None:
 
 
 def _metrics(state: _State) -> None:
-    from engine.judgments.queries import QueryStore
+    from engine.evaluation.live import live_metrics
 
     ranking = [hit.image_id for hit in state.hits]
-    live = QueryStore(state.library).live_metrics(ranking, state.judgments, JUDGED, state.run_id)
+    live = live_metrics(ranking, state.judgments, JUDGED, state.run_id)
     # By hand, as docs/SPEC.md §1 defines them: unjudged photos count as not relevant.
     rel = [1 if state.judgments.get(image_id, 0) > 0 else 0 for image_id in ranking[:JUDGED]]
     total = sum(1 for value in state.judgments.values() if value > 0)

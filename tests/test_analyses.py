@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from PIL import Image as PILImage
 
+from engine.catalog.reads import PhotoDetails
 from engine.errors import QuadratError
-from engine.indexing.collections import PhotoDetails
 from engine.io.analyses import analyse_photos, csv_files, place_of, write_analyses
 
 

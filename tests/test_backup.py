@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 import app.cli
 from app.cli import main
-from app.cli_backup import add_backup_command
+from app.cli.backup import COMMANDS as BACKUP_COMMANDS
 from engine.catalog import Collection, Image
 from engine.catalog.backup import (
     backup_catalog,
@@ -280,7 +280,8 @@ def cli(monkeypatch):
         parser = original()
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         if "backup" not in sub.choices:
-            add_backup_command(sub)
+            for command in BACKUP_COMMANDS:
+                command.install(sub)
         return parser
 
     monkeypatch.setattr(app.cli, "build_parser", build_parser)

@@ -284,7 +284,8 @@ def judged_photos(tmp_path, catalog_url, monkeypatch):
 
 
 def test_forgetting_a_half_mounted_or_unmounted_folder_is_refused(judged_photos, capsys):
-    from engine.indexing.collections import LooksUnmountedError, forget_missing
+    from engine.catalog.reads import LooksUnmountedError
+    from engine.indexing.collections import forget_missing
 
     lib, ids = judged_photos, judged_photos.test_ids
     mark_missing(lib, ids[:20])  # half of the share did not come back

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from engine.evaluation.evaluate import Judgment
+from engine.evaluation.evaluate import BenchmarkJudgment
 from tests.gui.conftest import make_app  # noqa: F401 - the window fixture, for the last test
 
 
@@ -116,7 +116,10 @@ def test_judgments_spread_over_two_collections_rank_both(tmp_path):
                 s.add(coll)
                 s.flush()
                 s.add(Image(collection_id=coll.id, rel_path=f"{name}.jpg", size=1, mtime_ns=1))
-        spread = [Judgment("1", None, "north.jpg", 1), Judgment("1", None, "south.jpg", 1)]
+        spread = [
+            BenchmarkJudgment("1", None, "north.jpg", 1),
+            BenchmarkJudgment("1", None, "south.jpg", 1),
+        ]
         choice = choose_collections(lib, spread)
         assert choice.everything and choice.match.only is None
         assert "more than one" in choice.note

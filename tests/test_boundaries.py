@@ -30,7 +30,7 @@ MODEL_STORE = {
 }
 
 # (modules a rule covers, what they must never import, why). A name ending in "*" covers every
-# module whose name starts with it ("app.cli*": app.cli, app.cli_common, ...).
+# module whose name starts with it ("app.cli*": app.cli, app.cli.common, ...).
 RULES: list[tuple[str, set[str], str]] = [
     ("engine", QT | {"app", "widgets"}, "the engine is the core: no Qt, nothing above it"),
     # VisRet's backends and the module that loads them share `engine.visret.base`; a backend
@@ -58,6 +58,13 @@ RULES: list[tuple[str, set[str], str]] = [
         "engine.judgments.queries",
         QT | {"app", "widgets", "engine.methods"},
         "saved queries know no search method: run labels come from engine.methods.registry",
+    ),
+    # The query store stores; scoring a ranking against its judgments is evaluation's job
+    # (engine.evaluation.live), done by whoever holds both.
+    (
+        "engine.judgments.queries",
+        QT | {"app", "widgets", "engine.evaluation"},
+        "the query store scores nothing: live metrics are engine.evaluation.live's",
     ),
     (
         "engine.methods.base",
@@ -208,7 +215,7 @@ def test_the_checker_sees_wrong_imports(tmp_path, monkeypatch):
         "widgets/sub/c.py": "from ...engine import errors\n",
         "app/workers.py": "import widgets.results\n",
         "app/settings.py": "from PySide6.QtCore import QObject\n",
-        "app/controllers/d.py": "from app.cli_common import open_library\n",
+        "app/controllers/d.py": "from app.cli.common import open_library\n",
         "app/stray.py": "import PySide6\n",  # a new app module is Qt-free by default
         "widgets/fine.py": "from widgets.results import ResultItem\nfrom . import style\n",
     }
@@ -421,7 +428,7 @@ def test_importing_every_engine_module_and_the_cli_loads_no_qt():
     ]
     code = (
         "import importlib, sys\n"
-        f"for name in {modules!r} + ['app.cli', 'app.cli_metrics', 'app.cli_evaluate']:\n"
+        f"for name in {modules!r} + ['app.cli', 'app.cli.metrics', 'app.cli.evaluate']:\n"
         "    importlib.import_module(name)\n"
         "import app.cli; app.cli.build_parser()\n"
         "loaded = sorted(n for n in sys.modules if n.startswith(('PySide6', 'shiboken6')))\n"

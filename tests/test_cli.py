@@ -281,7 +281,7 @@ def test_the_progress_bar_counts_a_metadata_file_in_bytes_and_photos_as_photos(
     then, not "img", and goes back to photos for the photos."""
     import io
 
-    from app.cli_common import TqdmProgress
+    from app.cli.common import TqdmProgress
     from engine.indexing.coco import READING_METADATA
     from engine.progress import Progress
 

@@ -1,4 +1,4 @@
-"""The filter flags of `quadrat search` and `quadrat evaluate` (app/cli_filters.py), end to end:
+"""The filter flags of `quadrat search` and `quadrat evaluate` (app/cli/filters.py), end to end:
 each flag alone and combined on the demo and on the hand-made collection of edge cases, bad
 values refused with one line naming the flag, and benchmark rankings restricted by them."""
 
@@ -258,7 +258,7 @@ def test_bad_evaluate_filter_values_exit_2_naming_the_flag(
 
 
 def test_month_names_and_numbers_parse_alike():
-    from app.cli_filters import month_range
+    from app.cli.filters import month_range
 
     assert month_range("jun-aug") == month_range("6-8") == month_range("June–August") == (6, 8)
     assert month_range("nov-feb") == (11, 2)

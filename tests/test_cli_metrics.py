@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli_metrics import add_metrics_command
+from app.cli.metrics import COMMANDS as METRICS_COMMANDS
 from engine.errors import BadInputError
 
 # Lines deliberately out of order: the scores decide (the rank column only breaks ties).
@@ -44,7 +44,7 @@ Q1_NDCG = (1 / math.log2(3)) / (1 + 1 / math.log2(3) + 1 / 2)
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="quadrat")
-    add_metrics_command(parser.add_subparsers(dest="command"))
+    METRICS_COMMANDS[0].install(parser.add_subparsers(dest="command"))
     return parser.parse_args(argv)
 
 
@@ -242,7 +242,7 @@ def test_tied_runs_score_as_inquire_with_ties_group(
 
 
 def test_metrics_and_evaluate_share_one_ties_option() -> None:
-    from app.cli_evaluate import add_evaluate_command
+    from app.cli.evaluate import COMMANDS as EVALUATE_COMMANDS
 
     def ties_action(
         add: Callable[[argparse._SubParsersAction], None], name: str
@@ -253,8 +253,8 @@ def test_metrics_and_evaluate_share_one_ties_option() -> None:
         return next(a for a in command._actions if "--ties" in a.option_strings)
 
     metrics, evaluate = (
-        ties_action(add_metrics_command, "metrics"),
-        ties_action(add_evaluate_command, "evaluate"),
+        ties_action(METRICS_COMMANDS[0].install, "metrics"),
+        ties_action(EVALUATE_COMMANDS[0].install, "evaluate"),
     )
     assert (metrics.choices, metrics.default, metrics.help) == (
         evaluate.choices, evaluate.default, evaluate.help
@@ -380,7 +380,7 @@ def test_bad_usage_is_an_argparse_error(files: tuple[Path, Path], argv: list[str
 def test_metrics_command_needs_no_qt() -> None:
     # A headless server scores runs: importing the command must not pull in Qt.
     code = (
-        "import sys, app.cli_metrics, engine.evaluation.evaluate, engine.evaluation.metrics; "
+        "import sys, app.cli.metrics, engine.evaluation.evaluate, engine.evaluation.metrics; "
         "sys.exit(any(name.startswith(('PySide6', 'shiboken6')) for name in sys.modules))"
     )
     root = Path(__file__).resolve().parent.parent

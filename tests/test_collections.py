@@ -10,14 +10,9 @@ from sqlalchemy import func, select
 
 from engine.catalog import Collection, Embedding, Image
 from engine.catalog.library import Library
+from engine.catalog.reads import find_collection, photo_details
 from engine.errors import QuadratError
-from engine.indexing.collections import (
-    collection_stats,
-    find_collection,
-    photo_details,
-    relocate_collection,
-    remove_collection,
-)
+from engine.indexing.collections import collection_stats, relocate_collection, remove_collection
 from engine.indexing.indexer import Indexer
 
 

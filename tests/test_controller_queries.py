@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Taxon
 from engine.catalog.library import Library
-from engine.indexing.collections import image_id_at, photo_details
+from engine.catalog.reads import image_id_at, photo_details
 from engine.judgments.queries import QueryStore, saved_runs
 from tests.catalogs import add_plain_photos, folder_url
 

@@ -18,6 +18,8 @@ from engine.progress import CancelToken, no_progress
 from engine.visret import diffusers_backend
 from engine.visret.generator import DrawingCache, DrawSettings, draw_all, load_generator
 
+pytestmark = pytest.mark.slow  # (real diffusers pipelines, loaded and run: 7-20 s a test)
+
 FAST = DrawSettings(steps=1, guidance=7.5, width=64, height=64)
 
 

@@ -1,13 +1,16 @@
 """Darwin Core exports (engine/io/dwc.py, `quadrat export dwca|dwc-csv`): an archive of the demo
 read back by a third-party reader (python-dwca-reader), its eml.xml, licences, incomplete
-records, and no partial archive when the disk refuses."""
+records, and no partial archive when the disk refuses or the export is killed."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
 import os
+import signal
 import subprocess
+import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -373,6 +376,67 @@ def test_a_full_disk_fails_in_one_line_and_leaves_no_partial_archive(judged, tmp
             export_dwca(library, judged.query_id, disk / "records.zip")
         assert "disk is full" in str(caught.value)
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+_KILLED_EXPORT = """
+import os, signal, sys
+import engine.io.safe_write as safe_write
+from engine.catalog.library import Library
+from engine.io.dwc import export_dwca
+
+library_path, target, query_id, where = sys.argv[1:5]
+name = os.path.basename(target)
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if where == "write":  # half the archive's bytes written, into a file with no name yet
+    def half(fd, data):
+        os.write(fd, bytes(data[: len(data) // 2]))
+        die()
+    safe_write._write_all = half
+else:  # "link": before the whole file is named; "replace": named, before the rename
+    real = getattr(os, where)
+    def dying(*args, **kwargs):
+        if os.path.basename(str(args[1])).startswith(("." + name, name)):
+            die()
+        return real(*args, **kwargs)
+    setattr(os, where, dying)
+with Library.open(library_path) as library:
+    export_dwca(library, int(query_id), target)
+sys.exit(3)  # never killed: this system writes a named temporary file instead
+"""
+
+
+@pytest.mark.parametrize("where", ["write", "link", "replace"])
+def test_a_killed_export_leaves_the_earlier_archive_and_the_next_export_tidies_up(
+    judged, tmp_path, where
+):
+    target = tmp_path / "out" / "records.zip"
+    target.parent.mkdir()
+    target.write_bytes(b"an earlier archive")
+    root = Path(__file__).parent.parent
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_EXPORT, str(judged.root), str(target),
+         str(judged.query_id), where],
+        env={**os.environ, "PYTHONPATH": str(root)}, cwd=root, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    if child.returncode == 3:
+        pytest.skip("no unnamed temporary files on this system")
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert target.read_bytes() == b"an earlier archive"
+    left = [p for p in target.parent.iterdir() if p != target]
+    assert all(p.name.startswith(".records.zip.") for p in left)  # hidden, never the archive
+    assert bool(left) == (where == "replace")  # a file with no name is freed by the kernel
+    past = time.time() - 3600  # the killed export's temporary file, once old, is taken away
+    for path in left:
+        os.utime(path, (past, past))
+    with Library.open(judged.root) as library:
+        export_dwca(library, judged.query_id, target)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["records.zip"]
+    with DwCAReader(str(target)) as dwca:
+        assert len(dwca.rows) == RELEVANT
 
 
 # --- the command line -----------------------------------------------------------------------------

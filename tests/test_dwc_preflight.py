@@ -20,8 +20,8 @@ from dwca.read import DwCAReader
 
 from app.cli import main
 from engine.catalog.library import Library
+from engine.catalog.reads import photo_details
 from engine.errors import QuadratError
-from engine.indexing.collections import photo_details
 from engine.io.dwc import RecordsRefused, check_records, export_dwc_csv, export_dwca, meta_xml
 from engine.io.dwc_checks import ERROR, WARNING, check_meta, check_occurrence, is_iso_date
 from engine.io.eml import check_eml, is_date_time

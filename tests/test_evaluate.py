@@ -11,8 +11,8 @@ import pytest
 
 from engine.errors import BadInputError, Cancelled
 from engine.evaluation.evaluate import (
+    BenchmarkJudgment,
     BenchmarkQuery,
-    Judgment,
     evaluate_run,
     load_judgments,
     load_queries_csv,
@@ -129,7 +129,7 @@ def test_queries_round_trip_in_inquire_layout(tmp_path: Path) -> None:
 def test_inquire_annotations_mean_relevant(tmp_path: Path) -> None:
     judgments = load_judgments(write(tmp_path / "annotations.csv", INQUIRE_JUDGMENTS))
     assert len(judgments) == 3
-    assert judgments[0] == Judgment(
+    assert judgments[0] == BenchmarkJudgment(
         "3",
         "4471963",
         "train/04686_Animalia_Chordata_Mammalia_Carnivora_Herpestidae_Mungos_mungo/0a1b.jpg",
@@ -142,9 +142,9 @@ def test_judgments_with_relevant_column_keep_negatives(tmp_path: Path) -> None:
     text = ",query_id,image_path,relevant\n0,3,a/x.jpg,1\n1,3,a/y.jpg,0\n2,4,b/z.jpg,2\n"
     judgments = load_judgments(write(tmp_path / "j.csv", text))
     assert judgments == [
-        Judgment("3", None, "a/x.jpg", 1),
-        Judgment("3", None, "a/y.jpg", 0),
-        Judgment("4", None, "b/z.jpg", 2),
+        BenchmarkJudgment("3", None, "a/x.jpg", 1),
+        BenchmarkJudgment("3", None, "a/y.jpg", 0),
+        BenchmarkJudgment("4", None, "b/z.jpg", 2),
     ]
 
 
@@ -152,9 +152,9 @@ def test_trec_qrels_are_detected_by_content(tmp_path: Path) -> None:
     text = "# my marks\n3 0 4471963 1\n3\t0\t4471999\t0\n\n4 0 1200001 1\n"
     judgments = load_judgments(write(tmp_path / "marks.txt", text))
     assert judgments == [
-        Judgment("3", "4471963", None, 1),
-        Judgment("3", "4471999", None, 0),
-        Judgment("4", "1200001", None, 1),
+        BenchmarkJudgment("3", "4471963", None, 1),
+        BenchmarkJudgment("3", "4471999", None, 0),
+        BenchmarkJudgment("4", "1200001", None, 1),
     ]
 
 
@@ -263,9 +263,9 @@ def test_malformed_judgments_name_file_and_line(tmp_path: Path, text: str, messa
 
 def test_judgments_round_trip_through_csv_and_qrels(tmp_path: Path) -> None:
     judgments = [
-        Judgment("3", "11", "train/a b/x.jpg", 1),  # a space in the path is fine in CSV
-        Judgment("3", "12", None, 0),
-        Judgment("7", "13", "train/c/y.jpg", 2),
+        BenchmarkJudgment("3", "11", "train/a b/x.jpg", 1),  # a space in the path is fine in CSV
+        BenchmarkJudgment("3", "12", None, 0),
+        BenchmarkJudgment("7", "13", "train/c/y.jpg", 2),
     ]
     write_judgments_csv(tmp_path / "j.csv", judgments)
     assert (tmp_path / "j.csv").read_text().splitlines()[
@@ -275,7 +275,7 @@ def test_judgments_round_trip_through_csv_and_qrels(tmp_path: Path) -> None:
     write_trec_qrels(tmp_path / "j.qrels", judgments)
     assert (tmp_path / "j.qrels").read_text() == "3 0 11 1\n3 0 12 0\n7 0 13 2\n"
     assert load_judgments(tmp_path / "j.qrels") == [
-        Judgment(j.query_id, j.image_id, None, j.relevant) for j in judgments
+        BenchmarkJudgment(j.query_id, j.image_id, None, j.relevant) for j in judgments
     ]
 
 
@@ -417,13 +417,13 @@ QUERIES = [
     BenchmarkQuery("3", "frog", {"supercategory": "Appearance", "iconic_group": ""}),
 ]
 JUDGMENTS = [
-    Judgment("1", None, "p3.jpg", 1),
-    Judgment("1", None, "p5.jpg", 1),
-    Judgment("1", None, "p7.jpg", 0),
-    Judgment("1", None, "p99.jpg", 1),  # not in the collection
-    Judgment("2", "2", None, 1),
-    Judgment("3", None, "p1.jpg", 0),
-    Judgment("8", None, "p1.jpg", 1),  # a query not in the queries file
+    BenchmarkJudgment("1", None, "p3.jpg", 1),
+    BenchmarkJudgment("1", None, "p5.jpg", 1),
+    BenchmarkJudgment("1", None, "p7.jpg", 0),
+    BenchmarkJudgment("1", None, "p99.jpg", 1),  # not in the collection
+    BenchmarkJudgment("2", "2", None, 1),
+    BenchmarkJudgment("3", None, "p1.jpg", 0),
+    BenchmarkJudgment("8", None, "p1.jpg", 1),  # a query not in the queries file
 ]
 RESULTS: dict[str, list[tuple[int, float]]] = {
     # 4 and 3 tie: the method listed 4 first, so 4 stays ahead although 3 < 4
@@ -433,7 +433,7 @@ RESULTS: dict[str, list[tuple[int, float]]] = {
 }
 
 
-def resolve(judgment: Judgment) -> int | None:
+def resolve(judgment: BenchmarkJudgment) -> int | None:
     """Collection of images 1..10, known by id or as pN.jpg."""
     if judgment.image_id is not None:
         return int(judgment.image_id)
@@ -462,7 +462,7 @@ def test_run_benchmark_fullrank_by_hand() -> None:
     assert result.mean.queries == 2
     assert result.mean.mAP == pytest.approx(((1 + 2 / 3) / 2 + 0.5) / 2)
     assert result.unresolved_judgments == 1
-    assert result.unresolved == [Judgment("1", None, "p99.jpg", 1)]
+    assert result.unresolved == [BenchmarkJudgment("1", None, "p99.jpg", 1)]
     assert result.judgments_without_query == 1
     behaviour = result.by_category["supercategory"]["Behavior"]
     assert (behaviour.queries, behaviour.mAP) == (2, pytest.approx(result.mean.mAP))

@@ -64,12 +64,14 @@ def test_event_units_relevant_when_any_frame_is() -> None:
 
 
 def test_metrics_per_event_against_hand_computed_values() -> None:
-    from engine.evaluation.evaluate import BenchmarkQuery, Judgment, run_benchmark
+    from engine.evaluation.evaluate import BenchmarkJudgment, BenchmarkQuery, run_benchmark
 
     # Frames 1-3 are one burst (event 1), 4 and 5 another (event 4), 6 alone.
     event_of = {1: 1, 2: 1, 3: 1, 4: 4, 5: 4, 6: 6}
     ranking = [(2, 0.9), (1, 0.8), (6, 0.7), (5, 0.6), (3, 0.5), (4, 0.4)]
-    judgments = [Judgment("q", str(i), "", rel) for i, rel in ((1, 1), (2, 0), (6, 0), (5, 1))]
+    judgments = [
+        BenchmarkJudgment("q", str(i), "", rel) for i, rel in ((1, 1), (2, 0), (6, 0), (5, 1))
+    ]
     queries = [BenchmarkQuery("q", "deer")]
 
     def run(unit_map):  # type: ignore[no-untyped-def]

@@ -118,15 +118,15 @@ def test_copy_relevant_photos_keeps_clashing_names_apart(library, tmp_path):
 
 def test_judgments_match_photos_by_path_source_id_or_unique_file_name(library):
     from engine.benchmarks.runner import JudgmentResolver
-    from engine.evaluation.evaluate import Judgment as FileJudgment
+    from engine.evaluation.evaluate import BenchmarkJudgment
 
     a, b, c = ids(library)
     resolve = JudgmentResolver(library)
-    assert resolve(FileJudgment("1", None, "b/frog.jpg", 1)) == c  # relative path
-    assert resolve(FileJudgment("1", "1000", None, 1)) == a  # source (COCO/iNat) image id
-    assert resolve(FileJudgment("1", None, "train/elsewhere/toad.jpg", 1)) == b  # unique name
-    assert resolve(FileJudgment("1", None, "train/elsewhere/frog.jpg", 1)) is None  # ambiguous
-    assert resolve(FileJudgment("1", "424242", "nowhere/x.jpg", 1)) is None
+    assert resolve(BenchmarkJudgment("1", None, "b/frog.jpg", 1)) == c  # relative path
+    assert resolve(BenchmarkJudgment("1", "1000", None, 1)) == a  # source (COCO/iNat) image id
+    assert resolve(BenchmarkJudgment("1", None, "train/elsewhere/toad.jpg", 1)) == b  # unique name
+    assert resolve(BenchmarkJudgment("1", None, "train/elsewhere/frog.jpg", 1)) is None  # ambiguous
+    assert resolve(BenchmarkJudgment("1", "424242", "nowhere/x.jpg", 1)) is None
     assert resolve.docid(a) == "1000"
 
 

@@ -365,14 +365,14 @@ def test_zero_judgments_rank_exactly_as_the_query(indexed, demo_encoder):
 
 def test_a_benchmark_refuses_the_learning_methods_in_one_line(indexed, demo_encoder):
     from engine.benchmarks.runner import run_methods
-    from engine.evaluation.evaluate import BenchmarkQuery, Judgment
+    from engine.evaluation.evaluate import BenchmarkJudgment, BenchmarkQuery
 
     with Library.open(indexed) as library, pytest.raises(BadInputError) as refused:
         run_methods(
             library,
             lambda: demo_encoder,
             [BenchmarkQuery("1", "red circle")],
-            [Judgment("1", None, "x.jpg", 1)],
+            [BenchmarkJudgment("1", None, "x.jpg", 1)],
             ["text", "probe"],
         )
     message = str(refused.value)

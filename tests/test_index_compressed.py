@@ -357,7 +357,7 @@ def test_the_memory_setting_and_option_are_checked(tmp_path: Path) -> None:
     import argparse
     import json
 
-    from app.cli_args import index_memory_gb
+    from app.cli.args import index_memory_gb
     from app.settings import Settings, index_memory_bytes, load_settings
 
     assert Settings().index_memory_gb == 4.0 and not Settings().problems()

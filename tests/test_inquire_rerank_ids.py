@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.evaluation import metrics as quadrat_metrics
-from engine.evaluation.evaluate import BenchmarkQuery, Judgment, run_benchmark
+from engine.evaluation.evaluate import BenchmarkJudgment, BenchmarkQuery, run_benchmark
 from engine.evaluation.metrics import average_precision_at_k
 from tests.test_inquire_rerank import ROWS, SCHEMA, read_csv, record, run, write_parquet
 
@@ -194,7 +194,7 @@ def test_tied_average_precision_matches_a_worked_example():
 def test_run_benchmark_groups_ties_only_when_asked():
     query = BenchmarkQuery("q1", "something", {"supercategory": "Appearance"})
     relevant = {2: 1, 3: 1, 5: 1, 1: 0, 4: 0}
-    judgments = [Judgment("q1", str(i), None, rel) for i, rel in relevant.items()]
+    judgments = [BenchmarkJudgment("q1", str(i), None, rel) for i, rel in relevant.items()]
     tied = [(1, 0.9), (2, 0.8), (3, 0.8), (4, 0.8), (5, 0.5)]
 
     def bench(ties: str) -> float:

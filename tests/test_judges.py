@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from engine.catalog import Image
 from engine.catalog.library import Library
+from engine.evaluation.live import live_metrics
 from engine.judgments.adjudication import (
     ADJUDICATED,
     MAJORITY,
@@ -123,7 +124,7 @@ def test_adjudicated_judgments_win_in_metrics_and_views(library):
     bob.judge(qid, ids[0], 0)
     assert ann.judgments(qid) == {ids[0]: 1, ids[1]: 1}
     ranking = [ids[0], ids[1], ids[2]]
-    live = ann.live_metrics(ranking, ann.judgments(qid), 2)
+    live = live_metrics(ranking, ann.judgments(qid), 2)
     assert live.metrics.P == 1.0  # both top photos relevant: the adjudication counts
     view = judgment_view(library, qid, NEWEST)
     assert view.judgments == {ids[0]: 1, ids[1]: 1} and "adjudicated" in view.label

@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 from app.cli import main
 from engine.catalog import Collection, Image
 from engine.catalog.library import Library, RootMap
+from engine.catalog.reads import photo_details
 from engine.errors import BadInputError
-from engine.indexing.collections import photo_details
 from engine.io.export import copy_relevant_photos
 from engine.judgments.queries import QueryStore
 
@@ -92,11 +92,8 @@ def test_root_mappings_translate_both_ways_and_refuse_a_bad_pair():
 
 
 def test_the_library_panel_and_forgetting_see_a_mapped_share_as_mounted(tmp_path, photos):
-    from engine.indexing.collections import (
-        collection_stats,
-        find_moved_collection,
-        unmounted_reason,
-    )
+    from engine.catalog.reads import unmounted_reason
+    from engine.indexing.collections import collection_stats, find_moved_collection
     from engine.indexing.indexer import Indexer
     from engine.models.encoders import load_encoder
 

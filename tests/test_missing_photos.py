@@ -14,12 +14,12 @@ from sqlalchemy import func, select
 from app.cli import main
 from engine.catalog import Collection, Image, Judgment
 from engine.catalog.library import Library
+from engine.catalog.reads import missing_photos
 from engine.errors import QuadratError
 from engine.indexing.collections import (
     collection_stats,
     find_moved_collection,
     forget_missing,
-    missing_photos,
     relocate_collection,
 )
 from engine.indexing.indexer import Indexer

@@ -363,6 +363,7 @@ def test_a_database_error_that_escapes_is_still_one_line_without_sql(capsys, mon
     from sqlalchemy.exc import DataError
 
     import app.cli
+    import app.cli.search
 
     def failing(_path):
         raise DataError(
@@ -371,7 +372,7 @@ def test_a_database_error_that_escapes_is_still_one_line_without_sql(capsys, mon
             pg.NumericValueOutOfRange("integer out of range"),
         )
 
-    monkeypatch.setattr(app.cli, "open_library", failing)
+    monkeypatch.setattr(app.cli.search, "open_library", failing)
     code = app.cli.main(["search", "red circle"])
     err = capsys.readouterr().err.strip()
     assert code == 1

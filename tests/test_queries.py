@@ -14,6 +14,7 @@ from sqlalchemy import select
 from engine.catalog import Image
 from engine.catalog.library import Library
 from engine.errors import BadInputError
+from engine.evaluation.live import live_metrics
 from engine.judgments.queries import QueryStore
 from tests.catalogs import add_plain_photos, folder_url
 
@@ -68,12 +69,11 @@ def test_judgments_belong_to_the_query_and_undo_restores_exactly(library):
 
 
 def test_live_metrics_match_hand_computed_values(library):
-    store = QueryStore(library)
     ids = image_ids(library)
     ranking = ids[:5]
     # rel = (1,0,0,0,1), and a third relevant photo outside the ranking: R = 3.
     judgments = {ids[0]: 1, ids[1]: 0, ids[4]: 1, ids[9]: 1}
-    live = store.live_metrics(ranking, judgments, k=5)
+    live = live_metrics(ranking, judgments, k=5)
     m = live.metrics
     assert m.R == 3
     assert pytest.approx(2 / 5) == m.P
@@ -86,25 +86,23 @@ def test_live_metrics_match_hand_computed_values(library):
 
 
 def test_stop_rule_counts_judged_non_relevant_after_the_last_relevant(library):
-    store = QueryStore(library)
     ids = image_ids(library)
     # relevant, not, not, then two unjudged photos: two judged misses in a row.
-    live = store.live_metrics(ids[:5], {ids[0]: 1, ids[1]: 0, ids[2]: 0}, k=5)
+    live = live_metrics(ids[:5], {ids[0]: 1, ids[1]: 0, ids[2]: 0}, k=5)
     assert live.trailing_nonrelevant == 2
 
 
 def test_stop_rule_does_not_count_unjudged_photos_above_a_deep_sampled_judgment(library):
-    store = QueryStore(library)
     ids = image_ids(library)
     ranking = ids[:10]
     # The top three judged (relevant, not, not), then a photo judged not relevant at rank 10
     # (a random sample for the recall estimate): the six unjudged photos between are no
     # evidence of misses, so the run of judged misses is three, not nine.
     judgments = {ids[0]: 1, ids[1]: 0, ids[2]: 0, ids[9]: 0}
-    assert store.live_metrics(ranking, judgments, k=5).trailing_nonrelevant == 3
+    assert live_metrics(ranking, judgments, k=5).trailing_nonrelevant == 3
     # A relevant photo found deep by the sample ends the run there.
     judgments[ids[9]] = 1
-    assert store.live_metrics(ranking, judgments, k=5).trailing_nonrelevant == 0
+    assert live_metrics(ranking, judgments, k=5).trailing_nonrelevant == 0
 
 
 def test_rename_notes_delete(library):

@@ -379,7 +379,7 @@ def test_clip_rerank_on_a_binding_pool_demotes_no_right_binding(tmp_path, demo_e
         context = MethodContext(library, lambda: demo_encoder)
         query = SearchQuery("a red circle beside a blue square")
         base = resolve_spec("text").run(query, context, top_k=100)
-        reranked = resolve_spec("rerank").run(query, context, top_k=100)
+        reranked = resolve_spec("rerank:scorer=clip").run(query, context, top_k=100)
         paths = {p.image_id: p.path.name for p in _photos(library, base.ids)}
 
     def ap(ids: Sequence[int]) -> float:

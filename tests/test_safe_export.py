@@ -23,13 +23,13 @@ from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query, Ta
 from engine.catalog.library import Library
 from engine.errors import BadInputError
 from engine.evaluation.evaluate import (
+    BenchmarkJudgment,
     BenchmarkQuery,
     load_judgments,
     load_queries_csv,
     write_judgments_csv,
     write_queries_csv,
 )
-from engine.evaluation.evaluate import Judgment as FileJudgment
 from engine.files import FORMULA_STARTS, csv_cell, csv_field
 from engine.io.export import (
     copy_relevant_photos,
@@ -202,7 +202,7 @@ def test_benchmark_files_run_no_formula_and_read_back_exactly(tmp_path) -> None:
     write_queries_csv(tmp_path / "q.csv", queries)
     assert_no_formula(tmp_path / "q.csv")
     assert load_queries_csv(tmp_path / "q.csv") == queries
-    judgments = [FileJudgment("1", f"-{n}a", name, 1) for n, name in enumerate(HOSTILE_NAMES)]
+    judgments = [BenchmarkJudgment("1", f"-{n}a", name, 1) for n, name in enumerate(HOSTILE_NAMES)]
     write_judgments_csv(tmp_path / "j.csv", judgments)
     assert_no_formula(tmp_path / "j.csv")
     assert load_judgments(tmp_path / "j.csv") == judgments  # the leading tab too

@@ -174,7 +174,7 @@ def test_a_timezone_offset_in_metadata_dates_is_kept_and_the_date_filters_read_l
 
     from engine.catalog import Image
     from engine.catalog.library import Library
-    from engine.indexing.collections import photo_details
+    from engine.catalog.reads import photo_details
     from engine.indexing.indexer import Indexer
     from engine.search.filters import SearchFilters, filtered_ids
 

@@ -18,7 +18,7 @@ from engine.catalog.privacy import (
     SensitiveRule,
     set_sensitive_taxa,
 )
-from engine.indexing.collections import photo_details
+from engine.catalog.reads import photo_details
 from engine.search.places import published_place_of, shown_places
 from tests.catalogs import add_plain_photos, folder_url
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli_metrics import add_metrics_command
+from app.cli.metrics import COMMANDS as METRICS_COMMANDS
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -64,7 +64,7 @@ def quadrat_metrics(
     run_file: Path, qrels_file: Path, k: int, capsys: pytest.CaptureFixture[str]
 ) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(prog="quadrat")
-    add_metrics_command(parser.add_subparsers(dest="command"))
+    METRICS_COMMANDS[0].install(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
         ["metrics", "--run", str(run_file), "--qrels", str(qrels_file), "--k", str(k), "--json"]
     )

@@ -1,6 +1,7 @@
 """The filter bar under the query bar: one chip per active filter (× removes it) and an
 "Add filter ▾" menu (taxon with completion, date range, months of the year, place, licence,
-collection, judged or not for the open query).
+collection, judged or not for the open query, ...), whose entries the controller gives from
+the registry of filter kinds (`set_menu`; the editors and submenus they open are here).
 
 The bar shows plain data and says what the user asked for; the controller owns the filters:
 - `filtersEdited(dict)`: filter fields to set, named as the engine's `to_params()` names them
@@ -13,7 +14,7 @@ Counts for the current results (`set_facets`) are shown in the menus.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -417,6 +418,7 @@ class FilterBar(QWidget):
         self._selected_photo: str | None = None  # the selected photo's name, if it has a place
         self.chips: list[FilterChip] = []
         self.editor: _FormDialog | None = None  # the editor open now, if any
+        self._menu_entries: list[tuple[str, str]] = []  # (label, editor): `set_menu`
 
         self.add_button = QToolButton(self)
         self.add_button.setObjectName("addFilterButton")
@@ -489,13 +491,25 @@ class FilterBar(QWidget):
 
     # -- the menu --------------------------------------------------------------------------
 
+    def set_menu(self, entries: Sequence[tuple[str, str]]) -> None:
+        """The "Add filter" menu's entries, in order: (label, editor) per filter kind, as the
+        controller reads them from the registry of kinds; an editor is one of `_ENTRIES`."""
+        self._menu_entries = [(label, editor) for label, editor in entries if editor in _ENTRIES]
+
     def _fill_menu(self) -> None:
         """Built when shown, so the counts are those of the results shown now."""
         menu = self.menu
         for submenu in menu.findChildren(QMenu):
             submenu.deleteLater()  # clear() drops the actions, not the submenus made before
         menu.clear()
-        taxa = menu.addMenu("Taxon")
+        for label, editor in self._menu_entries:
+            _ENTRIES[editor](self, menu, label)
+        menu.addSeparator()
+        clear = menu.addAction("Remove every filter", lambda: self.clearRequested.emit())
+        clear.setEnabled(bool(self.chips))
+
+    def _taxon_menu(self, menu: QMenu, label: str) -> None:
+        taxa = menu.addMenu(label)
         taxa.addAction("Type a name…", lambda: self.open_taxon_editor())
         # The commonest taxa among the results, a click away.
         shown = [c for c in self._facets.get("taxon", []) if c.key not in ("", None)]
@@ -508,11 +522,9 @@ class FilterBar(QWidget):
             action.triggered.connect(
                 lambda _checked=False, name=choice.key: self.filtersEdited.emit({"taxon": name})
             )
-        menu.addAction("Date range…", lambda: self.open_date_editor())
-        menu.addAction("Months of the year…", lambda: self.open_months_editor())
-        menu.addAction("Hour of day…", lambda: self.open_hours_editor())
-        menu.addAction("Keyword…", lambda: self.open_keyword_editor())
-        place = menu.addMenu("Place")
+
+    def _place_menu(self, menu: QMenu, label: str) -> None:
+        place = menu.addMenu(label)
         place.addAction("Draw a box on the map", lambda: self.placeBoxRequested.emit())
         near = place.addAction(
             "Within N km of the selected photo…", lambda: self.open_near_editor()
@@ -520,28 +532,24 @@ class FilterBar(QWidget):
         near.setEnabled(self._selected_photo is not None)
         if self._selected_photo is None:
             near.setToolTip("Select a photo with a place first")
-        self._checkable_menu(menu.addMenu("Licence"), "license", "licenses", str)
-        self._checkable_menu(menu.addMenu("Collection"), "collection", "collection_ids", int)
-        self._checkable_menu(menu.addMenu("Deployment"), "deployment", "deployment_ids", int)
-        judged = menu.addMenu("Judged for the open query")
+
+    def _judged_menu(self, menu: QMenu, label: str) -> None:
+        judged = menu.addMenu(label)
         judged.setEnabled(self._judged_available)
         group = QActionGroup(judged)
         current = self._params.get("judged")
-        for label, value in (
+        for text, value in (
             ("Judged only", "judged"),
             ("Not judged only", "unjudged"),
             ("Either", None),
         ):
-            action = judged.addAction(label)
+            action = judged.addAction(text)
             action.setCheckable(True)
             action.setChecked(current == value)
             group.addAction(action)
             action.triggered.connect(
                 lambda _checked=False, v=value: self.filtersEdited.emit({"judged": v})
             )
-        menu.addSeparator()
-        clear = menu.addAction("Remove every filter", lambda: self.clearRequested.emit())
-        clear.setEnabled(bool(self.chips))
 
     def _checkable_menu(self, menu: QMenu, facet: str, field: str, kind: type) -> None:
         """One checkable entry per value with its count; checking edits the field's list."""
@@ -666,3 +674,24 @@ def _date(value: Any) -> date | None:
         except ValueError:
             return None
     return None
+
+
+# What each editor name of `FilterBar.set_menu` adds to the "Add filter" menu.
+_ENTRIES: dict[str, Callable[[FilterBar, QMenu, str], object]] = {
+    "taxon": FilterBar._taxon_menu,
+    "dates": lambda bar, menu, label: menu.addAction(label, lambda: bar.open_date_editor()),
+    "months": lambda bar, menu, label: menu.addAction(label, lambda: bar.open_months_editor()),
+    "hours": lambda bar, menu, label: menu.addAction(label, lambda: bar.open_hours_editor()),
+    "keyword": lambda bar, menu, label: menu.addAction(label, lambda: bar.open_keyword_editor()),
+    "place": FilterBar._place_menu,
+    "licenses": lambda bar, menu, label: bar._checkable_menu(
+        menu.addMenu(label), "license", "licenses", str
+    ),
+    "collections": lambda bar, menu, label: bar._checkable_menu(
+        menu.addMenu(label), "collection", "collection_ids", int
+    ),
+    "deployments": lambda bar, menu, label: bar._checkable_menu(
+        menu.addMenu(label), "deployment", "deployment_ids", int
+    ),
+    "judged": FilterBar._judged_menu,
+}

@@ -5,7 +5,7 @@ metrics and the results' map and months (tabs) below.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import (
     QByteArray,
@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
     copyRelevantRequested = Signal()
     writeSidecarsRequested = Signal()  # Judge › Write XMP sidecars…
     exportRecordsRequested = Signal()  # Judge › Export records… (Darwin Core)
+    exportFormatRequested = Signal(str)  # File › Export <a registered format>…: its name
     askQuestionRequested = Signal()  # Judge › Ask an attribute question…
     backupsRequested = Signal()  # File › Backups…
     deploymentsRequested = Signal()  # Library › Deployments… (clock offsets, event gap)
@@ -309,6 +310,7 @@ class MainWindow(QMainWindow):
             action = QAction(label, self)
             action.triggered.connect(signal)
             file_menu.addAction(action)
+        self._file_menu, self._backups_action = file_menu, action  # formats go before Backups…
         file_menu.addSeparator()
         file_menu.addAction(quit_action)
 
@@ -571,6 +573,15 @@ class MainWindow(QMainWindow):
     def ask_open_file(self, caption: str, file_filter: str) -> str | None:
         """A file to read, or None; tests replace this method."""
         return open_file(self, self.folders, f"open:{file_filter}", caption, file_filter)
+
+    def add_export_formats(self, formats: Sequence[tuple[str, str]]) -> None:
+        """File › Export entries for registered formats, (name, label) each, before Backups…."""
+        for name, label in formats:
+            action = QAction(f"Export {label}…", self)
+            action.triggered.connect(
+                lambda _checked=False, chosen=name: self.exportFormatRequested.emit(chosen)
+            )
+            self._file_menu.insertAction(self._backups_action, action)
 
     def ask_save_file(self, caption: str, suggested: str, file_filter: str) -> str | None:
         """A file to write, or None; tests replace this method."""

@@ -47,7 +47,7 @@ from widgets.full_view import FullView
 if TYPE_CHECKING:
     from app.controllers.thumbnails import ThumbnailLoader
     from engine.catalog.library import Library
-    from engine.indexing.collections import PhotoDetails
+    from engine.catalog.reads import PhotoDetails
     from engine.judgments.agreement import PairTable
 
 log = logging.getLogger(__name__)
@@ -390,7 +390,7 @@ class AgreementController(QObject):
             return None
 
         def write(ctx: TaskContext) -> str:
-            from engine.indexing.collections import photo_details
+            from engine.catalog.reads import photo_details
             from engine.judgments.adjudication import adjudicate
 
             adjudicate(library, query_id, image_id, relevance, store.user)
@@ -418,7 +418,7 @@ def agreement_report(
 ) -> AgreementReport:
     """The dialog's data for one query, on relevance or on an attribute's values (`term`);
     runs in a worker: it reads the catalog."""
-    from engine.indexing.collections import photo_details
+    from engine.catalog.reads import photo_details
     from engine.judgments.adjudication import disagreements
     from engine.judgments.agreement import (
         attribute_ratings_by_term,

@@ -63,7 +63,7 @@ def read_found_set(library: Library, query_id: int) -> FoundSet:
     from dataclasses import replace
 
     from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy
-    from engine.indexing.collections import photo_details
+    from engine.catalog.reads import photo_details
     from engine.io.analyses import analyse_photos
     from engine.judgments.queries import QueryStore
     from engine.search.places import published_place_of

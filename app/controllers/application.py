@@ -327,6 +327,8 @@ class Application:
         w.copyRelevantRequested.connect(self.copy_relevant)
         w.writeSidecarsRequested.connect(self.sidecars.write_sidecars)
         w.exportRecordsRequested.connect(lambda: self.records.open_dialog(w))
+        w.add_export_formats(self.transfers.menu_formats())  # the export registry's files
+        w.exportFormatRequested.connect(lambda name: self.transfers.ask_export(name, w))
         w.askQuestionRequested.connect(lambda: self.questions.open_dialog(w))
         for source in (
             self.library.message,

@@ -33,7 +33,7 @@ from widgets.benchmark_view import (
 
 if TYPE_CHECKING:
     from engine.benchmarks.runner import CollectionChoice
-    from engine.evaluation.evaluate import BenchmarkResult, Judgment
+    from engine.evaluation.evaluate import BenchmarkJudgment, BenchmarkResult
     from engine.evaluation.significance import Comparison
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def _only_judged_collection(choice: CollectionChoice | None) -> bool:
     return tuple(c.id for c in choice.ranked) == (choice.match.only.id,)
 
 
-def positives_only(judgments: Sequence[Judgment]) -> bool:
+def positives_only(judgments: Sequence[BenchmarkJudgment]) -> bool:
     """True for a judgments file that lists relevant photos alone (INQUIRE's and the demo's
     format, no `relevant` column or no 0 in it): its labelling is exhaustive, every photo it
     does not list is not relevant, so judged@k (which counts listed photos) would mislead."""

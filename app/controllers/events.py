@@ -72,7 +72,7 @@ def card_faces(
     with something in it (`engine.indexing.event_faces`). Runs in a worker: it reads the
     catalog and the frames' thumbnails (`check` between events, to give way to a newer
     ranking)."""
-    from engine.indexing.collections import photo_details
+    from engine.catalog.reads import photo_details
     from engine.indexing.event_faces import Frame, choose_face, event_looks
 
     details = photo_details(library, [f for card in cards for f in card.frame_ids])

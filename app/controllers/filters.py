@@ -108,6 +108,13 @@ def taxon_choices(library: Library, prefix: str) -> list[TaxonChoice]:
     ]
 
 
+def filter_menu() -> list[tuple[str, str]]:
+    """The filter bar's "Add filter" entries, (label, editor), from the registry of kinds."""
+    from engine.search.filter_kinds import menu_entries
+
+    return [(entry.label, entry.editor) for entry in menu_entries()]
+
+
 def _empty_filters() -> SearchFilters:
     from engine.search.filters import SearchFilters
 
@@ -150,6 +157,7 @@ class FiltersController(QObject):
         self.names: FilterNames | None = None
         self._names_wanted: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
+        bar.set_menu(filter_menu())
         bar.filtersEdited.connect(self.edit)
         bar.chipRemoved.connect(self.remove)
         bar.clearRequested.connect(self.clear)

@@ -472,6 +472,8 @@ class JudgingController(QObject):
         store = self.store
         if store is None or self.query_id is None:
             return None
+        from engine.evaluation.live import live_metrics
+
         shown = self.judgments
         if self.metrics_judgments is not None:
             shown = self.metrics_judgments
@@ -489,7 +491,7 @@ class JudgingController(QObject):
             ids = run.ids
             if self.event_of is not None:
                 ids = to_event_units(ids, {}, self.event_of)[0]
-            live = store.live_metrics(ids, shown, self.k, run.run_id)
+            live = live_metrics(ids, shown, self.k, run.run_id)
             m = live.metrics
             last_relevant = max(
                 (rank for rank, i in enumerate(ids, start=1) if shown.get(i, 0) > 0),

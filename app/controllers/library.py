@@ -31,7 +31,8 @@ from widgets.library_panel import (
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
-    from engine.indexing.collections import CollectionStats, MissingPhotos, MovedCollection
+    from engine.catalog.reads import MissingPhotos
+    from engine.indexing.collections import CollectionStats, MovedCollection
     from engine.indexing.report import IndexReport
 
 log = logging.getLogger(__name__)
@@ -369,7 +370,7 @@ class LibraryController(QObject):
             return None
 
         def count(ctx: TaskContext) -> tuple[MissingPhotos, str | None]:
-            from engine.indexing.collections import missing_photos, unmounted_reason
+            from engine.catalog.reads import missing_photos, unmounted_reason
 
             return missing_photos(library, collection_id), unmounted_reason(library, collection_id)
 

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 METHOD = "rerank"
 DEFAULT_DEPTH = 100
-DEFAULT_SCORER = "clip"
+DEFAULT_SCORER = "auto"
 
 
 def _words(text: str) -> str:

@@ -15,7 +15,7 @@ from widgets.results import ResultItem
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
-    from engine.indexing.collections import PhotoDetails
+    from engine.catalog.reads import PhotoDetails
     from engine.indexing.thumbnails import ThumbnailCache
     from engine.search.searcher import SearchHit
 
@@ -77,7 +77,7 @@ def photo_view(details: PhotoDetails) -> PhotoView:
 def query_photo(library: Library | None, path: str | Path) -> QueryPhoto:
     """Name the photo at `path` from the catalog (taxon and common name), falling back to
     the file name. Runs in a worker (it reads the catalog)."""
-    from engine.indexing.collections import image_id_at, photo_details
+    from engine.catalog.reads import image_id_at, photo_details
 
     path = Path(path)
     image_id = image_id_at(library, path) if library is not None else None
@@ -112,7 +112,7 @@ def result_items(
     photo is and what it shows when the catalog has no row for it. A photo with neither a
     catalog row nor a hit (a stored run reopened after its photo was removed) is left out.
     """
-    from engine.indexing.collections import photo_details
+    from engine.catalog.reads import photo_details
 
     by_id = {hit.image_id: hit for hit in hits}
     details = photo_details(library, [image_id for image_id, _ in ranking])

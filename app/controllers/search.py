@@ -536,7 +536,7 @@ class SearchController(QObject):
                 listener(search_id, event)
 
         def run(ctx: TaskContext) -> SearchOutcome:
-            from engine.indexing.collections import missing_photos
+            from engine.catalog.reads import missing_photos
             from engine.methods import MethodContext, spec_label
 
             started = time.monotonic()

@@ -1,6 +1,9 @@
 """Judge › Write XMP sidecars…: the open query's judgments and attributes written as keywords
 into the judged photos' XMP sidecars (`engine.io.xmp.write_sidecars`), in the write pool so
-every judgment clicked before it is in them; the photos themselves are never written."""
+every judgment clicked before it is in them; the photos themselves are never written. A write
+the system refuses (a full disk, a read-only mirror) stops the run; its one line (how many
+sidecars were written and how many not) reaches the message band through the central error
+handler, as an expected failure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Judgments and results in and out of the library: INQUIRE CSV / TREC qrels export and
-import, the shown run as CSV, the photos judged relevant copied to a folder.
+import, the shown run as CSV, the photos judged relevant copied to a folder, and the open
+query in any registered export format that writes one file (`engine/io/formats.py`).
 
 Every task runs in the write pool, so an export sees every judgment queued before it.
 """
@@ -18,6 +19,8 @@ from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:
     from engine.io.export import ImportReport
+    from engine.io.formats import ExportReport
+    from widgets.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,50 @@ class TransferController(QObject):
             title="Exporting the results",
             pool=WRITE,
             on_success=lambda n: self.outcome.emit(f"Wrote {n:,} results to {path}"),
+        )
+
+    def menu_formats(self) -> list[tuple[str, str]]:
+        """The registered formats File › Export offers: those with a label whose writer writes
+        one file (name, label)."""
+        from engine.io.formats import FILE, export_formats
+
+        return [
+            (f.name, f.label)
+            for f in export_formats()
+            if f.label and f.write is not None and f.target == FILE
+        ]
+
+    def ask_export(self, name: str, window: MainWindow) -> TaskHandle | None:
+        """File › Export <format>…: a file to write, then the open query in that format."""
+        from engine.io.formats import get_format
+
+        if self.session.library is None or self.judging.query_id is None:
+            self.message.emit("Open a query first")
+            return None
+        chosen = get_format(name)
+        label = (chosen.label or name).replace("&", "")
+        path = window.ask_save_file(
+            f"Export {label}", f"relevant{chosen.suffix}", f"{label} (*{chosen.suffix})"
+        )
+        return self.export_format(name, path) if path else None
+
+    def export_format(self, name: str, path: str | Path) -> TaskHandle | None:
+        """The open query in the registered format `name`, written to `path`."""
+        library, query_id = self.session.library, self.judging.query_id
+        if library is None or query_id is None:
+            self.message.emit("Open a query first")
+            return None
+
+        def export(ctx: TaskContext) -> ExportReport:
+            from engine.io.formats import get_format
+
+            return get_format(name).run(library, query_id, Path(path))
+
+        return self.runner.submit(
+            export,
+            title=f"Exporting {name}",
+            pool=WRITE,  # after every judgment queued before it
+            on_success=lambda report: self.outcome.emit(report.summary()),
         )
 
     def import_judgments(

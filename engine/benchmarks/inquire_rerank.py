@@ -39,8 +39,8 @@ from typing import Any
 from engine.errors import BadImageError, BadInputError
 from engine.evaluation.evaluate import (
     INQUIRE_QUERY_ID,
+    BenchmarkJudgment,
     BenchmarkQuery,
-    Judgment,
     load_queries_csv,
     write_judgments_csv,
     write_queries_csv,
@@ -562,7 +562,7 @@ def _write_benchmark(
 ) -> None:
     """queries.csv, judgments.csv and candidates.csv: query ids in sorted query order."""
     queries: list[BenchmarkQuery] = []
-    judgments: list[Judgment] = []
+    judgments: list[BenchmarkJudgment] = []
     candidates: list[tuple[str, int, str, int, float]] = []
     inquire_of: dict[str, str] = {}
     for number, text in enumerate(sorted(rows_of), start=1):
@@ -581,7 +581,7 @@ def _write_benchmark(
                 continue
             seen.add(row.image_id)
             path = images[row.image_id]["file_name"]
-            judgments.append(Judgment(query_id, str(row.image_id), path, row.relevant))
+            judgments.append(BenchmarkJudgment(query_id, str(row.image_id), path, row.relevant))
             candidates.append((query_id, row.image_id, path, len(seen), row.clip_score))
     report.queries = len(queries)
     report.candidates = len(candidates)

@@ -20,7 +20,12 @@ from engine.benchmarks.inquire_rerank import Candidate
 from engine.catalog import Collection, Image
 from engine.catalog.library import Library
 from engine.errors import BadInputError
-from engine.evaluation.evaluate import BenchmarkQuery, BenchmarkResult, Judgment, run_benchmark
+from engine.evaluation.evaluate import (
+    BenchmarkJudgment,
+    BenchmarkQuery,
+    BenchmarkResult,
+    run_benchmark,
+)
 from engine.evaluation.metrics import MeanMetrics
 from engine.evaluation.significance import PERMUTATIONS, Comparison, compare
 from engine.methods import (
@@ -105,7 +110,7 @@ class JudgmentResolver:
         by_root = {cid for cid, (_, root) in self.collections.items() if root == collection}
         return by_root or None
 
-    def candidates(self, judgment: Judgment) -> list[int]:
+    def candidates(self, judgment: BenchmarkJudgment) -> list[int]:
         """Every photo the judgment matches equally well (one, unless collections hold copies
         under the same relative path and nothing tells them apart)."""
         named = self._named(judgment.collection)
@@ -136,7 +141,7 @@ class JudgmentResolver:
                 return within([unique])
         return []
 
-    def __call__(self, judgment: Judgment) -> int | None:
+    def __call__(self, judgment: BenchmarkJudgment) -> int | None:
         found = self.candidates(judgment)
         # Equal matches (identical copies): the photo indexed first, so the answer is stable.
         return min(found) if found else None
@@ -175,7 +180,7 @@ def library_collections(library: Library) -> tuple[CollectionInfo, ...]:
         return tuple(CollectionInfo(c.id, c.name, c.root, int(counts.get(c.id, 0))) for c in rows)
 
 
-def match_collections(library: Library, judgments: Iterable[Judgment]) -> CollectionMatch:
+def match_collections(library: Library, judgments: Iterable[BenchmarkJudgment]) -> CollectionMatch:
     """Which collections hold the judged photos, and the one that holds all of them if exactly
     one does (a collection of copies under the same paths holds them only when nothing, such as
     a source image id, tells the copies from the originals)."""
@@ -242,7 +247,7 @@ def find_collection_by_key(collections: Sequence[CollectionInfo], key: str) -> C
 
 
 def choose_collections(
-    library: Library, judgments: Sequence[Judgment], choice: str | None = None
+    library: Library, judgments: Sequence[BenchmarkJudgment], choice: str | None = None
 ) -> CollectionChoice:
     """The collections to rank: `choice` names one (name, folder or id), `"all"` ranks every
     one, and None (the default) ranks the one collection that holds every judged photo when
@@ -331,7 +336,7 @@ class BenchmarkRequest:
     `KEY[:NAME=VALUE,…]` spec, and the options of `run_methods` (documented there)."""
 
     queries: Sequence[BenchmarkQuery]
-    judgments: Sequence[Judgment]
+    judgments: Sequence[BenchmarkJudgment]
     specs: Sequence[str]
     k: int = 50
     protocol: str = "fullrank"
@@ -349,7 +354,7 @@ def run_methods(
     library: Library,
     encoder_loader: Callable[[], Any],
     queries: Sequence[BenchmarkQuery],
-    judgments: Sequence[Judgment],
+    judgments: Sequence[BenchmarkJudgment],
     specs: Sequence[str],
     *,
     k: int = 50,
@@ -438,7 +443,7 @@ class _Setup:
     """What every method of a benchmark shares: the ranked collections, the method context,
     the judgments' resolver and the rerank protocol's candidates (None under fullrank)."""
 
-    judgments: list[Judgment]
+    judgments: list[BenchmarkJudgment]
     chosen: CollectionChoice
     context: MethodContext
     resolver: JudgmentResolver
@@ -593,7 +598,7 @@ def _resolve_candidates(
         ids: list[int] = []
         for candidate in listed:
             image_id = resolver(
-                Judgment(query_id, candidate.image_id, candidate.image_path, relevant=0)
+                BenchmarkJudgment(query_id, candidate.image_id, candidate.image_path, relevant=0)
             )
             if image_id is None:
                 unresolved += 1

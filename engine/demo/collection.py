@@ -250,6 +250,9 @@ def write_demo_collection(
     seed: int = 0,
     progress: ProgressCallback = no_progress,
     photos_per_query: int | None = None,
+    *,
+    queries: Sequence[DemoQuery] = DEMO_QUERIES,
+    purpose: int = PURPOSE_COLLECTION,
 ) -> DemoCollection:
     """Write the demo collection into `dest` (created if missing) and return its description.
 
@@ -257,7 +260,8 @@ def write_demo_collection(
     other query (default: `default_photos_per_query`); 40 gives 480 + 48 x 10 = 960 photos.
     Deterministic for a seed. On a folder that already holds the same demo collection nothing
     is rewritten; a different demo collection there is replaced. A non-empty folder that is not
-    a demo collection is refused with `BadInputError`.
+    a demo collection is refused with `BadInputError`. `queries` and `purpose` draw another
+    benchmark on the demo world (`engine.demo.scenes.heldout_queries`, `PURPOSE_HELDOUT`).
     """
     dest = Path(dest)
     if images_per_class < 1:
@@ -276,13 +280,13 @@ def write_demo_collection(
         )
 
     # Plan every image first (cheap), so an existing identical collection can be recognised.
-    plan = plan_collection(PURPOSE_COLLECTION, seed, images_per_class, photos_per_query)
+    plan = plan_collection(purpose, seed, images_per_class, photos_per_query, queries)
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     file_names: list[str] = []
     notes = _notes_by_photo(seed, plan)
     for number, photo in enumerate(plan):
-        rng = image_rng(PURPOSE_COLLECTION, seed, photo.key, photo.number, STREAM_METADATA)
+        rng = image_rng(purpose, seed, photo.key, photo.number, STREAM_METADATA)
         image_uuid = uuid.UUID(bytes=rng.bytes(16), version=4)
         file_name = f"train/{photo.demo_class.dir_name}/{image_uuid}.jpg"
         image_id = len(images) + 1
@@ -303,6 +307,9 @@ def write_demo_collection(
         "photos_per_query": photos_per_query,
         "notes_version": _NOTES_VERSION,
     }
+    if purpose != PURPOSE_COLLECTION or tuple(queries) != DEMO_QUERIES:
+        info["purpose"] = purpose
+        info["queries"] = [q.text for q in queries]
     metadata = {
         "info": info,
         "images": images,
@@ -311,7 +318,7 @@ def write_demo_collection(
     }
     relevant = {
         qid: tuple(i["file_name"] for i in records)
-        for qid, records in relevant_from_metadata(metadata).items()
+        for qid, records in relevant_from_metadata(metadata, queries).items()
     }
     labels = {
         name: photo.demo_class.common_name for name, photo in zip(file_names, plan, strict=True)
@@ -323,7 +330,7 @@ def write_demo_collection(
         judgments_path=dest / "judgments.csv",
         image_count=len(plan),
         labels=labels,
-        queries=DEMO_QUERIES,
+        queries=tuple(queries),
         relevant=relevant,
         kinds={name: photo.kind for name, photo in zip(file_names, plan, strict=True)},
         photos_per_query=photos_per_query,
@@ -350,20 +357,20 @@ def write_demo_collection(
         path = dest / file_name
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".part")  # never a half-written photo in place
-        partial.write_bytes(jpeg_bytes(render_planned(PURPOSE_COLLECTION, seed, photo)))
+        partial.write_bytes(jpeg_bytes(render_planned(purpose, seed, photo)))
         os.replace(partial, path)
         progress(meter.update(done, "writing demo photos"))
-    _write_queries(collection.queries_path)
+    _write_queries(collection.queries_path, queries)
     image_ids = {i["file_name"]: i["id"] for i in images}
     _write_judgments(collection.judgments_path, relevant, image_ids)
     return collection
 
 
-def _write_queries(path: Path) -> None:
+def _write_queries(path: Path, queries: Sequence[DemoQuery] = DEMO_QUERIES) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(QUERIES_HEADER.split(","))
-        for index, q in enumerate(DEMO_QUERIES):
+        for index, q in enumerate(queries):
             writer.writerow([index, q.query_id, q.text, q.supercategory, q.category, _ICONIC_GROUP])
 
 

@@ -50,9 +50,10 @@ class BenchmarkQuery:
 
 
 @dataclass(frozen=True)
-class Judgment:
-    """One judgment: an image (by id, by path relative to the collection root, or both) is
-    relevant (> 0) or not (0) for a query. The integer leaves room for graded judgments."""
+class BenchmarkJudgment:
+    """One line of a benchmark's judgments file (CSV or TREC qrels; the catalog's own rows are
+    `engine.catalog.Judgment`): an image (by id, by path relative to the collection root, or
+    both) is relevant (> 0) or not (0) for a query. The integer leaves room for graded ones."""
 
     query_id: str
     image_id: str | None
@@ -172,7 +173,7 @@ def _looks_like_csv_header(line: str) -> bool:
     return "query_id" in (name.strip().lower() for name in fields)
 
 
-def load_judgments(path: StrPath) -> list[Judgment]:
+def load_judgments(path: StrPath) -> list[BenchmarkJudgment]:
     """Judgments from any of the accepted formats, told apart by content:
 
     - INQUIRE annotations CSV `query_id,image_id,image_path`: one row per relevant image;
@@ -190,7 +191,7 @@ def load_judgments(path: StrPath) -> list[Judgment]:
 
 def load_judgment_lines(
     path: StrPath, judge_of_line: Callable[[int], str] | None = None
-) -> list[tuple[int, Judgment]]:
+) -> list[tuple[int, BenchmarkJudgment]]:
     """`load_judgments` with the line each judgment was read from (for messages).
 
     With `judge_of_line` (line -> who made the judgment on it), a file may hold several judges'
@@ -201,7 +202,7 @@ def load_judgment_lines(
         None,
     )
     if first_line is None:
-        judgments: list[tuple[int, Judgment]] = []
+        judgments: list[tuple[int, BenchmarkJudgment]] = []
     elif _looks_like_csv_header(first_line):
         judgments = _load_judgments_csv(path, text)
     elif "," in first_line:
@@ -223,16 +224,16 @@ _REPEATS_NAMED = 5  # repeated lines a warning names before it says "and N more"
 
 def _without_repeats(
     path: StrPath,
-    judgments: Sequence[tuple[int, Judgment]],
+    judgments: Sequence[tuple[int, BenchmarkJudgment]],
     judge_of_line: Callable[[int], str] | None = None,
-) -> list[tuple[int, Judgment]]:
+) -> list[tuple[int, BenchmarkJudgment]]:
     """Each (query, photo) once, or once per judge with `judge_of_line`. A photo is the same
     when its image id or its image path is (within the same collection, when the file names
     collections); a repeat that agrees is dropped (one warning for the file), one that
     disagrees is an error."""
-    first: dict[tuple[str, str, str, str, str], tuple[int, Judgment]] = {}
+    first: dict[tuple[str, str, str, str, str], tuple[int, BenchmarkJudgment]] = {}
     repeats: list[tuple[int, int]] = []
-    kept: list[tuple[int, Judgment]] = []
+    kept: list[tuple[int, BenchmarkJudgment]] = []
     for line, judgment in judgments:
         judge = judge_of_line(line) if judge_of_line is not None else ""
         keys = [
@@ -275,7 +276,7 @@ def _without_repeats(
     return kept
 
 
-def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
+def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, BenchmarkJudgment]]:
     """(line number, judgment) for each row of an INQUIRE-style judgments CSV."""
     columns, records = _csv_table(path, text, required=("query_id",))
     lowered = {name.lower(): name for name in columns}
@@ -285,7 +286,7 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
     collection_column = lowered.get("collection")
     if id_column is None and path_column is None:
         raise _fail(path, 1, f"missing column image_id or image_path ({', '.join(columns)})")
-    judgments: list[tuple[int, Judgment]] = []
+    judgments: list[tuple[int, BenchmarkJudgment]] = []
     for line, record in records:
         query_id = record["query_id"]
         image_id = record.get(id_column, "") if id_column else ""
@@ -301,7 +302,7 @@ def _load_judgments_csv(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
         judgments.append(
             (
                 line,
-                Judgment(
+                BenchmarkJudgment(
                     query_id, image_id or None, image_path or None, relevant, collection or None
                 ),
             )
@@ -348,9 +349,9 @@ def _whitespace_lines(text: str) -> Iterator[tuple[int, list[str]]]:
             yield number, stripped.split()
 
 
-def _load_trec_qrels(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
+def _load_trec_qrels(path: StrPath, text: str) -> list[tuple[int, BenchmarkJudgment]]:
     """(line number, judgment) for each `qid 0 docid rel` line of TREC qrels."""
-    judgments: list[tuple[int, Judgment]] = []
+    judgments: list[tuple[int, BenchmarkJudgment]] = []
     for line, fields in _whitespace_lines(text):
         if len(fields) != 4:
             raise _fail(
@@ -358,7 +359,7 @@ def _load_trec_qrels(path: StrPath, text: str) -> list[tuple[int, Judgment]]:
             )
         query_id, _, docid, rel = fields
         judgments.append(
-            (line, Judgment(query_id, docid, None, _parse_grade(path, line, "rel", rel)))
+            (line, BenchmarkJudgment(query_id, docid, None, _parse_grade(path, line, "rel", rel)))
         )
     return judgments
 
@@ -432,14 +433,14 @@ def write_trec_run(
     atomic_write_text(path, "".join(lines))
 
 
-def _docid(judgment: Judgment) -> str:
+def _docid(judgment: BenchmarkJudgment) -> str:
     docid = judgment.image_id or judgment.image_path
     if not docid:
         raise ValueError(f"judgment for query {judgment.query_id} names no image")
     return docid
 
 
-def trec_qrels_text(judgments: Iterable[Judgment]) -> str:
+def trec_qrels_text(judgments: Iterable[BenchmarkJudgment]) -> str:
     """`qid 0 docid rel` lines; the docid is the image id, else the image path."""
     return "".join(
         f"{_check_token('query id', j.query_id)} 0 {_check_token('docid', _docid(j))} "
@@ -448,12 +449,12 @@ def trec_qrels_text(judgments: Iterable[Judgment]) -> str:
     )
 
 
-def write_trec_qrels(path: StrPath, judgments: Iterable[Judgment]) -> None:
+def write_trec_qrels(path: StrPath, judgments: Iterable[BenchmarkJudgment]) -> None:
     """Write `qid 0 docid rel` lines; the docid is the image id, else the image path."""
     atomic_write_text(path, trec_qrels_text(judgments))
 
 
-def write_judgments_csv(path: StrPath, judgments: Iterable[Judgment]) -> None:
+def write_judgments_csv(path: StrPath, judgments: Iterable[BenchmarkJudgment]) -> None:
     """Write INQUIRE-style `query_id,image_id,image_path,relevant` rows (negatives included)."""
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
@@ -488,7 +489,7 @@ def _natural_key(query_id: str) -> tuple[int, int, str]:
 
 
 def qrels_from_judgments(
-    judgments: Iterable[Judgment], key: str = "image_id"
+    judgments: Iterable[BenchmarkJudgment], key: str = "image_id"
 ) -> dict[str, dict[str, int]]:
     """query id -> {docid: relevance}; docid is the `key` field (`image_id` or `image_path`),
     the other one when a judgment lacks it. A later judgment of the same image wins."""
@@ -504,7 +505,8 @@ def qrels_from_judgments(
 
 
 def qrels_for_run(
-    run: Mapping[str, Iterable[tuple[str, float]] | Iterable[str]], judgments: Sequence[Judgment]
+    run: Mapping[str, Iterable[tuple[str, float]] | Iterable[str]],
+    judgments: Sequence[BenchmarkJudgment],
 ) -> dict[str, dict[str, int]]:
     """qrels keyed the way the run names images: by image id, or by image path when the run's
     docids match more judgment paths than judgment ids (an INQUIRE CSV carries both)."""
@@ -592,7 +594,7 @@ Search = Callable[[BenchmarkQuery, Sequence[int] | None], Sequence[tuple[int, fl
 """search(query, candidates) -> ranked (image id, score). `candidates` is None under fullrank
 (rank the whole collection) and the fixed candidate ids under rerank (reorder those)."""
 
-Resolve = Callable[[Judgment], int | None]
+Resolve = Callable[[BenchmarkJudgment], int | None]
 Candidates = Callable[[BenchmarkQuery], Sequence[int]]
 
 
@@ -607,7 +609,9 @@ class BenchmarkResult:
     runs: dict[str, list[tuple[int, float]]]
     k: int = 50
     protocol: str = "fullrank"
-    unresolved: list[Judgment] = field(default_factory=list)  # the judgments behind the count
+    unresolved: list[BenchmarkJudgment] = field(
+        default_factory=list
+    )  # the judgments behind the count
     judgments_without_query: int = 0  # judgments of query ids not in the queries file
     ties: str = "order"  # how AP and nDCG treated tied scores (metrics.TIES)
 
@@ -662,7 +666,7 @@ def _as_events(
 
 def run_benchmark(
     queries: Sequence[BenchmarkQuery],
-    judgments: Iterable[Judgment],
+    judgments: Iterable[BenchmarkJudgment],
     search: Search,
     resolve: Resolve,
     k: int = 50,
@@ -693,7 +697,7 @@ def run_benchmark(
 
     known = {query.query_id for query in queries}
     relevance: dict[str, dict[int, int]] = {query.query_id: {} for query in queries}
-    unresolved: list[Judgment] = []
+    unresolved: list[BenchmarkJudgment] = []
     without_query = 0
     for judgment in judgments:
         if judgment.query_id not in known:

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from engine.catalog.library import Library
 from engine.catalog.models import STATUS_OK, Collection, Deployment, Image, LibraryMeta
+from engine.catalog.reads import camera_text
 from engine.errors import BadInputError
 from engine.indexing.events import (
     as_datetime64,
@@ -53,7 +54,6 @@ from engine.indexing.exif import (
     EXIF_GPS_ZERO,
     flag_reasons,
 )
-from engine.indexing.metadata import camera_text
 
 META_DEPLOYMENT_ROOTS = "deployment_roots"  # JSON: [[collection id, folder], ...]
 # A camera clock set a year wrong is a known mistake; beyond ten years it is a typing error.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -106,16 +106,6 @@ def local_time_and_offset(moment: datetime | None) -> tuple[datetime | None, int
     offset = moment.utcoffset()
     local = moment.replace(tzinfo=None)  # the same clock reading, the zone set apart
     return local, None if offset is None else round(offset.total_seconds() / 60)
-
-
-def with_utc_offset(local: datetime | None, minutes: int | None) -> datetime | None:
-    """The stored local time with its offset attached again (as it was given), when known."""
-    if local is None or minutes is None:
-        return local
-    try:
-        return local.replace(tzinfo=timezone(timedelta(minutes=minutes)))
-    except ValueError:  # an offset of a day or more: not one a reader of ours stored
-        return local
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # SQLite INTEGER columns hold no more
@@ -218,12 +208,3 @@ def ignored_metadata_line(values: int, records: int) -> str:
         return ""
     verb = "was" if values + records == 1 else "were"
     return f"{' and '.join(parts)} {verb} ignored as impossible or unusable"
-
-
-def camera_text(make: str | None, model: str | None) -> str:
-    """ "QuadratTrail QT-1": the camera as EXIF names it (a model that already names its make,
-    "Canon EOS 5D", alone), or ""."""
-    make, model = (make or "").strip(), (model or "").strip()
-    if model and make and model.casefold().startswith(make.casefold()):
-        return model
-    return " ".join(part for part in (make, model) if part)

@@ -32,8 +32,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from engine.catalog.library import Library
 from engine.catalog.privacy import WITHHELD, PlacePolicy
+from engine.catalog.reads import PhotoDetails, photo_details
 from engine.files import atomic_write_bytes, csv_row
-from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io.export import plain_write_errors
 from engine.judgments.queries import QueryStore
 from engine.search.filters import latitude_text, longitude_text

@@ -41,9 +41,9 @@ from xml.etree import ElementTree as ET
 
 from engine.catalog.library import Library
 from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy, place_summary
+from engine.catalog.reads import PhotoDetails
 from engine.errors import BadInputError
 from engine.files import csv_record
-from engine.indexing.collections import PhotoDetails
 from engine.io import dwc_checks as checks
 from engine.io.dwc_checks import ERROR, WARNING, Problem, RecordsRefused
 from engine.io.dwc_quality import DISPUTED

@@ -22,8 +22,8 @@ from engine import quadrat_version
 from engine.catalog import Judgment, LibraryMeta, Query, Run, RunResult
 from engine.catalog.library import Library
 from engine.catalog.privacy import WITHHELD, PlacePolicy, PublishedPlace
+from engine.catalog.reads import PhotoDetails, photo_details
 from engine.errors import BadInputError
-from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io.dwc_quality import (
     ADJUDICATED,
     AGREED,

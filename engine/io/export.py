@@ -29,11 +29,15 @@ from engine.catalog.backup import safety_backup
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.catalog.privacy import PlacePolicy
+from engine.catalog.reads import PhotoDetails, photo_details
 from engine.errors import BadInputError, QuadratError
-from engine.evaluation.evaluate import Judgment as FileJudgment
-from engine.evaluation.evaluate import load_judgment_lines, load_queries_csv, trec_qrels_text
+from engine.evaluation.evaluate import (
+    BenchmarkJudgment,
+    load_judgment_lines,
+    load_queries_csv,
+    trec_qrels_text,
+)
 from engine.files import csv_field, csv_record, csv_row
-from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io.photo_copies import CopiedPhotos as CopiedPhotos
 from engine.io.photo_copies import copy_relevant_photos as copy_relevant_photos
 from engine.io.safe_write import NOTHING_LOST as NOTHING_LOST
@@ -259,7 +263,7 @@ def _judgment_rows(
 def _file_judgments(
     library: Library, query_ids: Sequence[int] | None, view: str = "newest"
 ) -> tuple[
-    list[FileJudgment], dict[str, QueryColumns], list[dict[str, str]], list[JudgeColumns]
+    list[BenchmarkJudgment], dict[str, QueryColumns], list[dict[str, str]], list[JudgeColumns]
 ]:  # fmt: skip
     """The judgments as files write them, the queries they describe, each judgment's
     attributes and who made it (in the judgments' order)."""
@@ -294,7 +298,7 @@ def _file_judgments(
         unique = record.external_id is not None and record.external_id not in shared
         docid = str(record.external_id) if unique else catalog_docid(image_id)
         label = labels.get(collection_of.get(image_id, -1), record.collection)
-        out.append(FileJudgment(str(query_id), docid, record.rel_path, relevance, label))
+        out.append(BenchmarkJudgment(str(query_id), docid, record.rel_path, relevance, label))
         attributes.append(values[query_id].get(image_id, {}))
         certificate = certified.get(query_id)
         text = certificate.text() if certificate is not None else ""
@@ -303,7 +307,7 @@ def _file_judgments(
 
 
 def judgments_csv_text(
-    judgments: Sequence[FileJudgment],
+    judgments: Sequence[BenchmarkJudgment],
     queries: dict[str, QueryColumns],
     attributes: Sequence[Mapping[str, str]] | None = None,
     judges: Sequence[JudgeColumns] | None = None,

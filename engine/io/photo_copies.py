@@ -25,9 +25,9 @@ from sqlalchemy import select
 from engine.catalog import Judgment, Query
 from engine.catalog.library import Library
 from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy
+from engine.catalog.reads import PhotoDetails, photo_details
 from engine.errors import BadInputError
 from engine.files import atomic_output
-from engine.indexing.collections import PhotoDetails, photo_details
 from engine.io import safe_write
 from engine.io.photo_gps import MalformedExif, strip_gps
 

@@ -9,9 +9,11 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 # Quota exceeded (EDQUOT) is not defined on every platform.
 _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
 NOTHING_LOST = "nothing was lost: the library is unchanged and no partial file was left"
+STALE_TEMP_S = 60  # a temporary file of ours older than this was left by a killed write
 
 
 def human_size(size: int) -> str:
@@ -49,10 +52,23 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
         return None
 
 
+def disk_full(error: OSError) -> bool:
+    """Whether a failed write met a full disk (or a full quota)."""
+    return error.errno in _DISK_FULL
+
+
 def write_failure(
     error: OSError, folder: str | os.PathLike[str], what: str, needed: int | None = None
 ) -> QuadratError:
     """The one-line error of a failed export write: what, where, why, space needed and free."""
+    cause = write_cause(error, folder, needed)
+    log.info("writing %s to %s failed: %s", what, folder, error)  # the error says it once
+    return QuadratError(f"could not write {what} to {folder}: {cause}; {NOTHING_LOST}")
+
+
+def write_cause(error: OSError, folder: str | os.PathLike[str], needed: int | None = None) -> str:
+    """Why a write failed, in words: a full disk (with the space needed and free where known),
+    a read-only disk, no permission, else the system's own words."""
     code = error.errno
     if code in _DISK_FULL:
         free = free_bytes(folder)
@@ -66,8 +82,7 @@ def write_failure(
         cause = "no permission to write there"
     else:
         cause = " ".join((error.strerror or str(error) or type(error).__name__).split())
-    log.info("writing %s to %s failed: %s", what, folder, error)  # the error says it once
-    return QuadratError(f"could not write {what} to {folder}: {cause}; {NOTHING_LOST}")
+    return cause
 
 
 @contextlib.contextmanager
@@ -101,8 +116,30 @@ def export_bytes(path: str | os.PathLike[str], data: bytes, what: str) -> None:
             OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), folder, what, len(data)
         )
     with plain_write_errors(path, what, len(data)):
-        if not _write_unnamed(target, data):
-            atomic_write_bytes(target, data)
+        # Named by engine.files' temporary-file scheme: left by a killed export of this file.
+        remove_stale_temps(
+            folder, re.compile(rf"^\.{re.escape(target.name)}\.[0-9a-f]{{12}}\.tmp$")
+        )
+        write_whole(target, data)
+
+
+def remove_stale_temps(folder: Path, ours: re.Pattern[str]) -> None:
+    """The temporary files a killed write left in `folder`: those whose name `ours` matches,
+    older than STALE_TEMP_S (a younger one may be another process's write in progress)."""
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if ours.match(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    if time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_S:
+                        os.unlink(entry.path)
+
+
+def write_whole(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` in one step: an unnamed file that gets a name only when
+    whole where the system allows it (`_write_unnamed`), else a named temporary file beside
+    it. Raises the OSError of a refused write, having removed what it wrote."""
+    if not _write_unnamed(target, data):
+        atomic_write_bytes(target, data)
 
 
 def _write_unnamed(target: Path, data: bytes) -> bool:

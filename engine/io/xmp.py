@@ -16,7 +16,14 @@ terms' earlier Quadrat keywords replaced); an unparseable one is left alone and 
 sidecars are named `photo.jpg.xmp` (digiKam, darktable): `photo.xmp` would be one file for a
 RAW+JPEG pair judged apart; an existing `photo.xmp` is updated in place. Where a photo's folder
 cannot be written, the sidecar goes to a mirror folder (same layout below the collection's
-name). Every write is atomic.
+name).
+
+Each sidecar is written whole or not at all: an unnamed or hidden temporary file in its folder,
+renamed onto the sidecar once complete, so an existing one is never truncated and a killed run
+leaves every sidecar as it was or fully updated (a later run removes the temporary files a
+killed one left and finishes the rest). A write the system refuses (a full disk, a read-only
+mirror folder, no permission) stops the run with one line saying how many sidecars were
+written and how many were not (`SidecarWriteError`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,8 +43,7 @@ from sqlalchemy import select
 
 from engine.catalog import Collection, Image, Judgment, Query
 from engine.catalog.models import STATUS_OK
-from engine.errors import BadInputError
-from engine.files import atomic_write_bytes
+from engine.errors import BadInputError, QuadratError
 from engine.indexing.embedded import NotARegularFile, open_regular
 from engine.indexing.keywords import (
     HIERARCHY_SEPARATOR,
@@ -50,6 +57,7 @@ from engine.indexing.keywords import (
     sidecar_names,
 )
 from engine.indexing.xmp_packet import XMP_MAX_BYTES
+from engine.io.safe_write import disk_full, remove_stale_temps, write_cause, write_whole
 from engine.judgments.attributes import attributes_for_query
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 
@@ -63,6 +71,8 @@ RELEVANT, NOT_RELEVANT = "relevant", "not relevant"
 _PACKET_BEGIN = '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
 _PACKET_END = '\n<?xpacket end="w"?>\n'
 _SIDECAR_MAX_BYTES = XMP_MAX_BYTES
+# A temporary sidecar as engine.files and safe_write name them (one a killed run left).
+_TEMP = re.compile(r"^\..+\.(?i:xmp)\.[0-9a-f]{12}\.tmp$")
 
 
 def _level(text: str) -> str:
@@ -263,16 +273,51 @@ class SidecarReport:
         return out
 
 
+class SidecarWriteError(QuadratError):
+    """A sidecar write the system refused (a full disk, a read-only mirror, no permission):
+    the run stopped there, in one line. `report` holds what was written before it."""
+
+    def __init__(self, message: str, report: SidecarReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 def _writable(folder: Path) -> bool:
     """Whether a new file can be made in `folder` (tried, not guessed: os.access says yes to
-    root on a read-only mount and no on some network shares that accept writes)."""
+    root on a read-only mount and no on some network shares that accept writes). A full disk
+    raises: its sidecars would fail in the mirror folder just the same."""
     probe = folder / f".quadrat-write-test-{os.getpid()}"
     try:
         probe.open("xb").close()
-        probe.unlink()
-    except OSError:
+    except OSError as error:
+        if disk_full(error):
+            raise
         return False
+    with contextlib.suppress(OSError):
+        probe.unlink()
     return True
+
+
+def _stopped(
+    error: OSError, target: Path, photo: Path, mirrored: bool, report: SidecarReport, left: int
+) -> SidecarWriteError:
+    """The one line of a run stopped by a refused write: what, where, why, how many sidecars
+    were written and how many were not, and that nothing was lost."""
+    folder = target.parent
+    cause = write_cause(error, folder)
+    where = (
+        f"the mirror folder {folder} (the photo's folder {photo.parent} cannot be written)"
+        if mirrored
+        else str(folder)
+    )
+    written = report.written + report.mirrored
+    log.info("writing the sidecar %s failed: %s", target, error)
+    return SidecarWriteError(
+        f"could not write the XMP sidecar of {photo.name} to {where}: {cause}; "
+        f"{written} of {written + left} sidecars written, {left} not; nothing was lost: every "
+        "sidecar is whole, as it was or updated, and writing them again finishes the rest",
+        report,
+    )
 
 
 def default_mirror(library: Library) -> Path:
@@ -290,6 +335,8 @@ def _read_existing(path: Path) -> bytes | None:
         return None
     except NotARegularFile:
         raise SidecarUnreadable("not a regular file") from None
+    except OSError as error:  # no permission to read it: it cannot be updated either
+        raise SidecarUnreadable(error.strerror or str(error)) from None
     if len(data) > _SIDECAR_MAX_BYTES:
         raise SidecarUnreadable(f"over {_SIDECAR_MAX_BYTES >> 20} MB")
     return data
@@ -304,7 +351,8 @@ def write_sidecars(
 ) -> SidecarReport:
     """Write the query's judgments and attributes into the judged photos' sidecars (see the
     module's docstring); folders that cannot be written send theirs to `mirror` (default:
-    the library's `sidecars` folder). Never writes a photo."""
+    the library's `sidecars` folder). Never writes a photo. A refused write stops the run:
+    `SidecarWriteError`, whose one line says how many were written and how many not."""
     with library.catalog.session() as s:
         query = s.get(Query, query_id)
         if query is None:
@@ -328,6 +376,7 @@ def write_sidecars(
     mirror_root = Path(mirror).expanduser() if mirror is not None else default_mirror(library)
     report = SidecarReport()
     writable: dict[Path, bool] = {}
+    swept: set[Path] = set()  # folders cleared of a killed run's temporary files
     for done, row in enumerate(rows):
         if cancel is not None:
             cancel.check()
@@ -341,22 +390,30 @@ def write_sidecars(
             query_text, row.relevance, attributes.get(row.image_id, {})
         )
         folder = photo.parent
-        if folder not in writable:
-            writable[folder] = _writable(folder)
-            if not writable[folder]:
-                report.read_only_folders.append(str(folder))
-        if writable[folder]:
-            target = _sidecar_beside(photo)
-        else:
-            relative = PurePosixPath(row.name or Path(row.root).name) / row.rel_path
-            target = mirror_root / Path(str(relative) + ".xmp")
+        target = folder / sidecar_names(photo.name)[0]
         try:
-            merged = merge_keywords(_read_existing(target), keywords, replaces)
-        except SidecarUnreadable as exc:
-            log.warning("sidecar %s left as it is: %s", target, exc)
-            report.unreadable.append(str(target))
-            continue
-        atomic_write_bytes(target, merged)
+            if folder not in writable:
+                writable[folder] = _writable(folder)
+                if not writable[folder]:
+                    report.read_only_folders.append(str(folder))
+            if writable[folder]:
+                target = _sidecar_beside(photo)
+            else:
+                relative = PurePosixPath(row.name or Path(row.root).name) / row.rel_path
+                target = mirror_root / Path(str(relative) + ".xmp")
+            try:
+                merged = merge_keywords(_read_existing(target), keywords, replaces)
+            except SidecarUnreadable as exc:
+                log.warning("sidecar %s left as it is: %s", target, exc)
+                report.unreadable.append(str(target))
+                continue
+            if target.parent not in swept:
+                remove_stale_temps(target.parent, _TEMP)
+                swept.add(target.parent)
+            write_whole(target, merged)
+        except OSError as error:
+            mirrored = not writable.get(folder, True)
+            raise _stopped(error, target, photo, mirrored, report, len(rows) - done) from error
         report.paths.append(target)
         if writable[folder]:
             report.written += 1

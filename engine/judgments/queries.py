@@ -23,7 +23,6 @@ from engine.catalog import Judgment, JudgmentEvent, Query, Run, RunResult
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.errors import BadInputError
-from engine.evaluation.metrics import QueryMetrics, evaluate_ranking, trailing_nonrelevant
 from engine.judgments.attributes import AttributeChange, preset_changes, write_changes
 from engine.judgments.judges import default_judge
 from engine.judgments.runs import SavedRunParams
@@ -101,17 +100,6 @@ class JudgmentChange:
     previous: int | None
     current: int | None
     attributes: AttributeChange | None = None
-
-
-@dataclass(frozen=True)
-class LiveMetrics:
-    """Metrics of one run at cut-off k against the query's judgments (docs/SPEC.md §1)."""
-
-    run_id: int
-    k: int
-    metrics: QueryMetrics
-    trailing_nonrelevant: int  # "stop rule": non-relevant results after the last relevant one
-    precision_curve: list[float]  # P@i for i = 1..min(k, len(run))
 
 
 JUDGMENT = "judgment"  # `judgment_events.kind` of a judge's own judgment
@@ -423,26 +411,6 @@ class QueryStore:
             cleared = result.rowcount or 0
         self.library.catalog.checkpoint_wal()  # as after a judgment (see `judge`)
         return cleared
-
-    # -- metrics -----------------------------------------------------------------------------
-
-    def live_metrics(
-        self, ranking: Sequence[int], judgments: dict[int, int], k: int, run_id: int = 0
-    ) -> LiveMetrics:
-        """Metrics of a ranking (image ids in rank order) against a query's judgments."""
-        metrics = evaluate_ranking(list(ranking), judgments, k, "fullrank", query_id=str(run_id))
-        rels = [1 if judgments.get(i, 0) > 0 else 0 for i in ranking]
-        curve, hits = [], 0
-        for i, rel in enumerate(rels[:k], start=1):
-            hits += rel
-            curve.append(hits / i)
-        # The stop rule counts judged photos only: an unjudged one is no evidence that the
-        # relevant ones have run out, whether it lies below the judged top or between it and a
-        # photo judged deep down (a random sample for the recall estimate).
-        judged_rels = [
-            r for image_id, r in zip(ranking, rels, strict=True) if image_id in judgments
-        ]
-        return LiveMetrics(run_id, k, metrics, trailing_nonrelevant(judged_rels), curve)
 
 
 def find_query(s: Session, text: str, image_path: str | None = None) -> int | None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import BadInputError
+from engine.evaluation.live import LiveMetrics, live_metrics
 from engine.judgments.learning import (
     LEVEL,
     PRIOR_WEIGHT,
@@ -53,7 +54,6 @@ from engine.methods.fusion import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
-    from engine.judgments.queries import LiveMetrics
     from engine.models.encoders import Encoder
     from engine.search.searcher import SearchFilters
 
@@ -521,9 +521,9 @@ def refine_query(
         duration_ms=seconds * 1000.0,
         kind=search_query.kind,
     )
-    metrics = store.live_metrics(ranking.ids, judged, k, run_id)
+    metrics = live_metrics(ranking.ids, judged, k, run_id)
     base_ids = [image_id for image_id, _ in base_run.ranking]
-    from_metrics = store.live_metrics(base_ids, judged, k, base_run.id)
+    from_metrics = live_metrics(base_ids, judged, k, base_run.id)
     if ranking.details.get("note"):
         notes.append(str(ranking.details["note"]))
     return Refinement(

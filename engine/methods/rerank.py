@@ -54,8 +54,9 @@ class RerankParams:
     """`base`: the method spec whose top `depth` photos are reordered (under the rerank
     protocol, the given candidates). `subqueries`: the user's questions, ";"-separated ("" =
     from `decomposer`: "builtin", or "llm" through the configured endpoint, which falls back to
-    the built-in ones with a note). `scorer`: "clip", "clip:regions", "clip:whole", "vlm:PATH"
-    or "endpoint:URL[#MODEL]". `aggregate`: "mean" (the paper's), "min" or "product".
+    the built-in ones with a note). `scorer`: "auto" (the demo answering model on a library
+    indexed with the demo model, else "clip"), "demo", "clip", "clip:regions", "clip:whole",
+    "vlm:PATH" or "endpoint:URL[#MODEL]". `aggregate`: "mean" (the paper's), "min" or "product".
     `context`: expert context prepended to every scorer prompt; `contexts`: a CSV of per-query
     contexts (engine.rerank.context), the row of the query asked winning over `context`.
     `query`: the original query goes into every answering prompt (vlm and endpoint scorers).
@@ -66,7 +67,7 @@ class RerankParams:
     base: str = "text"
     subqueries: str = ""
     decomposer: str = "builtin"
-    scorer: str = "clip"
+    scorer: str = "auto"
     depth: int = 100
     aggregate: str = "mean"
     context: str = ""

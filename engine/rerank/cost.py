@@ -13,6 +13,8 @@ from engine.rerank.base import Scorer
 SECONDS_PER_CALL: dict[str, float] = {
     "clip": 0.004,  # one text encoding per question, photo vectors from the index or one pass
     "clip-regions": 0.03,  # a grid of crops per photo, encoded once and reused per question
+    "demo": 0.03,  # the crops as clip-regions, then a small head per question
+    "auto": 0.03,  # demo or clip-regions, alike in cost
     "vlm": 0.4,  # one forward pass of a small vision-language model, batched
     "endpoint": 1.5,  # an HTTP round trip to a hosted model
 }

@@ -23,7 +23,6 @@ from sqlalchemy import (
     cast,
     column,
     func,
-    literal_column,
     or_,
     select,
     table,
@@ -34,13 +33,11 @@ from sqlalchemy.sql.operators import custom_op
 
 from engine.catalog import Image
 from engine.catalog.filter_columns import PLACES_TABLE
+from engine.search.filter_kinds.base import STATUS_OK, is_sqlite
 
 if TYPE_CHECKING:
     from engine.search.filters import SearchFilters
 
-# "status = 'ok'" with the value written into the SQL, not bound: SQLite uses an index made
-# "WHERE status = 'ok'" only for a query that says so in the same words.
-STATUS_OK: ColumnElement[bool] = Image.status == literal_column("'ok'")
 
 # The filters these indexes answer on their own. Any other filter (a taxon, a saved query's
 # judgments, a collection) has an index of its own or is rarer: with one of them the query is
@@ -66,10 +63,6 @@ _places = table(
     column("latitude"),
     column("longitude"),
 )
-
-
-def is_sqlite(session: Session) -> bool:
-    return session.get_bind().dialect.name == "sqlite"
 
 
 def fetch_ids(

@@ -7,9 +7,9 @@ with a run through `to_params`/`from_params` and shown as chips through `describ
 common filter runs inside SQLite, and only "near" finishes in numpy (exact great-circle
 distances over the candidates of a bounding box). Dates, months and a box alone are read from
 the indexes of migration 0012 (`engine.search.filter_index`), not from every row, or at
-millions of photos from the columns cached in memory (`engine.search.filter_cache`). The
-newer kinds (keyword, deployment, hour of day) are checked and built in
-`engine.search.filter_kinds`, with the SQL pieces all filters share.
+millions of photos from the columns cached in memory (`engine.search.filter_cache`). Each
+kind of filter checks its values, writes its SQL and reads as a chip in its own module of
+`engine.search.filter_kinds` (time, place, records, judged); this module goes through them.
 
 `facet_counts`, `month_counts`, `locations` and `taxon_suggestions` describe a result set or
 the catalog for the window's chips, histogram and map.
@@ -22,8 +22,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import date, datetime, timedelta
-from numbers import Real
+from datetime import date
 from typing import Any
 
 import numpy as np
@@ -37,123 +36,70 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from engine.catalog import Catalog, Collection, Image, Judgment, Taxon
+from engine.catalog import Catalog, Collection, Image, Taxon
 from engine.catalog.filter_columns import filter_columns_filled
 from engine.errors import BadInputError
-from engine.licences import family_label, licence_family
 from engine.search.filter_cache import cached_ids
-from engine.search.filter_index import STATUS_OK as _STATUS_OK
 from engine.search.filter_index import answered_by_indexes, indexed_ids
 from engine.search.filter_index import fetch_ids as _fetch_ids
-from engine.search.filter_index import is_sqlite as _sqlite
-from engine.search.filter_kinds import LITERAL_LIST as _LITERAL_LIST
-from engine.search.filter_kinds import as_int as _as_int
-from engine.search.filter_kinds import as_sequence as _sequence
-from engine.search.filter_kinds import (
-    check_newer_kinds,
-    named_ids,
-    newer_kind_chips,
-    newer_kind_conditions,
+from engine.search.filter_kinds import KINDS
+from engine.search.filter_kinds.base import LITERAL_LIST as _LITERAL_LIST
+from engine.search.filter_kinds.base import STATUS_OK as _STATUS_OK
+from engine.search.filter_kinds.base import fold as _fold
+from engine.search.filter_kinds.base import in_ids as _in_ids
+from engine.search.filter_kinds.base import is_sqlite as _sqlite
+from engine.search.filter_kinds.base import like_escaped as _like_escaped
+from engine.search.filter_kinds.judged import JUDGED, UNJUDGED
+from engine.search.filter_kinds.place import (
+    EARTH_RADIUS_KM,
+    MAX_RADIUS_KM,
+    latitude_text,
+    longitude_text,
+    near_box,
 )
-from engine.search.filter_kinds import fail as _fail
-from engine.search.filter_kinds import in_ids as _in_ids
-from engine.search.filter_kinds import month_of as _month_of
-from engine.search.filter_kinds import month_value as _month_value
-from engine.search.filter_kinds import year_of as _year_of
+from engine.search.filter_kinds.records import RANKS as _RANKS
+from engine.search.filter_kinds.records import SQL_NEEDLE as _SQL_NEEDLE
+from engine.search.filter_kinds.records import (
+    license_label,
+    normalise_license,
+    taxon_ids,
+)
+from engine.search.filter_kinds.time import MONTH_NAMES, month_range_label
+from engine.search.filter_kinds.time import month_of as _month_of
+from engine.search.filter_kinds.time import year_of as _year_of
 
-EARTH_RADIUS_KM = 6371.0088  # the mean radius (IUGG)
-MAX_RADIUS_KM = 20_000.0  # about half the circumference: further than that is everywhere
-MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-JUDGED, UNJUDGED = "judged", "unjudged"
+__all__ = [
+    "EARTH_RADIUS_KM",
+    "JUDGED",
+    "MAX_RADIUS_KM",
+    "MONTH_NAMES",
+    "UNJUDGED",
+    "FacetValue",
+    "FilterNames",
+    "SearchFilters",
+    "TaxonSuggestion",
+    "facet_counts",
+    "filter_names",
+    "filtered_ids",
+    "find_collections",
+    "great_circle_km",
+    "latitude_text",
+    "license_label",
+    "locations",
+    "longitude_text",
+    "month_counts",
+    "month_range_label",
+    "near_box",
+    "normalise_license",
+    "taxon_ids",
+    "taxon_suggestions",
+]
+
 UNKNOWN_KEY, UNKNOWN_LABEL = "", "unknown"
 
 # Ids per IN (...) list: SQLite builds before 3.32 allow at most 999 bound variables.
 _CHUNK = 900
-# Longer taxon texts are matched in Python: SQLite refuses LIKE patterns over 50,000 bytes.
-_SQL_NEEDLE = 10_000
-# The higher ranks of `taxa`, broadest first, with the name each has in suggestions.
-_RANKS: tuple[tuple[str, Any], ...] = (
-    ("kingdom", Taxon.kingdom),
-    ("phylum", Taxon.phylum),
-    ("class", Taxon.class_),
-    ("order", Taxon.order),
-    ("family", Taxon.family),
-    ("genus", Taxon.genus),
-)
-
-
-# -- licences ---------------------------------------------------------------------------------
-
-
-def normalise_license(text: str | None) -> str | None:
-    """A licence as the filter's code (`engine.licences.licence_family`): "CC-BY-NC 4.0",
-    "cc_by_nc", "Attribution-NonCommercial License" and
-    "http://creativecommons.org/licenses/by-nc/4.0/" give "cc-by-nc"; CC0 gives "cc0" and the
-    Public Domain Mark "pdm"; anything else its lowercased, stripped text (None for no text)."""
-    return licence_family(text)
-
-
-def license_label(code: str) -> str:
-    """How a licence code reads on screen: "cc-by-nc" -> "CC BY-NC", "cc0" -> "CC0"."""
-    return family_label(code)
-
-
 # -- the filters ------------------------------------------------------------------------------
-
-
-def _as_float(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real | str):
-        raise _fail(key, f"expected a number, got {value!r:.60}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise _fail(key, f"expected a number, got {value!r:.60}") from None
-    if not math.isfinite(number):
-        raise _fail(key, f"expected a finite number, got {value!r:.60}")
-    return number
-
-
-def _as_date(key: str, value: object) -> date:
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    if isinstance(value, str):
-        try:
-            return date.fromisoformat(value.strip())
-        except ValueError:
-            pass
-    raise _fail(key, f"expected a date as YYYY-MM-DD, got {value!r:.60}")
-
-
-def _numbers(key: str, value: object, count: int) -> tuple[float, ...]:
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise _fail(key, f"expected {count} numbers, got {value!r:.60}")
-    numbers = tuple(_as_float(key, v) for v in value)
-    if len(numbers) != count:
-        raise _fail(key, f"expected {count} numbers, got {len(numbers)}")
-    return numbers
-
-
-def _check_lat_lon(key: str, lat: float, lon: float) -> None:
-    if not -90.0 <= lat <= 90.0:
-        raise _fail(key, f"latitude {lat:g} is outside -90..90")
-    if not -180.0 <= lon <= 180.0:
-        raise _fail(key, f"longitude {lon:g} is outside -180..180")
-
-
-def month_range_label(months: tuple[int, int]) -> str:
-    """(6, 8) -> "Jun–Aug", (11, 2) -> "Nov–Feb", (5, 5) -> "May"."""
-    first, last = months
-    if first == last:
-        return MONTH_NAMES[first - 1]
-    return f"{MONTH_NAMES[first - 1]}–{MONTH_NAMES[last - 1]}"
-
-
-def _fold(text: str) -> str:
-    """Text compared without case or extra spaces (Unicode-aware, unlike SQLite's lower()).
-    NUL characters are dropped: SQLite would end a pattern at one, and match anything."""
-    return " ".join(text.replace("\x00", "").split()).casefold()
 
 
 @dataclass(frozen=True)
@@ -187,65 +133,10 @@ class SearchFilters:
     hours: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        def put(name: str, value: object) -> None:
-            object.__setattr__(self, name, value)  # frozen: only here, while being made
-
-        taxon = " ".join(self.taxon.split()) if isinstance(self.taxon, str) else self.taxon
-        if taxon is not None and not isinstance(taxon, str):
-            raise _fail("taxon", f"expected text, got {taxon!r:.60}")
-        put("taxon", taxon or None)
-        for name in ("date_from", "date_to"):
-            value = getattr(self, name)
-            put(name, None if value is None else _as_date(name, value))
-        if self.months is not None:
-            months = tuple(_as_int("months", m) for m in _sequence("months", self.months))
-            if len(months) != 2 or not all(1 <= m <= 12 for m in months):
-                raise _fail("months", f"expected two months 1..12, got {list(months)}")
-            put("months", months)
-        if self.bbox is not None:
-            min_lat, min_lon, max_lat, max_lon = _numbers("bbox", self.bbox, 4)
-            _check_lat_lon("bbox", min_lat, min_lon)
-            _check_lat_lon("bbox", max_lat, max_lon)
-            if min_lat > max_lat:
-                raise _fail("bbox", f"the minimum latitude {min_lat:g} is above the maximum")
-            put("bbox", (min_lat, min_lon, max_lat, max_lon))
-        if self.near is not None:
-            lat, lon, radius = _numbers("near", self.near, 3)
-            _check_lat_lon("near", lat, lon)
-            if not 0.0 < radius <= MAX_RADIUS_KM:
-                raise _fail(
-                    "near", f"the radius must be above 0 and at most {MAX_RADIUS_KM:,.0f} km"
-                )
-            put("near", (lat, lon, radius))
-        if self.license is not None and not isinstance(self.license, str):
-            raise _fail("license", f"expected text, got {self.license!r:.60}")
-        put("license", self.license.strip() if self.license and self.license.strip() else None)
-        codes = []
-        for code in _sequence("licenses", self.licenses):
-            if not isinstance(code, str):
-                raise _fail("licenses", f"expected licence codes, got {code!r:.60}")
-            normal = normalise_license(code)
-            if normal and normal not in codes:
-                codes.append(normal)
-        put("licenses", tuple(codes))
-        ids = sorted(
-            {_as_int("collection_ids", c) for c in _sequence("collection_ids", self.collection_ids)}
-        )
-        put("collection_ids", tuple(ids))
-        if self.judged not in (None, JUDGED, UNJUDGED):
-            raise _fail("judged", f"expected 'judged' or 'unjudged', got {self.judged!r:.60}")
-        query_id = self.judged_query_id
-        if query_id is not None:
-            query_id = _as_int("judged_query_id", query_id)
-            put("judged_query_id", query_id)
-        if (self.judged is None) != (query_id is None):
-            raise _fail("judged", "needs both judged or unjudged and the saved query it is about")
-        keyword, deployments, hours = check_newer_kinds(
-            self.keyword, self.deployment_ids, self.hours
-        )
-        put("keyword", keyword)
-        put("deployment_ids", deployments)
-        put("hours", hours)
+        # Each kind checks its own fields (engine.search.filter_kinds), in field order.
+        for kind in KINDS:
+            for name, value in kind.check(self).items():
+                object.__setattr__(self, name, value)  # frozen: only here, while being made
 
     @property
     def active(self) -> bool:
@@ -288,136 +179,26 @@ class SearchFilters:
         by number where it has none."""
         names = names or FilterNames()
         chips: list[tuple[str, str]] = []
-        if self.taxon:
-            chips.append(("taxon", self.taxon))
-        if self.date_from:
-            chips.append(("date_from", f"from {self.date_from.isoformat()}"))
-        if self.date_to:
-            chips.append(("date_to", f"until {self.date_to.isoformat()}"))
-        if self.months:
-            chips.append(("months", f"{month_range_label(self.months)}, any year"))
-        if self.bbox:
-            min_lat, min_lon, max_lat, max_lon = self.bbox
-            across = " (across 180°)" if min_lon > max_lon else ""
-            # A tenth of a degree (about 11 km) reads well for a box a degree or more across.
-            extent = min(max_lat - min_lat, (max_lon - min_lon) % 360 or 360)
-            digits = 1 if extent >= 1 else 2
-            lats = f"{latitude_text(min_lat, digits)}–{latitude_text(max_lat, digits)}"
-            lons = f"{longitude_text(min_lon, digits)}–{longitude_text(max_lon, digits)}"
-            chips.append(("bbox", f"{lats}, {lons}{across}"))
-        if self.near:
-            lat, lon, radius = self.near
-            digits = 1 if radius >= 10 else 2 if radius >= 1 else 3
-            place = f"{latitude_text(lat, digits)} {longitude_text(lon, digits)}"
-            chips.append(("near", f"{place} ± {radius:g} km"))
-        if self.license:
-            chips.append(("license", f"licence contains “{self.license}”"))
-        if self.licenses:
-            chips.append(("licenses", " or ".join(license_label(c) for c in self.licenses)))
-        if self.collection_ids:
-            chips.append(
-                ("collection_ids", named_ids("collection", self.collection_ids, names.collections))
-            )
-        if self.judged:
-            chips.append(("judged", f"{self.judged} for query {self.judged_query_id}"))
-        chips += newer_kind_chips(self.keyword, self.deployment_ids, self.hours, names.deployments)
+        for kind in KINDS:
+            label = kind.chip(self, names)
+            if label:
+                chips.append((kind.name, label))
         return chips
 
     def without(self, key: str) -> SearchFilters:
-        """The same filters with one (a `describe` key) cleared."""
-        if key in ("judged", "judged_query_id"):
-            return replace(self, judged=None, judged_query_id=None)
+        """The same filters with one (a `describe` key, or "date" for both dates) cleared:
+        every field of its kind (judged clears the saved query it is about too)."""
         if key == "date":
             return replace(self, date_from=None, date_to=None)
-        names = {f.name: f for f in fields(self)}
-        if key not in names:
-            raise ValueError(f"no filter {key!r}; the filters are {', '.join(names)}")
-        empty: Any = () if key in ("licenses", "collection_ids", "deployment_ids") else None
-        return replace(self, **{key: empty})
-
-
-def latitude_text(lat: float, digits: int = 1) -> str:
-    """A latitude as people read it on a map: "52.1°N", "33.9°S"."""
-    return f"{abs(lat):.{digits}f}°{'S' if lat < 0 else 'N'}"
-
-
-def longitude_text(lon: float, digits: int = 1) -> str:
-    """A longitude as people read it on a map: "4.3°E", "79.3°W"."""
-    return f"{abs(lon):.{digits}f}°{'W' if lon < 0 else 'E'}"
+        kind = next((k for k in KINDS if key == k.name or key in k.fields), None)
+        if kind is None:
+            names = ", ".join(f.name for f in fields(self))
+            raise ValueError(f"no filter {key!r}; the filters are {names}")
+        unset: dict[str, Any] = {f.name: f.default for f in fields(self)}  # None, or ()
+        return replace(self, **{name: unset[name] for name in kind.fields})
 
 
 # -- filtering --------------------------------------------------------------------------------
-
-
-def taxon_ids(session: Session, text: str) -> list[int]:
-    """The ids of the taxa a taxon filter's text names.
-
-    Exact first: the taxa with a scientific name at some rank (kingdom to species) or a common
-    name equal to the text, ignoring case. Only when no name is equal does it fall back to the
-    names containing the text. Why: a substring match would make "Anura" (frogs) also take
-    "Anurans-something", and "Rana" the water bug "Ranatra"; yet a part of a name ("milkweed"
-    for "common milkweed") should still find something when it names nothing exactly.
-    """
-    needle = _fold(text)
-    if not needle:
-        return []
-    columns = (Taxon.name, Taxon.common_name, *(column for _, column in _RANKS))
-    if needle.isascii() and len(needle) <= _SQL_NEEDLE:
-        # In SQL (the taxa table can hold tens of thousands of rows): lower() folds ASCII,
-        # which is all an ASCII needle can equal. LIKE's wildcards in the text are escaped.
-        exact = select(Taxon.id).where(or_(*(func.lower(c) == needle for c in columns)))
-        found = list(session.scalars(exact))
-        if found:
-            return found
-        pattern = _like_escaped(needle)
-        part = select(Taxon.id).where(or_(*(func.lower(c).like(pattern, "\\") for c in columns)))
-        return list(session.scalars(part))
-    # Other scripts and accents: Python's casefold, over every name.
-    rows = session.execute(select(Taxon.id, *columns)).all()
-    folded = [(row[0], [_fold(v) for v in row[1:] if v]) for row in rows]
-    exact_ids = [taxon_id for taxon_id, names in folded if needle in names]
-    if exact_ids:
-        return exact_ids
-    return [taxon_id for taxon_id, names in folded if any(needle in name for name in names)]
-
-
-def _licence_values(session: Session, codes: Sequence[str]) -> list[str]:
-    """The catalog's licence texts whose normalised code is one of `codes` (the catalog holds
-    few distinct texts, so they are normalised here and matched in SQL by their exact text)."""
-    wanted = set(codes)
-    stmt = select(Image.license).where(_STATUS_OK, Image.license.is_not(None)).distinct()
-    texts = session.scalars(stmt)
-    return [t for t in texts if t is not None and normalise_license(t) in wanted]
-
-
-def _like_escaped(text: str) -> str:
-    r"""A LIKE pattern that finds `text` as typed: %, _ and \ match themselves."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped.lower()}%"
-
-
-def near_box(
-    lat: float, lon: float, radius_km: float
-) -> tuple[float, float, list[tuple[float, float]] | None]:
-    """The bounding box of a spherical cap: (min_lat, max_lat, longitude ranges), the ranges
-    None when every longitude can be in it (the cap holds a pole or is wider than the globe)
-    and two ranges when it crosses the antimeridian."""
-    delta = radius_km / EARTH_RADIUS_KM  # the angular radius, in radians
-    dlat = math.degrees(delta)
-    min_lat, max_lat = lat - dlat, lat + dlat
-    if min_lat <= -90.0 or max_lat >= 90.0:
-        return max(min_lat, -90.0), min(max_lat, 90.0), None
-    # The cap's widest point is not at its centre's latitude: asin(sin δ / cos φ) is exact.
-    dlon = math.degrees(math.asin(min(1.0, math.sin(delta) / math.cos(math.radians(lat)))))
-    if dlon >= 180.0:
-        return min_lat, max_lat, None
-    margin = 1e-9  # rounding must not drop a photo on the edge; the exact test follows
-    lo, hi = lon - dlon - margin, lon + dlon + margin
-    if lo < -180.0:
-        return min_lat, max_lat, [(lo + 360.0, 180.0), (-180.0, hi)]
-    if hi > 180.0:
-        return min_lat, max_lat, [(lo, 180.0), (-180.0, hi - 360.0)]
-    return min_lat, max_lat, [(lo, hi)]
 
 
 def great_circle_km(lat: float, lon: float, lats: np.ndarray, lons: np.ndarray) -> np.ndarray:
@@ -431,52 +212,14 @@ def great_circle_km(lat: float, lon: float, lats: np.ndarray, lons: np.ndarray) 
 
 
 def _conditions(session: Session, filters: SearchFilters) -> list[ColumnElement[bool]] | None:
-    """The WHERE terms of `filters` (None when a term already rules out every photo)."""
+    """The WHERE terms of `filters` (None when a term already rules out every photo), kind by
+    kind (engine.search.filter_kinds)."""
     terms: list[ColumnElement[bool]] = [_STATUS_OK]
-    if filters.taxon:
-        taxa = taxon_ids(session, filters.taxon)
-        if not taxa:
+    for kind in KINDS:
+        more = kind.condition(session, filters)
+        if more is None:
             return None
-        terms.append(_in_ids(Image.taxon_id, taxa))
-    # Dates are stored as ISO text, so these compare as strings and keep any index usable.
-    if filters.date_from:
-        terms.append(Image.observed_at >= datetime.combine(filters.date_from, datetime.min.time()))
-    if filters.date_to:
-        end = datetime.combine(filters.date_to + timedelta(days=1), datetime.min.time())
-        terms.append(Image.observed_at < end)
-    if filters.months:
-        first, last = (_month_value(session, m) for m in filters.months)
-        month = _month_of(session)
-        if filters.months[0] <= filters.months[1]:
-            terms.append(month.between(first, last))
-        else:  # across the year end: Nov..Feb
-            terms.append(or_(month >= first, month <= last))
-    if filters.bbox:
-        min_lat, min_lon, max_lat, max_lon = filters.bbox
-        terms.append(Image.latitude.between(min_lat, max_lat))
-        if min_lon <= max_lon:
-            terms.append(Image.longitude.between(min_lon, max_lon))
-        else:  # a box across the antimeridian
-            terms.append(or_(Image.longitude >= min_lon, Image.longitude <= max_lon))
-    if filters.near:
-        lo_lat, hi_lat, ranges = near_box(*filters.near)
-        terms.append(Image.latitude.between(lo_lat, hi_lat))
-        terms.append(Image.longitude.is_not(None))
-        if ranges is not None:
-            terms.append(or_(*(Image.longitude.between(lo, hi) for lo, hi in ranges)))
-    if filters.license:
-        terms.append(func.lower(Image.license).like(_like_escaped(filters.license), escape="\\"))
-    if filters.licenses:
-        texts = _licence_values(session, filters.licenses)
-        if not texts:
-            return None
-        terms.append(Image.license.in_(texts))
-    if filters.collection_ids:
-        terms.append(_in_ids(Image.collection_id, filters.collection_ids))
-    if filters.judged:
-        judged = select(Judgment.image_id).where(Judgment.query_id == filters.judged_query_id)
-        terms.append(Image.id.in_(judged) if filters.judged == JUDGED else Image.id.not_in(judged))
-    terms += newer_kind_conditions(session, filters.keyword, filters.deployment_ids, filters.hours)
+        terms += more
     return terms
 
 

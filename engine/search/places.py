@@ -18,7 +18,7 @@ from sqlalchemy import select
 from engine.catalog.db import Catalog
 from engine.catalog.models import Image, Taxon
 from engine.catalog.privacy import GENERALISED, WITHHELD, PlaceFacts, PlacePolicy, PublishedPlace
-from engine.indexing.collections import PhotoDetails
+from engine.catalog.reads import PhotoDetails
 
 _CHUNK = 500  # ids per query: under SQLite's bound-parameter limit
 

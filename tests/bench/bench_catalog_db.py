@@ -37,6 +37,7 @@ from sqlalchemy import create_engine, func, make_url, select, text  # noqa: E402
 
 from engine.catalog import Collection, Image, JudgmentEvent  # noqa: E402
 from engine.catalog.library import Library  # noqa: E402
+from engine.evaluation.live import live_metrics  # noqa: E402
 from engine.judgments.queries import QueryStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def bench_one(url: str, root: Path, args: argparse.Namespace) -> dict[str, str]:
             started = time.perf_counter()
             judged = store.judgments(qid)
             for run in store.latest_runs_by_method(qid).values():
-                store.live_metrics([i for i, _ in run.ranking], judged, k=100, run_id=run.id)
+                live_metrics([i for i, _ in run.ranking], judged, k=100, run_id=run.id)
             reads.append((time.perf_counter() - started) * 1000)
         out[f"live metrics read, 3 runs × {len(ranking)}, median (ms)"] = (
             f"{statistics.median(reads):.1f}"

@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app.controllers.application import Application
-from engine.indexing.collections import photo_details
+from engine.catalog.reads import photo_details
 from tests.gui.test_judging import open_search
 from tests.gui.test_window import indexed_app
 

@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.controllers.application import Application
+from engine.evaluation.live import live_metrics
 from tests.gui.test_judging import open_search
 from tests.gui.test_window import indexed_app
 
@@ -90,7 +91,7 @@ def test_refine_adds_a_run_and_the_metrics_panel_shows_both(qtbot, feedback_app)
     # Each row's AP@10 is the live AP of that run's own ranking on the judgments.
     for run in view.runs:
         ranking = next(r for r in store.runs_for(query_id) if r.id == run.run_id).ranking
-        live = store.live_metrics([i for i, _ in ranking], judged, view.k, run.run_id)
+        live = live_metrics([i for i, _ in ranking], judged, view.k, run.run_id)
         assert run.values["AP"] == pytest.approx(live.metrics.AP)
     assert "Refined with probe" in app.window.status_line.text()
 

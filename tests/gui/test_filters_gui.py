@@ -43,6 +43,22 @@ def _rerun(qtbot, app: Application, action) -> None:  # noqa: ANN001
     _summarised(qtbot, app)
 
 
+def test_the_add_filter_menu_lists_every_kind_in_order(qtbot, make_app, photos) -> None:
+    app = indexed_app(qtbot, make_app, photos)
+    bar = app.window.filter_bar
+    bar.menu_actions("Taxon")  # builds the menu as it is when opened
+    texts = [a.text() for a in bar.menu.actions() if not a.isSeparator()]
+    assert texts == [
+        "Taxon", "Date range…", "Months of the year…", "Hour of day…", "Keyword…", "Place",
+        "Licence", "Collection", "Deployment", "Judged for the open query",
+        "Remove every filter",
+    ]  # fmt: skip
+    assert [a.text() for a in bar.menu_actions("Place")] == [
+        "Draw a box on the map",
+        "Within N km of the selected photo…",
+    ]
+
+
 # The completion list is a popup; the offscreen platform cannot raise it or grab the keyboard
 # (and, as for every window test, cannot propagate size hints). This marker replaces the
 # suite's own, so it names all three.

@@ -161,7 +161,7 @@ def test_the_dialog_lists_every_photo_left_out_before_the_file_is_asked_for(
     ids = [model.item(row).image_id for row in range(3)]
     judged(qtbot, app, dict.fromkeys(ids, 1))
     without_licence(app, ids[:2])
-    from engine.indexing.collections import photo_details
+    from engine.catalog.reads import photo_details
 
     paths = {i: d.path for i, d in photo_details(app.session.library, ids).items()}
 
