@@ -32,6 +32,7 @@ from widgets.benchmark_view import (
 )
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.benchmarks.runner import CollectionChoice
     from engine.evaluation.evaluate import BenchmarkJudgment, BenchmarkResult
     from engine.evaluation.significance import Comparison
@@ -435,3 +436,22 @@ def _sentence(line: str) -> str:
     """An engine note as a sentence of the window: capital first, full stop last."""
     line = line.strip()
     return f"{line[:1].upper()}{line[1:]}." if line else ""
+
+
+def install(app: Application) -> None:
+    """Tools › Benchmark…: runs methods over a benchmark's queries and judgments."""
+    app.benchmark = BenchmarkController(app.runner, app.session)
+    app.window.benchmarkRequested.connect(lambda: open_benchmark(app))
+
+
+def open_benchmark(app: Application) -> BenchmarkDialog:
+    """The benchmark dialog; in the demo, with the demo collection's benchmark files."""
+    dialog = app.benchmark.open_dialog(app.window)
+    if app.demo and not dialog.queries_edit.text():
+        # The demo collection ships INQUIRE-style benchmark files: offer them.
+        from app import paths
+
+        root = paths.demo_collection_dir()
+        if (root / "queries.csv").is_file():
+            dialog.set_files(str(root / "queries.csv"), str(root / "judgments.csv"))
+    return dialog
