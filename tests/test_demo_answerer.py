@@ -191,15 +191,17 @@ def test_where_the_head_is_unsure_the_base_order_stays_and_where_it_is_sure_it_r
     demo_encoder: Any,
 ) -> None:
     scorer = load_scorer("demo", _context(demo_encoder))
-    # p's a hair apart, rising against the base order (well within the head's calibration
-    # error): the paper's mean alone turns the base order upside down; the default keeps it.
-    unsure = [[0.60, 0.60], [0.60, 0.602], [0.602, 0.602], [0.603, 0.603], [0.604, 0.604]]
-    assert _reranked(scorer, unsure) == [1, 2, 3, 4, 5]
-    assert _reranked(load_scorer("demo:mean", _context(demo_encoder)), unsure) == [5, 4, 3, 2, 1]
-    # Where the head is sure (the base's 4th and 5th show it, the rest do not), they go first.
-    sure = [[0.93, 0.10], [0.92, 0.104], [0.90, 0.12], [0.97, 0.99], [0.96, 0.97]]
-    assert _reranked(scorer, sure)[:2] in ([4, 5], [5, 4])
-    assert _reranked(scorer, sure)[2:] == [1, 2, 3]  # the unsure rest in base order
+    base = list(range(1, 41))
+    # A pool of 40 whose p's rise a hair against the base order (all well within the head's
+    # calibration error): the paper's mean alone turns the base order upside down; the
+    # default keeps it.
+    unsure = [[0.5 + 0.001 * n, 0.5 + 0.001 * n] for n in range(40)]
+    assert _reranked(scorer, unsure) == base
+    assert _reranked(load_scorer("demo:mean", _context(demo_encoder)), unsure) == base[::-1]
+    # The head sure that the base's 8th and 10th show it and unsure of the rest: those two
+    # go first, the rest keep the base order.
+    sure = [[0.97, 0.99] if n in (8, 10) else [0.9, 0.1 + 0.001 * n] for n in base]
+    assert _reranked(scorer, sure) == [8, 10] + [n for n in base if n not in (8, 10)]
 
 
 def test_the_pool_orders_share_one_set_of_answers_and_a_bad_one_is_refused(

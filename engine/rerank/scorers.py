@@ -39,6 +39,7 @@ def scorer_specs() -> tuple[str, ...]:
         "demo:tie",
         "demo:mean",
         "demo:rrf",
+        "demo:rrf-tie",
         "clip",
         "clip:regions",
         "clip:whole",

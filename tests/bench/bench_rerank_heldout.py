@@ -35,7 +35,7 @@ SPECS = ("text", "rerank:scorer=clip,depth=100", "rerank:scorer=demo,depth=100")
 # The answering model's other pool orders (`engine.rerank.demo.FUSIONS`), with --fusions; they
 # reuse the default's cached answers, so they cost only their base searches.
 OTHER_FUSIONS = tuple(
-    f"rerank:scorer=demo:{f},depth=100" for f in ("prior-kind", "tie", "mean", "rrf")
+    f"rerank:scorer=demo:{f},depth=100" for f in ("prior-kind", "tie", "mean", "rrf", "rrf-tie")
 )
 FOCUS = ("binding", "count")  # the groups the default must lift, tested together too
 
