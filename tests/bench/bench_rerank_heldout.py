@@ -3,7 +3,7 @@ answering model (the default on a demo library), with paired tests per group.
 
 Run on demand (a few minutes on 2 cores):
 
-    python tests/bench/bench_rerank_heldout.py [--benchmark heldout|demo] [--k 10] [--workdir DIR]
+    python tests/bench/bench_rerank_heldout.py [--benchmark heldout|demo] [--fusions] [--workdir DIR]
 
 `heldout` (the default) writes a demo-world collection of its own: `heldout_queries()` (pair
 groups, counts, sizes, backgrounds and occlusion the demo benchmark does not ask, and the 12
