@@ -90,3 +90,60 @@ def add_plain_photos(library: Any, root: Path, count: int) -> None:
             Image(collection_id=collection.id, rel_path=f"p{i}.jpg", size=1, mtime_ns=1)
             for i in range(count)
         )
+
+
+# -- a server with pgvector -------------------------------------------------------------------
+
+PGVECTOR_ENV = "QUADRAT_TEST_PGVECTOR_URL"
+
+
+@pytest.fixture(scope="session")
+def pgvector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[URL]:
+    """A PostgreSQL server with pgvector, started once per session: the `pgserver` wheel's
+    (PostgreSQL 16, pgvector 0.6) unless QUADRAT_TEST_PGVECTOR_URL names a superuser role on
+    another. Skips without pgserver, fails instead under CI=true."""
+    raw = os.environ.get(PGVECTOR_ENV, "").strip()
+    if raw:
+        url = make_url(raw)
+        yield url.set(drivername="postgresql+psycopg") if url.drivername == "postgresql" else url
+        return
+    try:
+        import pgserver
+    except ImportError:
+        if _in_ci():
+            pytest.fail(
+                "CI=true but pgserver is not installed: the pgvector variants must run in CI "
+                "(pip install pgserver, or set QUADRAT_TEST_PGVECTOR_URL)"
+            )
+        pytest.skip(
+            "pgserver is not installed (pip install pgserver: PostgreSQL 16 with pgvector "
+            "for the pgvector tests), and QUADRAT_TEST_PGVECTOR_URL is not set"
+        )
+    # A short folder: the server's Unix socket lives in it (paths of sockets are short).
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="qpgv"))
+    server = pgserver.get_server(folder, cleanup_mode="delete")
+    try:
+        yield make_url(server.get_uri()).set(drivername="postgresql+psycopg")
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pgvector_url(pgvector_server: URL) -> Iterator[str]:
+    """A fresh database on the pgvector server with the extension created (dropped after)."""
+    name = f"quadrat_pgv_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(pgvector_server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        database = create_engine(pgvector_server.set(database=name), isolation_level="AUTOCOMMIT")
+        with database.connect() as conn:
+            conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+        database.dispose()
+        yield pgvector_server.set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 # Catalog fixtures for SQLite and PostgreSQL: catalog_url, postgres_url, postgres_server.
-from tests.catalogs import catalog_url, postgres_server, postgres_url  # noqa: F401
+from tests.catalogs import (  # noqa: F401
+    catalog_url,
+    pgvector_server,
+    pgvector_url,
+    postgres_server,
+    postgres_url,
+)
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep torch from fighting the decode threads and the other test workers for 2 cores.
@@ -173,7 +179,16 @@ def with_plugin(plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 # Fixtures that make a test an integration test: a window, a process of its own, a server.
 _INTEGRATION_FIXTURES = frozenset(
-    {"qtbot", "qapp", "make_app", "warm_python", "postgres_server", "postgres_url"}
+    {
+        "qtbot",
+        "qapp",
+        "make_app",
+        "warm_python",
+        "postgres_server",
+        "postgres_url",
+        "pgvector_server",
+        "pgvector_url",
+    }
 )
 
 

@@ -326,7 +326,7 @@ def test_dialog_shows_the_check_then_suggestions_and_stores_answers(
             set_attributes(library, query_id, int(ids[k]), {"reproductiveCondition": value})
         store = QueryStore(library)
         session = SimpleNamespace(library=library, query_store=lambda: store)
-        judging = SimpleNamespace(query_id=query_id, query_title="patterns")
+        judging = SimpleNamespace(query_id=query_id, title="patterns")
         runner = InlineTaskRunner(error_handler=lambda exc, title: errors.append((title, str(exc))))
         controller = AttributeQuestionsController(runner, session, judging)  # type: ignore[arg-type]
         messages: list[str] = []

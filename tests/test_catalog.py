@@ -20,14 +20,20 @@ def test_migrations_build_exactly_the_schema_the_models_describe(catalog_url):
     from alembic.runtime.migration import MigrationContext
 
     from engine.catalog.filter_columns import is_places_object
+    from engine.catalog.pgvector import TABLE as VECTOR_TABLE
     from engine.search.fulltext import is_record_text_table
 
     catalog = open_catalog(catalog_url)  # SQLite and PostgreSQL
     # The FTS5 table of the records' words (and its shadow tables) is SQLite's, not a model's;
-    # so are the places' R*Tree and, on PostgreSQL, their GiST index.
+    # so are the places' R*Tree and, on PostgreSQL, their GiST index and the table of vectors
+    # the server searches (its columns are added per model where the server has pgvector).
     options = {
         "include_name": lambda name, _type, _parent: (
-            not (is_record_text_table(name or "") or is_places_object(name or ""))
+            not (
+                is_record_text_table(name or "")
+                or is_places_object(name or "")
+                or name == VECTOR_TABLE
+            )
         )
     }
     with catalog.engine.connect() as conn:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.controllers.judging import JudgingController, OpenQuery, RunState
+from app.controllers.judging import JudgingController
+from app.controllers.open_query import QueryState, RunState
 from app.controllers.search import SearchController, SearchOutcome, SearchRequest
 from app.controllers.session import LibrarySession
 from app.controllers.thumbnails import ThumbnailLoader
@@ -208,7 +209,7 @@ def judging(searching: Searching) -> Judging:
     controller.metricsUpdated.connect(j.metrics.append)
     controller.message.connect(j.messages.append)
     controller.show_query(
-        OpenQuery(query_id, "a red circle", run_id, [RunState(run_id, "text", "Text", ranking)])
+        QueryState(query_id, "a red circle", run_id, [RunState(run_id, "text", "Text", ranking)])
     )
     return j
 

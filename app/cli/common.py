@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imported where used, so a command loads only what it needs
     from app.settings import Settings
     from engine.catalog.library import Library
     from engine.methods.base import MethodSpec
+    from engine.models.choice import EncoderChoice
     from engine.models.encoders import Encoder
     from engine.progress import Progress
 
@@ -105,19 +106,30 @@ def resolve_model_spec(requested: str | None, library: Library) -> str:
     return requested or library.model_spec or user_settings().model
 
 
+def encoder_choice(spec: str, device: str | None, runtime: str | None) -> EncoderChoice:
+    """`spec` parsed once, on `device` and `runtime` (None: the settings'), from the model
+    store and cache of `app.paths`."""
+    from engine.models.choice import EncoderChoice
+
+    settings = user_settings() if device is None or runtime is None else None
+    return EncoderChoice.of(
+        spec,
+        paths.models_dir(),
+        paths.model_cache_dir(),
+        device=device or (settings.device if settings else "auto"),
+        runtime=runtime or (settings.runtime if settings else "auto"),
+    )
+
+
 def load_encoder_for(
     spec: str, device: str | None, runtime: str | None = None, *, export: bool = True
 ) -> Encoder:
     """The encoder of `spec` on `device` and `runtime` (None: the settings'); an ONNX export
     made on first use (unless `export` is False) shows its progress on stderr."""
-    from engine.models.encoders import load_encoder
-    from engine.models.spec import parse_model_spec
-    from engine.models.store import preflight
+    return _load_chosen(encoder_choice(spec, device, runtime), export=export)
 
-    model = parse_model_spec(spec)  # once: both steps take the parsed value
-    # Offline with a model not on disk: one line now, before seconds of importing torch.
-    preflight(model, paths.models_dir(), paths.model_cache_dir())
-    device = device or user_settings().device
+
+def _load_chosen(choice: EncoderChoice, *, export: bool) -> Encoder:
     bars: list[TqdmProgress] = []  # a bar only once an export starts, not on every load
 
     def bar(progress: Progress) -> None:
@@ -126,39 +138,28 @@ def load_encoder_for(
         bars[0](progress)
 
     try:
-        return load_encoder(
-            model,
-            device=device,
-            cache_dir=paths.model_cache_dir(),
-            store_dir=paths.models_dir(),
-            runtime=runtime or user_settings().runtime,
-            progress=bar,
-            export=export,
-        )
+        # Offline with a model not on disk: one line before seconds of importing torch.
+        return choice.load(export=export, preflight=True, progress=bar)
     finally:
         for made in bars:
             made.close()
 
 
-def quick_text_encoder(
-    requested: str | None, library: Library, device: str | None, runtime: str | None
-) -> Encoder | None:
-    """An encoder for a text search that loads no torch: the library's model's ONNX text
-    tower, when it is in the store and neither another model nor the torch runtime is asked
-    for; anything else it is asked to encode loads the model as `load_encoder_for` does."""
-    from engine.models.onnx_runtime import text_encoder_from_store
+def search_encoder(
+    requested: str | None, library: Library, device: str | None, runtime: str | None, *, text: bool
+) -> Encoder:
+    """The encoder `quadrat search` uses (`engine.models.choice.choose_encoder`): for a `text`
+    query of the library's own model, its stored ONNX text tower (no torch), anything else it
+    is asked to encode loading the model as `load_encoder_for` does; otherwise the model,
+    waiting for no ONNX export (indexing makes it) unless the onnx runtime is asked for."""
+    from engine.models.choice import choose_encoder
 
-    runtime = runtime or user_settings().runtime
-    spec = library.model_spec
-    if runtime == "torch" or library.model_key is None or spec is None:
-        return None
-    if requested is not None and requested != spec:
-        return None
-    return text_encoder_from_store(
-        paths.models_dir(),
-        library.model_key,
-        spec,
-        lambda: load_encoder_for(spec, device, runtime),
+    choice = encoder_choice(resolve_model_spec(requested, library), device, runtime)
+    return choose_encoder(
+        choice,
+        lambda: _load_chosen(choice, export=choice.runtime == "onnx"),
+        library=(library.model_key, library.model_spec) if text else None,
+        fallback=lambda: _load_chosen(choice, export=True),
     )
 
 

@@ -84,7 +84,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def run_evaluate_command(args: argparse.Namespace) -> int:
     from app.cli.common import load_encoder_for, open_library, resolve_model_spec, user_settings
     from app.settings import language_model
-    from engine.benchmarks.runner import run_methods
+    from engine.benchmarks.runner import BenchmarkRequest, run_request
     from engine.evaluation.evaluate import load_judgments, load_queries_csv, write_trec_run
     from engine.io.export import plain_write_errors
     from engine.methods import resolve_spec
@@ -122,15 +122,12 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
 
         bar = TqdmProgress("evaluating")
         try:
-            bench = run_methods(
-                library,
-                encoder_loader,
+            request = BenchmarkRequest(
                 queries,
                 judgments,
                 specs,
                 k=args.k,
                 protocol=args.protocol,
-                progress=bar,
                 permutations=args.permutations,
                 collection=collection,
                 generator=args.generator or user_settings().generator,
@@ -140,6 +137,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
                 ties=args.ties,
                 unit=args.unit,
             )
+            bench = run_request(library, encoder_loader, request, progress=bar)
         finally:
             bar.close()
         first = bench.results[specs[0]]
@@ -218,7 +216,7 @@ def _collection_choice(values: list[str] | None) -> tuple[str | None, list[str]]
 
 def _ranked(bench: MethodsBenchmark) -> CollectionChoice:
     """What the benchmark ranked, and why."""
-    # `run_methods` always fills it in; only a MethodsBenchmark built by hand leaves it out.
+    # `run_request` always fills it in; only a MethodsBenchmark built by hand leaves it out.
     assert bench.collections is not None
     return bench.collections
 

@@ -18,11 +18,9 @@ from app.cli.common import (
     EXIT_OK,
     add_rerank_options,
     add_visret_options,
-    load_encoder_for,
     method_from_args,
     open_library,
-    quick_text_encoder,
-    resolve_model_spec,
+    search_encoder,
     user_settings,
 )
 from app.cli.events import (
@@ -55,11 +53,9 @@ def _search_arguments(search: argparse.ArgumentParser) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    import time
-
     from engine.catalog.reads import missing_photos
     from engine.indexing.walk import printable_name
-    from engine.methods import MethodContext, SearchQuery
+    from engine.methods import SearchJob, SearchQuery, run_search
     from engine.search.searcher import validate_query_text
 
     method = method_from_args(args)  # fail fast, before loading any model
@@ -72,29 +68,23 @@ def cmd_search(args: argparse.Namespace) -> int:
         if library.model_key is None:
             raise BadInputError(library.no_photos_message("run 'quadrat index FOLDER'"))
         filters = filters_from_args(args, library)
-        # A text query on the CPU needs no torch when the model's ONNX text tower is stored.
-        quick = (
-            None
-            if args.image
-            else quick_text_encoder(args.model, library, args.device, args.runtime)
+        # A text query needs no torch when the model's ONNX text tower is stored.
+        encoder = search_encoder(
+            args.model, library, args.device, args.runtime, text=not args.image
         )
-        runtime = args.runtime or user_settings().runtime
-        # One search waits for no export (indexing makes it), unless ONNX was asked for.
-        encoder = quick or load_encoder_for(
-            resolve_model_spec(args.model, library), args.device, runtime, export=runtime == "onnx"
-        )
-        context = MethodContext(
+        job = SearchJob(
             library,
+            query,
             lambda: encoder,
-            filters=filters,
+            method,
+            search_depth(args),
+            filters,
             generator=user_settings().generator,
             llm=language_model(user_settings()),
         )
         missing = missing_photos(library)
-        started = time.monotonic()
-        ranking = method.run(query, context, top_k=search_depth(args))
-        seconds = time.monotonic() - started
-        hits = context.searcher.hits_for(ranking.pairs())
+        found = run_search(job)
+        ranking, hits, seconds = found.ranking, found.hits, found.seconds
         events = event_results(library, hits, args)  # None unless --events
         names = None
         if filters.active:  # chips name collections and deployments; so does the note

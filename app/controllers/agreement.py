@@ -31,6 +31,7 @@ from PySide6.QtWidgets import QInputDialog, QWidget
 
 from app.controllers.feedback import FeedbackController, JudgingList
 from app.controllers.full_view import decode_for_view
+from app.controllers.install import say
 from app.controllers.judging import JudgingController
 from app.controllers.results import photo_reference, result_items
 from app.controllers.session import LibrarySession
@@ -45,6 +46,7 @@ from widgets.agreement_dialog import (
 from widgets.full_view import FullView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from app.controllers.thumbnails import ThumbnailLoader
     from engine.catalog.library import Library
     from engine.catalog.reads import PhotoDetails
@@ -498,3 +500,14 @@ def _pair_view(pair: PairTable) -> PairView:
         pair.second,
         pair.table,
     )
+
+
+def install(app: Application) -> None:
+    """Several judges: who is judging, blind double judging, the metrics' judgments,
+    Judge › Agreement… (adjudication)."""
+    w = app.window
+    app.agreement = AgreementController(
+        app.runner, app.session, app.judging, app.feedback, app.queries.reopen,
+        w.judges, w, thumbnails=app.thumbnails,
+    )  # fmt: skip
+    say(app, app.agreement.message)

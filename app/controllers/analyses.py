@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.controllers.judging import JudgingController
+from app.controllers.install import announce
+from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.hour_histogram import HOURS
@@ -22,6 +23,7 @@ from widgets.map_view import MapPoint
 from widgets.place_pane import RELEVANT, PlacePane, RelevantView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.io.analyses import FoundSetAnalyses
 
@@ -127,24 +129,24 @@ class AnalysesController(QObject):
         self,
         runner: TaskRunner,
         session: LibrarySession,
-        judging: JudgingController,
+        query: OpenQuery,
         pane: PlacePane,
         ask_folder: Callable[[str], str | None],
     ) -> None:
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging
+        self.query = query
         self.pane = pane
         self.ask_folder = ask_folder
         self.found: FoundSet | None = None  # what the page shows
         pane.modeChanged.connect(lambda _mode: self.refresh())
         pane.relevant.exportRequested.connect(self.export)
-        judging.queryOpened.connect(lambda _query_id: self.refresh())
-        judging.judgmentSaved.connect(self._judgment_saved)
+        query.opened.connect(lambda _query_id: self.refresh())
+        query.judgmentSaved.connect(self._judgment_saved)
 
     def _judgment_saved(self, query_id: int, _image_id: int, _relevance: object) -> None:
-        if query_id == self.judging.query_id:
+        if query_id == self.query.query_id:
             self.refresh()
 
     def refresh(self) -> TaskHandle | None:
@@ -152,7 +154,7 @@ class AnalysesController(QObject):
         results' page is shown (it is counted when the page is chosen)."""
         if self.pane.mode() != RELEVANT:
             return None
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             for handle in self.runner.active("found-set-analyses"):
                 handle.cancel()  # a late count of an earlier query must not land
@@ -174,7 +176,7 @@ class AnalysesController(QObject):
 
     def export(self) -> TaskHandle | None:
         """Ask for a folder and write the analyses' CSV files and charts there."""
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a query first")
             return None
@@ -197,3 +199,13 @@ class AnalysesController(QObject):
             ),
             on_failure=lambda exc: self.runner.report_error(exc, "Exporting the analyses"),
         )
+
+
+def install(app: Application) -> None:
+    """ "Where and when" › Relevant photos of this query: their analyses, and their export."""
+    w = app.window
+    analyses = app.analyses = AnalysesController(
+        app.runner, app.session, app.open_query, w.place_pane, lambda c: w.ask_folder(c)
+    )
+    analyses.message.connect(w.set_status)
+    announce(app, analyses.outcome)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.controllers.judging import JudgingController
+from app.controllers.install import say
+from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.attribute_questions_dialog import AttributeQuestionDialog, SuggestionRow
@@ -23,6 +24,7 @@ from widgets.attribute_questions_dialog import AttributeQuestionDialog, Suggesti
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
+    from app.controllers.application import Application
     from engine.judgments.attribute_questions import AttributeAnswers, QuestionModel
 
 log = logging.getLogger(__name__)
@@ -37,13 +39,11 @@ class AttributeQuestionsController(QObject):
     checked = Signal(str)  # the cross-validation, said from the worker before the bulk run
     answered = Signal(object)  # the AttributeAnswers of a finished question
 
-    def __init__(
-        self, runner: TaskRunner, session: LibrarySession, judging: JudgingController
-    ) -> None:
+    def __init__(self, runner: TaskRunner, session: LibrarySession, query: OpenQuery) -> None:
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging  # read only: the open query
+        self.query = query  # read only: the open query
         self.dialog: AttributeQuestionDialog | None = None
         self.checked.connect(self._show_check)  # queued: emitted in a worker
 
@@ -51,14 +51,14 @@ class AttributeQuestionsController(QObject):
         """The dialog for the open query, or None (said in one line) when no query is open."""
         from engine.judgments.dwc_terms import ATTRIBUTE_TERMS
 
-        if self.session.library is None or self.judging.query_id is None:
+        if self.session.library is None or self.query.query_id is None:
             self.message.emit(
                 "Open a query and set attributes on some of its judged photos first: a "
                 "question is learnt from them"
             )
             return None
         dialog = self.dialog = AttributeQuestionDialog(
-            self.judging.query_title, [(t.term, t.caption) for t in ATTRIBUTE_TERMS], parent
+            self.query.title, [(t.term, t.caption) for t in ATTRIBUTE_TERMS], parent
         )
         dialog.askRequested.connect(self.ask)
         dialog.acceptRequested.connect(lambda ids: self.answer(ids, True))
@@ -71,7 +71,7 @@ class AttributeQuestionsController(QObject):
         from engine.errors import BadInputError
         from engine.judgments.attribute_questions import AttributeQuestion
 
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a query first")
             return None
@@ -129,7 +129,7 @@ class AttributeQuestionsController(QObject):
         """Store the answer for the photos (the value, or "not value") in the write pool."""
         from engine.judgments.attribute_questions import AttributeQuestion
 
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None or self.dialog is None or not image_ids:
             return None
         term, value = self.dialog.question()
@@ -164,3 +164,13 @@ class AttributeQuestionsController(QObject):
         if self.dialog is not None:
             self.dialog.show_failure(text)
         self.message.emit(text)
+
+
+def install(app: Application) -> None:
+    """Judge › Ask an attribute question…: learnt from the judged photos' attributes."""
+    w = app.window
+    questions = app.questions = AttributeQuestionsController(
+        app.runner, app.session, app.open_query
+    )
+    w.askQuestionRequested.connect(lambda: questions.open_dialog(w))
+    say(app, questions.message)

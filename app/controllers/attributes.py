@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import say
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.attributes_editor import (
     AttributeField,
@@ -27,6 +28,7 @@ from widgets.attributes_editor import (
 )
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from app.controllers.judging import JudgingController
     from engine.judgments.attributes import AttributeChange, PresetFill, PresetOffer
     from widgets.detail_pane import DetailPane
@@ -314,3 +316,9 @@ class AttributesController(QObject):
     ) -> dict[str, str] | None:
         dialog = PresetsDialog(fields, title, values, self._detail.window())
         return dialog.values() if dialog.exec() else None
+
+
+def install(app: Application) -> None:
+    """What the shown photo shows (Darwin Core attributes), edited in the detail pane."""
+    app.attributes = AttributesController(app.runner, app.judging, app.window.detail_pane)
+    say(app, app.attributes.message)

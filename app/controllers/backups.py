@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
+from app.controllers.install import asker, say
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.backups_dialog import BackupRow, BackupsDialog
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.backup import BackupInfo
     from engine.catalog.restore import Restored
 
@@ -266,3 +268,12 @@ class BackupsController(QObject):
             self.runner.report_error(exc, title)
 
         return failed
+
+
+def install(app: Application) -> None:
+    """File › Backups…: list, back up now, restore (then the library is opened again)."""
+    w = app.window
+    backups = app.backups = BackupsController(app.runner, app.session, asker(app))
+    w.backupsRequested.connect(lambda: backups.open_dialog(w))
+    backups.restored.connect(app.show_restored)
+    say(app, backups.message)

@@ -32,6 +32,7 @@ from widgets.benchmark_view import (
 )
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.benchmarks.runner import CollectionChoice
     from engine.evaluation.evaluate import BenchmarkJudgment, BenchmarkResult
     from engine.evaluation.significance import Comparison
@@ -277,25 +278,24 @@ class BenchmarkController(QObject):
         def work(ctx: TaskContext) -> BenchmarkOutcome:
             import time
 
-            from engine.benchmarks.runner import run_methods
+            from engine.benchmarks.runner import BenchmarkRequest, run_request
             from engine.evaluation.evaluate import load_judgments, load_queries_csv
 
             started = time.monotonic()
             queries = load_queries_csv(request.queries)
             judgments = load_judgments(request.judgments)
-            bench = run_methods(
-                library,
-                session.ensure_encoder,
+            asked = BenchmarkRequest(
                 queries,
                 judgments,
                 list(request.methods),
                 k=request.k,
                 protocol=request.protocol,
-                progress=ctx.progress,
-                cancel=ctx.cancel,
                 collection=None if request.collection == AUTOMATIC else request.collection,
                 generator=session.settings.generator,
                 llm=language_model(session.settings),
+            )
+            bench = run_request(
+                library, session.ensure_encoder, asked, progress=ctx.progress, cancel=ctx.cancel
             )
             texts = {q.query_id: q.text for q in queries}
             ranked = _sentence(bench.collections.note) if bench.collections else ""
@@ -435,3 +435,22 @@ def _sentence(line: str) -> str:
     """An engine note as a sentence of the window: capital first, full stop last."""
     line = line.strip()
     return f"{line[:1].upper()}{line[1:]}." if line else ""
+
+
+def install(app: Application) -> None:
+    """Tools › Benchmark…: runs methods over a benchmark's queries and judgments."""
+    app.benchmark = BenchmarkController(app.runner, app.session)
+    app.window.benchmarkRequested.connect(lambda: open_benchmark(app))
+
+
+def open_benchmark(app: Application) -> BenchmarkDialog:
+    """The benchmark dialog; in the demo, with the demo collection's benchmark files."""
+    dialog = app.benchmark.open_dialog(app.window)
+    if app.demo and not dialog.queries_edit.text():
+        # The demo collection ships INQUIRE-style benchmark files: offer them.
+        from app import paths
+
+        root = paths.demo_collection_dir()
+        if (root / "queries.csv").is_file():
+            dialog.set_files(str(root / "queries.csv"), str(root / "judgments.csv"))
+    return dialog

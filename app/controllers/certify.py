@@ -20,7 +20,8 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from app.controllers.feedback import FeedbackController, JudgingList
-from app.controllers.judging import JudgingController
+from app.controllers.install import say
+from app.controllers.open_query import OpenQuery
 from app.controllers.results import result_items
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
@@ -29,6 +30,7 @@ from widgets.agreement_dialog import JudgesActions
 from widgets.certify_panel import CertifyPanel, CertifyView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.methods.certify import ScopedCertification
     from engine.search.filters import FilterNames, SearchFilters
@@ -57,7 +59,7 @@ class CertifyController(QObject):
         self,
         runner: TaskRunner,
         session: LibrarySession,
-        judging: JudgingController,
+        query: OpenQuery,
         feedback: FeedbackController,
         actions: JudgesActions,
         window: QMainWindow,
@@ -68,7 +70,7 @@ class CertifyController(QObject):
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging
+        self.query = query
         self.feedback = feedback
         self.window = window
         self.filters = filters
@@ -82,8 +84,8 @@ class CertifyController(QObject):
         self._recheck.setInterval(RECHECK_MS)
         self._recheck.timeout.connect(self.check)
         actions.certifyRequested.connect(self.open_panel)
-        judging.judgmentSaved.connect(self._judgment_saved)
-        judging.queryOpened.connect(self._query_opened)
+        query.judgmentSaved.connect(self._judgment_saved)
+        query.opened.connect(self._query_opened)
 
     # -- the panel ---------------------------------------------------------------------------------
 
@@ -92,7 +94,7 @@ class CertifyController(QObject):
 
     def open_panel(self) -> CertifyPanel | None:
         """Show the panel beside the grid (under the photo pane) and check the open query."""
-        if self.session.library is None or self.judging.query_id is None:
+        if self.session.library is None or self.query.query_id is None:
             self.message.emit(NO_QUERY)
             return None
         if self.dock is None or self.panel is None:
@@ -116,7 +118,7 @@ class CertifyController(QObject):
                 self.window.resizeDocks(
                     [detail, dock], [height * 2 // 5, height * 3 // 5], Qt.Orientation.Vertical
                 )
-        self.panel.set_query(self.judging.query_title)
+        self.panel.set_query(self.query.title)
         self.dock.show()
         self.dock.raise_()
         self.check()
@@ -128,25 +130,25 @@ class CertifyController(QObject):
             self.check()
 
     def _judgment_saved(self, query_id: int, _image_id: int, _relevance: object) -> None:
-        if self.is_open() and query_id == self.judging.query_id:
+        if self.is_open() and query_id == self.query.query_id:
             self._recheck.start()
 
     def _query_opened(self, _query_id: int) -> None:
         if self.is_open() and self.panel is not None:
-            self.panel.set_query(self.judging.query_title)
+            self.panel.set_query(self.query.title)
             self.check()
 
     # -- the rule's state ------------------------------------------------------------------------
 
     def check(self) -> TaskHandle | None:
         """Where the open query stands over the shown scope (the rule's state, in a worker)."""
-        library, query_id, panel = self.session.library, self.judging.query_id, self.panel
+        library, query_id, panel = self.session.library, self.query.query_id, self.panel
         if library is None or query_id is None or panel is None:
             return None
         target, confidence = panel.values()
         filters, events, names = self.filters(), self.grouped(), self.names()
         encoder = self.session.ensure_encoder
-        judgments = dict(self.judging.judgments)
+        judgments = dict(self.query.judgments)
         panel.show_busy("Checking…")
 
         def work(ctx: TaskContext) -> _Checked:
@@ -177,7 +179,7 @@ class CertifyController(QObject):
         self.runner.report_error(exc, "Checking the recall target")
 
     def _show(self, checked: _Checked) -> None:
-        if checked.query_id != self.judging.query_id or self.panel is None:
+        if checked.query_id != self.query.query_id or self.panel is None:
             return
         self.checked = checked
         state = checked.scoped.state
@@ -192,7 +194,7 @@ class CertifyController(QObject):
     def judge_next(self) -> TaskHandle | None:
         """The photos (or events) the rule asks for next, in the grid to judge."""
         checked = self.checked
-        if checked is None or checked.query_id != self.judging.query_id:
+        if checked is None or checked.query_id != self.query.query_id:
             return None
         state = checked.scoped.state
         photos = checked.scoped.photos(list(state.next_ids))
@@ -234,3 +236,16 @@ class CertifyController(QObject):
             on_success=done,
             on_failure=lambda exc: self.message.emit(f"Could not record it: {exc}"),
         )
+
+
+def install(app: Application) -> None:
+    """Judge › Certify recall…, over what is shown: the filters' photos, events when
+    grouped."""
+    w = app.window
+    certify = app.certify = CertifyController(
+        app.runner, app.session, app.open_query, app.feedback, w.judges, w,
+        filters=lambda: app.search.filters, grouped=lambda: app.events.grouped,
+        names=lambda: app.filters.names,
+    )  # fmt: skip
+    app.filters.filtersChanged.connect(certify.scope_changed)
+    say(app, certify.message)

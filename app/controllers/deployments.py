@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app.controllers.install import say
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.errors import BadInputError
@@ -22,6 +23,7 @@ from widgets.deployments_dialog import DeploymentRow, DeploymentsDialog
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.indexing.deployments import DeploymentInfo
 
@@ -208,3 +210,11 @@ class DeploymentsController(QObject):
             f"Deployment {deployment_id}: clock offset {format_clock_offset(after)} "
             f"(was {format_clock_offset(before)})"
         )
+
+
+def install(app: Application) -> None:
+    """Library › Deployments…: clock offsets and the event gap; times and events read again."""
+    w = app.window
+    deployments = app.deployments = DeploymentsController(app.runner, app.session)
+    w.deploymentsRequested.connect(lambda: deployments.open_dialog(w))
+    say(app, deployments.message)

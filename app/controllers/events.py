@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 
+from app.controllers.install import say
 from app.controllers.results import result_items
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.filmstrip import Filmstrip
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 FACE_CARDS = 120  # event cards whose faces are chosen, from the top (a grid's first pages)
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from app.controllers.judging import JudgingController
     from app.controllers.search import SearchController, SearchOutcome
     from app.controllers.session import LibrarySession
@@ -336,3 +338,25 @@ class EventsController(QObject):
             write, title="Setting the frame apart", pool=WRITE, on_success=done,
             on_failure=failed,
         )  # fmt: skip
+
+
+def install(app: Application) -> None:
+    """Results grouped by event (View › Group results by event), kept across sessions."""
+    w = app.window
+    events = app.events = EventsController(
+        app.runner,
+        app.session,
+        app.search,
+        app.judging,
+        w.results_model,
+        w.results,
+        w.filmstrip,
+        w.group_events_action,
+        app.settings.group_by_event,
+        lambda grouped: app.remember(group_by_event=grouped),
+    )
+    events.groupedChanged.connect(app.certify.scope_changed)
+    # A clock offset or event gap moved the events: the toggle and per-event metrics follow.
+    app.deployments.cameraDataChanged.connect(events.check_library)
+    app.deployments.cameraDataChanged.connect(events.refresh_units)
+    say(app, events.message)

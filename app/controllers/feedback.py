@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 
+from app.controllers.install import announce, say
 from app.controllers.judging import JudgingController
 from app.controllers.results import result_items
 from app.controllers.session import LibrarySession
@@ -41,6 +42,7 @@ from widgets.metrics_panel import MetricsPanel, MetricsView
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.judgments.learning import RecallEstimate
     from engine.methods.feedback import LikelyRelevant, Refinement
@@ -535,3 +537,58 @@ class FeedbackController(QObject):
         # band; the status line only says it failed.
         self.message.emit(f"{title} failed")
         self.runner.report_error(exc, title)
+
+
+def install(app: Application) -> None:
+    """Learning from the judgments: Refine ▾, Judge next, Sample to judge, the estimate, and
+    Judge › Export likely relevant photos…"""
+    w = app.window
+    search = app.search
+    feedback = app.feedback = FeedbackController(
+        app.runner,
+        app.session,
+        app.judging,
+        app.queries.open_query,
+        w.results_model,
+        w.results,
+        app.thumbnails,
+        w.metrics_panel,
+        w.judge_next_action,
+        w.sample_action,
+        w.back_to_run_action,
+        export_likely_action=w.export_likely_action,
+        filters=lambda: (
+            search.filters if search.filters is not None and search.filters.active else None
+        ),
+    )
+    w.exportLikelyRequested.connect(lambda: export_likely(app))
+    say(app, feedback.message)
+    announce(app, feedback.outcome)
+
+
+def export_likely(app: Application) -> None:
+    """Judge › Export likely relevant photos…: a probability cut-off; then, once the photos
+    are found, either why nothing would be written (a dialog, before any save dialog) or
+    where to save them."""
+    min_p = app.window.ask_probability(
+        "Export likely relevant photos",
+        "The photos judged relevant, and every unjudged photo whose probability of "
+        "relevance, learned from this query's judgments, is at least:",
+        0.9,
+    )
+    if min_p is not None:
+        app.feedback.find_likely(min_p, lambda likely: _save_likely(app, likely))
+
+
+def _save_likely(app: Application, likely: LikelyRelevant) -> None:
+    title = "Export likely relevant photos"
+    if not len(likely):
+        app.window.show_notice(title, f"Nothing would be written. {likely.summary()}.")
+        return
+    path = app.window.ask_save_file(
+        f"Export {len(likely):,} photos: {likely.summary()}",
+        "likely-relevant.csv",
+        "CSV (*.csv)",
+    )
+    if path:
+        app.feedback.write_likely(likely, path)

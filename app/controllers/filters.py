@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QModelIndex, QObject, Signal
 
+from app.controllers.install import say
 from app.controllers.search import SearchController
 from app.controllers.session import LibrarySession
 from app.workers import READ, TaskHandle, TaskRunner
@@ -34,6 +35,7 @@ from widgets.month_histogram import MonthHistogram
 from widgets.results import ResultItem, ResultRole, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.search.filters import FilterNames, SearchFilters
 
@@ -381,3 +383,24 @@ class FiltersController(QObject):
             on_success=self.map.set_coastlines,
             on_failure=lambda exc: log.warning("the map's coastlines cannot be read: %s", exc),
         )
+
+
+def install(app: Application) -> None:
+    """Filters: the chips under the query bar, the map and the month histogram."""
+    w = app.window
+    open_query = app.open_query
+    filters = app.filters = FiltersController(
+        app.runner,
+        app.session,
+        app.search,
+        w.filter_bar,
+        w.map_view,
+        w.month_histogram,
+        w.results_model,
+        w.results,
+        open_query=lambda: open_query.query_id,
+        show_place_pane=w.show_place_pane,
+    )
+    app.queries.runFiltersShown.connect(filters.restore)
+    open_query.opened.connect(filters.query_opened)
+    say(app, filters.message)

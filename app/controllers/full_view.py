@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import QWidget
 
+from app.controllers.install import say
 from app.controllers.judging import JudgingController
 from app.workers import READ, TaskContext, TaskRunner
 from widgets.full_view import FullView
 from widgets.results import ResultItem, ResultsView
+
+if TYPE_CHECKING:
+    from app.controllers.application import Application
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +177,22 @@ class FullViewController(QObject):
             and first.row() <= self.results.currentIndex().row() <= last.row()
         ):
             self._show_judgment(item)
+
+
+def install(app: Application) -> None:
+    """Space: the selected photo at full resolution, judged with the same keys."""
+    w = app.window
+    full_view = app.full_view = FullViewController(
+        app.runner,
+        w.results,
+        app.judging,
+        [
+            w.relevant_action,
+            w.not_relevant_action,
+            w.clear_judgment_action,
+            w.undo_judgment_action,
+        ],
+        w,
+    )
+    w.full_view_action.triggered.connect(full_view.open)
+    say(app, full_view.message)

@@ -12,24 +12,28 @@ A judgment is shown at once (the model, the detail pane and the metrics panel ch
 GUI thread, in the same event) and written in the single-thread "write" pool, which commits it
 before the next write starts; if the write fails the display is put back and the error
 reported. Which query is open is decided by `SavedQueriesController` (app/controllers/queries.py):
-it hands this controller an `OpenQuery` read from the catalog.
+it hands this controller a `QueryState` read from the catalog, which becomes the window's
+`OpenQuery` (app/controllers/open_query.py), the state other controllers read.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal, SignalInstance
 
+from app.controllers.install import say
+from app.controllers.open_query import OpenQuery, QueryState, RunState
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.detail_pane import DetailPane
 from widgets.metrics_panel import MetricsPanel, MetricsView, RunMetrics
 from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.judgments.attributes import AttributeChange, PresetFill
     from engine.judgments.queries import JudgmentChange, QueryStore
 
@@ -43,21 +47,6 @@ StoreProvider = Callable[[], "QueryStore | None"]  # the library's, once it is o
 
 
 @dataclass(frozen=True)
-class RunState:
-    """One run of the open query, as the metrics panel needs it."""
-
-    run_id: int
-    method: str  # the run's label ("Text", "VisRet (leave_out=1)")
-    label: str
-    ranking: list[tuple[int, float]]
-    method_key: str = ""  # the registry's key of its method ("text", "visret")
-
-    @property
-    def ids(self) -> list[int]:
-        return [image_id for image_id, _ in self.ranking]
-
-
-@dataclass(frozen=True)
 class EventJudgment:
     """An event judged at once (results grouped by event): one judgment per frame, taken
     back by one undo. `image_id` is the frame the grid shows for it."""
@@ -67,23 +56,11 @@ class EventJudgment:
     changes: tuple[JudgmentChange, ...]
 
 
-@dataclass
-class OpenQuery:
-    """A saved query as judging needs it: its runs (the shown one is `run_id`) and judgments."""
-
-    query_id: int
-    title: str
-    run_id: int | None
-    runs: list[RunState] = field(default_factory=list)
-    judgments: dict[int, int] = field(default_factory=dict)
-
-
 class JudgingController(QObject):
-    """Owns the open query's runs and judgments, the undo stack and the live metrics."""
+    """Judges the open query's photos (shown at once, committed in order), with the undo stack
+    and the live metrics; the open query's state itself is `open_query`."""
 
     message = Signal(str)
-    queryOpened = Signal(int)  # query id; its runs and judgments are loaded
-    judgmentSaved = Signal(int, int, object)  # query id, image id, relevance: now durable
     metricsUpdated = Signal(object)  # MetricsView
     countsChanged = Signal(int, int, int, int)  # query id, runs, relevant, judged
     attributesRestored = Signal(int, int)  # query id, image id: an attribute edit was undone
@@ -96,19 +73,19 @@ class JudgingController(QObject):
         view: ResultsView,
         detail: DetailPane,
         metrics: MetricsPanel,
+        open_query: OpenQuery | None = None,
     ) -> None:
         super().__init__()
+        self.open_query = open_query if open_query is not None else OpenQuery(self)
+        # The first listener: the grid, the detail pane and the metrics show the query
+        # before any other controller hears that it opened.
+        self.open_query.opened.connect(self._query_shown)
         self.runner = runner
         self._stores = stores
         self.model = model
         self.view = view
         self.detail = detail
         self.metrics = metrics
-        self.query_id: int | None = None
-        self.query_title = ""
-        self.runs: list[RunState] = []
-        self.run_id: int | None = None
-        self.judgments: dict[int, int] = {}
         self.k = metrics.k()
         self._undo: dict[int, list[UndoEntry | EventJudgment]] = {}  # query id -> its undo stack
         # Whose judgments the metrics use (Judge › Metrics from, `AgreementController`): None
@@ -131,20 +108,49 @@ class JudgingController(QObject):
     def store(self) -> QueryStore | None:
         return self._stores()
 
+    # The open query's state, read through (it lives in `open_query`).
+
+    @property
+    def queryOpened(self) -> SignalInstance:  # noqa: N802 (a Qt signal's name)
+        """Query id: its runs and judgments are loaded (`OpenQuery.opened`)."""
+        return self.open_query.opened
+
+    @property
+    def judgmentSaved(self) -> SignalInstance:  # noqa: N802 (a Qt signal's name)
+        """Query id, image id, relevance: now durable (`OpenQuery.judgmentSaved`)."""
+        return self.open_query.judgmentSaved
+
+    @property
+    def query_id(self) -> int | None:
+        return self.open_query.query_id
+
+    @property
+    def query_title(self) -> str:
+        return self.open_query.title
+
+    @property
+    def runs(self) -> list[RunState]:
+        return self.open_query.runs
+
+    @property
+    def run_id(self) -> int | None:
+        return self.open_query.run_id
+
+    @property
+    def judgments(self) -> dict[int, int]:
+        return self.open_query.judgments
+
     # -- which query is open -------------------------------------------------------------------
 
-    def show_query(self, query: OpenQuery) -> None:
+    def show_query(self, query: QueryState) -> None:
         """Make `query` the open one: its judgments on the grid and the detail pane, its
         runs in the metrics panel. Emits `queryOpened`."""
-        self.query_id = query.query_id
-        self.query_title = query.title
-        self.runs = list(query.runs)
-        self.run_id = query.run_id
-        self.judgments = dict(query.judgments)
+        self.open_query.open(query)
+
+    def _query_shown(self, _query_id: int) -> None:
         self.model.set_judgments(self.judgments)
         self._show_item_judgment(self.view.current_item())
         self._refresh_metrics()
-        self.queryOpened.emit(query.query_id)
 
     def new_ranking(self, query_id: int | None) -> None:
         """The grid is about to show a new ranking for `query_id` (None: a query not saved yet):
@@ -155,8 +161,7 @@ class JudgingController(QObject):
 
     def retitle(self, query_id: int, title: str) -> None:
         """The saved query `query_id` was renamed."""
-        if query_id == self.query_id:
-            self.query_title = title
+        if self.open_query.retitle(query_id, title):
             self._refresh_metrics()
 
     def forget_query(self, query_id: int) -> None:
@@ -169,10 +174,10 @@ class JudgingController(QObject):
 
     def current_run(self) -> RunState | None:
         """The run shown in the grid."""
-        return next((r for r in self.runs if r.run_id == self.run_id), None)
+        return self.open_query.current_run()
 
     def _close_query(self) -> None:
-        self.query_id, self.runs, self.run_id, self.judgments = None, [], None, {}
+        self.open_query.close()
         self._refresh_metrics()
 
     # -- judging -----------------------------------------------------------------------------------
@@ -437,17 +442,13 @@ class JudgingController(QObject):
             stack.remove(change)
 
     def _show_judgment(self, query_id: int, image_id: int, relevance: int | None) -> None:
-        if query_id != self.query_id:
+        if not self.open_query.set_judgment(query_id, image_id, relevance):
             return
-        if relevance is None:
-            self.judgments.pop(image_id, None)
-        else:
-            self.judgments[image_id] = relevance
         self.model.set_judgment(image_id, relevance)
         current = self.detail.item()
         if current is not None and current.image_id == image_id:
             self.detail.set_judgment(relevance, True)
-        relevant = sum(1 for v in self.judgments.values() if v > 0)
+        relevant = self.open_query.relevant()
         self.countsChanged.emit(query_id, len(self.runs), relevant, len(self.judgments))
         self._refresh_metrics()
 
@@ -529,3 +530,33 @@ class JudgingController(QObject):
         view = self.metrics_view()
         self.metrics.show_metrics(view)
         self.metricsUpdated.emit(view)
+
+
+def install(app: Application) -> None:
+    """R / N / U / Ctrl+Z on the open query, and the metrics panel's k (kept across
+    sessions)."""
+    w = app.window
+    judging = app.judging = JudgingController(
+        app.runner,
+        app.session.query_store,
+        w.results_model,
+        w.results,
+        w.detail_pane,
+        w.metrics_panel,
+        app.open_query,
+    )
+    w.relevant_action.triggered.connect(lambda: judging.judge_current(1))
+    w.not_relevant_action.triggered.connect(lambda: judging.judge_current(0))
+    w.clear_judgment_action.triggered.connect(lambda: judging.judge_current(None))
+    w.undo_judgment_action.triggered.connect(judging.undo)
+    from widgets.metrics_panel import K_CHOICES
+
+    if app.settings.metrics_k in K_CHOICES:
+        judging.set_k(app.settings.metrics_k)
+
+    def remember_k(k: int) -> None:
+        if k != app.settings.metrics_k:
+            app.remember(metrics_k=k)
+
+    w.metrics_panel.kChanged.connect(remember_k)
+    say(app, judging.message)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from app import paths
+from app.controllers.install import asker, say
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.indexing.coco import READING_METADATA
@@ -30,6 +31,7 @@ from widgets.library_panel import (
 )
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.catalog.reads import MissingPhotos
     from engine.indexing.collections import CollectionStats, MovedCollection
@@ -486,3 +488,9 @@ def _one_line(exc: BaseException) -> str:
     """The first line of an error, short enough for a row."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return text if len(text) <= 160 else text[:157] + "…"
+
+
+def install(app: Application) -> None:
+    """The Library pane: folders, indexing runs and their progress."""
+    app.library = LibraryController(app.runner, app.session, app.window.library_panel, asker(app))
+    say(app, app.library.message)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,11 +26,14 @@ from PySide6.QtWidgets import QWidget
 
 from app import paths
 from app.controllers.session import LibrarySession
+from app.settings import save_settings
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from engine.progress import Progress
 from widgets.model_chooser import DEMO_SPEC, ModelChooser, ModelRow, format_bytes
+from widgets.settings_dialog import ModelChoice
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.models.folders import InstalledModel
     from engine.models.offers import ModelOffer
@@ -610,3 +613,101 @@ class ModelsController(QObject):
             pool=WRITE,
             on_success=added,
         )
+
+
+def install(app: Application) -> None:
+    """File › Models…: the chooser; before indexing or searching needs a model that is not on
+    disk, the chooser opens."""
+    w = app.window
+    models = app.models = ModelsController(
+        app.runner,
+        app.session,
+        w,
+        store=app.model_store,
+        confirm=lambda spec: confirm_model(app, spec),
+        refresh_library=app.library.refresh,
+    )
+    app.library.model_gate = models.gate
+    models.modelChosen.connect(lambda spec: use_model(app, spec))
+    models.roleModelChosen.connect(lambda role, use: use_role_model(app, role, use))
+    models.message.connect(w.set_status)
+    w.models_action.triggered.connect(lambda: open_models(app))
+
+
+# -- the library's model, as the application keeps it ----------------------------------------
+
+
+def open_models(app: Application) -> None:
+    """File › Models…: the chooser, with the model searches use selected."""
+    app.models.open_chooser(
+        app.session.search_model(),
+        "Choose the model photos are indexed and searched with, download one, or import a "
+        "model file, folder or pack. The other tabs offer an image generator for VisRet "
+        "and vision-language models for Reranked.",
+    )
+
+
+def model_choices(app: Application) -> list[ModelChoice]:
+    """The settings dialog's models: the chooser's offers, marked when on disk."""
+    return [
+        ModelChoice(row.spec, row.label, row.installed, row.good_at) for row in app.models.rows()
+    ]
+
+
+def reindex_question(app: Application, spec: str) -> str:
+    """What changing the library's model means, with how long re-indexing will take."""
+    session = app.session
+    photos = sum(s.indexed + s.pending for s in app.library.stats)
+    report = app.library.last_report
+    measured = (
+        (session.library_spec, report.indexed, report.seconds)
+        if report is not None and session.library_spec and not report.cancelled
+        else None
+    )
+    device = app.settings.device
+    if device == "auto":
+        device = session.detected_device or "cpu"
+    label = app.models.label(spec)
+    estimate = estimate_reindex(photos, spec, device, measured)
+    return (
+        f"This library is indexed with {session.library_spec}. Searching with {label} needs "
+        f"every collection re-indexed with it.\n\n{estimate.sentence(label)}\n\n"
+        "Re-index now? (Until it is done, searches use the model the library was indexed "
+        "with.)"
+    )
+
+
+def confirm_model(app: Application, spec: str) -> bool:
+    """Asked before a model picked in the chooser replaces the library's model."""
+    session = app.session
+    if app.demo or session.model_key is None or spec == session.library_spec:
+        return True
+    return app.window.ask_yes_no("Re-index with another model?", reindex_question(app, spec))
+
+
+def use_role_model(app: Application, role: str, use: str) -> None:
+    """A generator downloaded in the chooser becomes VisRet's generator (the settings');
+    a VLM is named in the status line (the Reranked options take it as their scorer)."""
+    if role == "generator" and use and use != app.settings.generator and not app.demo:
+        new = replace(app.settings, generator=use)
+        app.settings = new
+        app.session.apply_settings(new)
+        app.runner.submit(lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE)
+        app.window.set_status(f"VisRet now draws with {use}")
+    elif role == "vlm" and use:
+        app.window.set_status(f"Reranked can ask this model: choose the scorer {use}")
+
+
+def use_model(app: Application, spec: str) -> None:
+    """A model is on disk and chosen: remember it, and re-index a library indexed with
+    another model (the waiting folders are indexed after that)."""
+    if app.demo:
+        return
+    if spec != app.settings.model:
+        new = replace(app.settings, model=spec)
+        app.settings = new
+        app.session.apply_settings(new)
+        app.runner.submit(lambda ctx: save_settings(new), title="Saving the settings", pool=WRITE)
+    if app.session.model_key is not None and spec != app.session.library_spec:
+        app.session.target_model = spec
+        app.library.reindex_all()

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QImage, QPixmap
 
-from app.controllers.judging import JudgingController, OpenQuery, RunState
+from app.controllers.install import asker, say
+from app.controllers.judging import JudgingController
+from app.controllers.open_query import QueryState, RunState
 from app.controllers.results import QueryPhoto, photo_thumbnail_bytes, query_photo, result_items
 from app.controllers.session import LibrarySession
 from app.workers import THUMBNAILS, WRITE, TaskContext, TaskHandle, TaskRunner
@@ -32,6 +34,7 @@ from widgets.query_list import QueryListPanel, QueryRow
 from widgets.results import ResultItem
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from app.controllers.search import SearchOutcome
     from engine.catalog.library import Library
     from engine.judgments.queries import QueryInfo, QueryStore, RunInfo
@@ -49,7 +52,7 @@ ShowResults = Callable[[list[ResultItem], str, Path | None, RunState | None], No
 class _Loaded:
     """What a worker read about a query (after saving a run or to reopen it)."""
 
-    query: OpenQuery
+    query: QueryState
     text: str  # what the shown run searched: its words ("" for a photo-only run)
     image_path: str | None  # and its photo
     queries: list[QueryRow]  # the whole list
@@ -181,7 +184,7 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
         elif shown.kind == "text":
             image_path = None
     return _Loaded(
-        query=OpenQuery(
+        query=QueryState(
             query_id=query_id,
             title=_query_title(info, names) if info else "",
             run_id=run_id,
@@ -491,3 +494,22 @@ def _comparable(params: SavedRunParams) -> str:
     """A run's parameters without what does not change its ranking's method (what it drew or
     scored, how many it kept, the photo path): two runs alike here are the same search."""
     return json.dumps(params.search_params(), sort_keys=True, default=str)
+
+
+def install(app: Application) -> None:
+    """The saved queries pane: a search is saved as a run, a run shown again, notes kept."""
+    w = app.window
+    queries = app.queries = SavedQueriesController(
+        app.runner,
+        app.session,
+        app.judging,
+        w.query_list,
+        app.search.show_results,
+        asker(app),
+    )
+    app.search.searchFinished.connect(queries.on_search_finished)
+    w.results.moreLikeThisRequested.connect(queries.note_more_like_this)
+    w.detail_pane.moreLikeThisRequested.connect(queries.note_more_like_this)
+    w.metrics_panel.runSelected.connect(queries.show_run)
+    app.transfers.imported.connect(queries.reopen)
+    say(app, queries.message)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.controllers.judging import JudgingController
+from app.controllers.install import asker, say
+from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.file_dialogs import FolderMemory
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from PySide6.QtGui import QAction
     from PySide6.QtWidgets import QMessageBox, QWidget
 
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.io.camtrap_check import Problem
     from engine.io.camtrap_dp import CamtrapReport
@@ -327,7 +329,7 @@ class RecordsController(QObject):
         self,
         runner: TaskRunner,
         session: LibrarySession,
-        judging: JudgingController,
+        query: OpenQuery,
         folders: FolderMemory | None = None,
         *,
         action: QAction | None = None,
@@ -338,7 +340,7 @@ class RecordsController(QObject):
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging  # read only: the open query and its judgments
+        self.query = query  # read only: the open query and its judgments
         self.folders = folders
         self.action = action  # Judge › Export records…, told while export waits
         self._end_blind = end_blind
@@ -348,20 +350,20 @@ class RecordsController(QObject):
         self.check: RecordsCheck | None = None  # what the dialog shows
         self.outcome_box: QMessageBox | None = None
         self._parent: QWidget | None = None
-        judging.judgmentSaved.connect(self._judgment_saved)
+        query.judgmentSaved.connect(self._judgment_saved)
 
     # -- the dialog -----------------------------------------------------------------------------
 
     def open_dialog(self, parent: QWidget | None = None) -> RecordsDialog | None:
         """The dialog for the open query, or None (said in one line) when no query is open."""
-        if self.session.library is None or self.judging.query_id is None:
+        if self.session.library is None or self.query.query_id is None:
             self.message.emit(
                 "Open a query and judge its photos first: records are its relevant photos"
             )
             return None
         self._parent = parent
         self.check = None
-        dialog = self.dialog = RecordsDialog(self.judging.query_title, self.folders, parent)
+        dialog = self.dialog = RecordsDialog(self.query.title, self.folders, parent)
         dialog.exportRequested.connect(self.export)
         dialog.optionsChanged.connect(self.refresh)
         # A name changes only which observations are listed as unnamed: the count shown
@@ -381,7 +383,7 @@ class RecordsController(QObject):
         """Work out again what the open dialog's choices would write (in the read pool,
         newest wins); while judging blind, say why export waits instead. `keep_shown`: the
         change cannot alter the count, so what is shown stays until the new check lands."""
-        dialog, library, query_id = self.dialog, self.session.library, self.judging.query_id
+        dialog, library, query_id = self.dialog, self.session.library, self.query.query_id
         if dialog is None or not dialog.isVisible() or library is None or query_id is None:
             return None
         for handle in self.runner.active("records-check"):
@@ -394,7 +396,7 @@ class RecordsController(QObject):
             self.check = None
             dialog.show_checking()
         request = dialog.request()
-        title = self.judging.query_title
+        title = self.query.title
 
         def shown(check: RecordsCheck) -> None:
             if self.dialog is not dialog or self.blinded():
@@ -414,7 +416,7 @@ class RecordsController(QObject):
 
     def _judgment_saved(self, query_id: int, _image_id: int, _relevance: object) -> None:
         # The count shown must never promise a photo a judgment has just taken away.
-        if query_id == self.judging.query_id and self.dialog is not None:
+        if query_id == self.query.query_id and self.dialog is not None:
             self.refresh()
 
     # -- judging blind ------------------------------------------------------------------------
@@ -441,7 +443,7 @@ class RecordsController(QObject):
         """Prefill the dialog's scientific name with the taxon every relevant photo that
         names one shares (read in the read pool); nothing when they name two or none."""
         library = self.session.library
-        relevant = sorted(i for i, value in self.judging.judgments.items() if value > 0)
+        relevant = sorted(i for i, value in self.query.judgments.items() if value > 0)
         if library is None or not relevant:
             return None
 
@@ -479,7 +481,7 @@ class RecordsController(QObject):
 
     def export(self, request: RecordsRequest) -> TaskHandle | None:
         """Write the open query's records as `request` says, in the write pool."""
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a query first")
             return None
@@ -539,3 +541,22 @@ class RecordsController(QObject):
         if self.outcome_box is not None:
             self.outcome_box.close()
         self.outcome_box = show_outcome(self._parent, title, text, details, failed)
+
+
+def install(app: Application) -> None:
+    """Judge › Export records…: the open query's relevant photos as Darwin Core records.
+    After the agreement controller: export waits while judging blind, once that controller
+    has set the store blind or not."""
+    w = app.window
+    records = app.records = RecordsController(
+        app.runner,
+        app.session,
+        app.open_query,
+        w.folders,
+        action=w.export_records_action,
+        end_blind=lambda: w.judges.blind_action.setChecked(False),
+        confirm=asker(app),
+    )
+    w.judges.blindToggled.connect(records.blind_changed)
+    w.exportRecordsRequested.connect(lambda: records.open_dialog(w))
+    say(app, records.message)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
+from app.controllers.install import say
 from app.controllers.judging import JudgingController
 from app.controllers.results import result_items
 from app.controllers.search import SearchController, SearchOutcome, SearchRequest
@@ -33,6 +34,7 @@ from widgets.results import ResultItem, ResultsView
 from widgets.subquery_editor import SORT_BY_RANK, QuestionRow, SubqueryEditor
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.catalog.library import Library
     from engine.judgments.queries import RunInfo
     from engine.rerank.base import Decomposer, Decomposition
@@ -545,3 +547,19 @@ def _summary(details: dict[str, Any]) -> str:
     if details.get("note"):
         parts.append(str(details["note"]))
     return "  ·  ".join(parts)
+
+
+def install(app: Application) -> None:
+    """Reranked searches: the subquery editor, partial results, answers per photo. After
+    VisRet: its worker hook passes VisRet's events on."""
+    w = app.window
+    app.rerank = RerankController(
+        app.runner,
+        app.session,
+        app.search,
+        app.judging,
+        w.subquery_editor,
+        w.results,
+        w.detail_pane,
+    )
+    say(app, app.rerank.message)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPixmap
 
+from app.controllers.install import say
 from app.controllers.results import (
     QueryPhoto,
     photo_thumbnail_bytes,
@@ -44,10 +45,12 @@ from widgets.method_options import MethodOptionsDialog, ParamField
 from widgets.query_bar import MethodChoice, QueryBar
 from widgets.results import ResultItem, ResultsModel
 
-if TYPE_CHECKING:  # the engine loads in a worker, not with the window
+if TYPE_CHECKING:
+    # the engine loads in a worker, not with the window
     import PIL.Image
 
-    from app.controllers.judging import RunState
+    from app.controllers.application import Application
+    from app.controllers.open_query import RunState
     from engine.catalog.library import Library
     from engine.methods import MethodSpec, ModelManager, Ranking
     from engine.methods.events import MethodEvent
@@ -537,26 +540,24 @@ class SearchController(QObject):
 
         def run(ctx: TaskContext) -> SearchOutcome:
             from engine.catalog.reads import missing_photos
-            from engine.methods import MethodContext, spec_label
+            from engine.methods import SearchJob, run_search, spec_label
 
             started = time.monotonic()
-            context = MethodContext(
+            job = SearchJob(
                 library,
+                request.query,
                 session.ensure_encoder,
-                models=models,
-                progress=ctx.progress,
-                cancel=ctx.cancel,
+                spec,
+                request.top_k,
+                filters,
                 generator=session.settings.generator,
                 llm=language_model(session.settings),
+                models=models,
                 notify=notify,
-                filters=filters,
             )
-            ranking = spec.run(request.query, context, top_k=request.top_k)
-            seconds = time.monotonic() - started
-            ctx.check()
-            pairs = ranking.pairs()
-            hits = context.searcher.hits_for(pairs)
-            items = result_items(library, pairs, hits)
+            found = run_search(job, ctx.progress, ctx.cancel)
+            ranking, seconds, pairs = found.ranking, found.seconds, found.pairs()
+            items = result_items(library, pairs, found.hits)
             photo = query_photo(library, request.image) if request.image is not None else None
             shown = collapse(library, items) if collapse is not None else None
             return SearchOutcome(
@@ -750,3 +751,36 @@ class SearchController(QObject):
             on_success=shown,
             on_failure=failed,
         )
+
+
+def install(app: Application) -> None:
+    """The query bar, the grid's search actions (More like this, Search by a photo…) and the
+    keyboard path between the query bar and the grid."""
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QDesktopServices, QGuiApplication
+
+    from app.settings import QueryHistory
+
+    w = app.window
+    search = app.search = SearchController(
+        app.runner,
+        app.session,
+        w.query_bar,
+        w.results_model,
+        w.detail_pane,
+        app.thumbnails,
+        QueryHistory(),
+    )
+    w.results.currentItemChanged.connect(search.show_item)
+    search.modelNeeded.connect(app.models.open_for_role)
+    w.results.moreLikeThisRequested.connect(search.more_like_this)
+    w.search_by_photo_action.triggered.connect(lambda: search.choose_photo(w.ask_open_file))
+    # Down from the query bar into the grid, Up from its top row back.
+    w.query_bar.resultsFocusRequested.connect(w.results.enter_from_above)
+    w.results.leaveUpRequested.connect(lambda: w.query_bar.edit.setFocus())
+    w.results.openFolderRequested.connect(
+        lambda p: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(p).parent)))
+    )
+    w.results.copyPathRequested.connect(lambda p: QGuiApplication.clipboard().setText(p))
+    w.results.activated.connect(lambda _index: w.detail_dock.show())
+    say(app, search.message)

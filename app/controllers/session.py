@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the engine loads in a worker at start-up, not with the wind
     from engine.catalog.library import Library
     from engine.indexing.thumbnails import ThumbnailCache
     from engine.judgments.queries import QueryStore
+    from engine.models.choice import EncoderChoice
     from engine.models.encoders import Encoder
     from engine.progress import Progress
 
@@ -40,20 +41,21 @@ log = logging.getLogger(__name__)
 EncoderLoader = Callable[[str, str], "Encoder"]
 
 
+def encoder_choice(spec: str, device: str, runtime: str) -> EncoderChoice:
+    """`spec` parsed once, on `device` and `runtime`, from the model store and cache of
+    `app.paths` (`engine.models.choice`, the command line's choice too)."""
+    from engine.models.choice import EncoderChoice
+
+    return EncoderChoice.of(
+        spec, paths.models_dir(), paths.model_cache_dir(), device=device, runtime=runtime
+    )
+
+
 def default_encoder_loader(spec: str, device: str, runtime: str = "torch") -> Encoder:
     """The window's encoder: on the CPU, with runtime auto or onnx, the model's ONNX export
     when one is in the store (made by `quadrat index`), else torch. The window makes no
     export itself (`export=False`): that would hold the first search for the export's time."""
-    from engine.models.encoders import load_encoder
-
-    return load_encoder(
-        spec,
-        device=device,
-        cache_dir=paths.model_cache_dir(),
-        store_dir=paths.models_dir(),
-        runtime=runtime,
-        export=False,
-    )
+    return encoder_choice(spec, device, runtime).load(export=False)
 
 
 @dataclass(frozen=True)
@@ -86,19 +88,6 @@ def import_engine(*, torch_too: bool = True) -> None:
         if torch_too:
             import open_clip  # noqa: F401
             import torch  # noqa: F401
-
-
-def onnx_text_encoder(
-    model_key: str, spec: str, runtime: str, fallback: Callable[[], Encoder]
-) -> Encoder | None:
-    """A text-query encoder that imports no torch: the stored ONNX export's text tower with the
-    torch-free tokenizer (as `quadrat search` uses), or None when the runtime is torch or the
-    store holds no such export. Anything else (an image query) comes from `fallback`."""
-    if runtime == "torch":
-        return None
-    from engine.models.onnx_runtime import text_encoder_from_store
-
-    return text_encoder_from_store(paths.models_dir(), model_key, spec, fallback)
 
 
 class LibrarySession(QObject):
@@ -322,18 +311,20 @@ class LibrarySession(QObject):
         return self._model
 
     def _text_encoder(self, spec: str) -> Encoder | None:
-        """The torch-free text encoder of the library's own model (`onnx_text_encoder`), when
-        the settings let ONNX encode on the CPU (runtime auto or onnx, device auto or cpu;
-        the vectors are the same whichever runtime encodes them)."""
+        """The torch-free text encoder of the library's own model
+        (`engine.models.choice.EncoderChoice.text_tower`), when the settings let ONNX encode
+        on the CPU (runtime auto or onnx, device auto or cpu; the vectors are the same
+        whichever runtime encodes them). Another model's spec is not even parsed."""
         settings = self.settings
         if (
             spec != self.library_spec
             or self.model_key is None
             or settings.device not in ("auto", "cpu")
+            or settings.runtime == "torch"
         ):
             return None
-        return onnx_text_encoder(
-            self.model_key, spec, settings.runtime, lambda: self.model_encoder(spec)
+        return encoder_choice(spec, settings.device, settings.runtime).text_tower(
+            self.model_key, self.library_spec, lambda: self.model_encoder(spec)
         )
 
     @property

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.controllers.judging import JudgingController
+from app.controllers.install import announce, asker, say
+from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.io.xmp import SidecarReport
 
 
@@ -31,22 +33,22 @@ class SidecarsController(QObject):
         self,
         runner: TaskRunner,
         session: LibrarySession,
-        judging: JudgingController,
+        query: OpenQuery,
         ask: Callable[[str, str], bool],
     ) -> None:
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging  # read only: the open query and how many photos it judged
+        self.query = query  # read only: the open query and how many photos it judged
         self.ask = ask
 
     def write_sidecars(self) -> TaskHandle | None:
         """Ask, then write in a worker; the outcome is said in the message band."""
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a saved query first: its judgments go into the sidecars")
             return None
-        judged = len(self.judging.judgments)
+        judged = len(self.query.judgments)
         if not judged:
             self.message.emit("Judge some photos first: there is nothing to write")
             return None
@@ -73,3 +75,13 @@ class SidecarsController(QObject):
     def _finished(self, report: SidecarReport) -> None:
         self.written.emit(report)
         self.outcome.emit("; ".join(report.lines()))
+
+
+def install(app: Application) -> None:
+    """Judge › Write XMP sidecars…"""
+    sidecars = app.sidecars = SidecarsController(
+        app.runner, app.session, app.open_query, asker(app)
+    )
+    app.window.writeSidecarsRequested.connect(sidecars.write_sidecars)
+    say(app, sidecars.message)
+    announce(app, sidecars.outcome)

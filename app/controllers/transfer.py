@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from app.controllers.judging import JudgingController
+from app.controllers.install import announce, say
+from app.controllers.open_query import OpenQuery
 from app.controllers.session import LibrarySession
 from app.workers import WRITE, TaskContext, TaskHandle, TaskRunner
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.io.export import ImportReport
     from engine.io.formats import ExportReport
     from widgets.main_window import MainWindow
@@ -34,13 +36,11 @@ class TransferController(QObject):
     outcome = Signal(str)
     imported = Signal(object)  # set of the query ids that received queries or judgments
 
-    def __init__(
-        self, runner: TaskRunner, session: LibrarySession, judging: JudgingController
-    ) -> None:
+    def __init__(self, runner: TaskRunner, session: LibrarySession, query: OpenQuery) -> None:
         super().__init__()
         self.runner = runner
         self.session = session
-        self.judging = judging  # read only: the open query, its shown run and judgments
+        self.query = query  # read only: the open query, its shown run and judgments
 
     def export_judgments(self, path: str | Path, all_queries: bool = True) -> TaskHandle | None:
         """Judgments as INQUIRE-style CSV, or TREC qrels when the file ends in .qrels/.txt."""
@@ -49,7 +49,7 @@ class TransferController(QObject):
             return None
         path = Path(path)
         fmt = "qrels" if path.suffix.lower() in (".qrels", ".txt") else "csv"
-        open_id = self.judging.query_id
+        open_id = self.query.query_id
         query_ids = None if all_queries or open_id is None else [open_id]
 
         def export(ctx: TaskContext) -> int:
@@ -67,11 +67,11 @@ class TransferController(QObject):
     def export_results(self, path: str | Path) -> TaskHandle | None:
         """The shown run with judgments and metadata as CSV."""
         library = self.session.library
-        run = self.judging.current_run()
+        run = self.query.current_run()
         if library is None or run is None:
             self.message.emit("Run a search first: there are no results to export")
             return None
-        ranking, judgments = list(run.ranking), dict(self.judging.judgments)
+        ranking, judgments = list(run.ranking), dict(self.query.judgments)
 
         def export(ctx: TaskContext) -> int:
             from engine.io.export import export_results_csv
@@ -100,7 +100,7 @@ class TransferController(QObject):
         """File › Export <format>…: a file to write, then the open query in that format."""
         from engine.io.formats import get_format
 
-        if self.session.library is None or self.judging.query_id is None:
+        if self.session.library is None or self.query.query_id is None:
             self.message.emit("Open a query first")
             return None
         chosen = get_format(name)
@@ -112,7 +112,7 @@ class TransferController(QObject):
 
     def export_format(self, name: str, path: str | Path) -> TaskHandle | None:
         """The open query in the registered format `name`, written to `path`."""
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a query first")
             return None
@@ -161,7 +161,7 @@ class TransferController(QObject):
 
     def copy_relevant(self, dest: str | Path) -> TaskHandle | None:
         """Copy the photos judged relevant for the open query into `dest`."""
-        library, query_id = self.session.library, self.judging.query_id
+        library, query_id = self.session.library, self.query.query_id
         if library is None or query_id is None:
             self.message.emit("Open a query first")
             return None
@@ -183,3 +183,58 @@ def _copied_message(paths: list[Path], dest: str | Path) -> str:
     missing = getattr(paths, "missing", 0)
     gone = f"; {missing:,} are missing from disk and were not copied" if missing else ""
     return f"Copied {len(paths):,} photos to {dest}{gone}"
+
+
+def install(app: Application) -> None:
+    """File › Import queries and judgments…, Export judgments…, Export results…, Copy
+    relevant photos to a folder…"""
+    transfers = app.transfers = TransferController(app.runner, app.session, app.open_query)
+    say(app, transfers.message)
+    announce(app, transfers.outcome)
+    w = app.window
+    w.importJudgmentsRequested.connect(lambda: import_judgments(app))
+    w.exportJudgmentsRequested.connect(lambda: export_judgments(app))
+    w.exportResultsRequested.connect(lambda: export_results(app))
+    w.copyRelevantRequested.connect(lambda: copy_relevant(app))
+    w.add_export_formats(transfers.menu_formats())  # the export registry's files
+    w.exportFormatRequested.connect(lambda name: transfers.ask_export(name, w))
+
+
+def import_judgments(app: Application) -> None:
+    window = app.window
+    queries = window.ask_open_file(
+        "Benchmark queries to import (INQUIRE CSV); cancel to import judgments "
+        "exported from Quadrat",
+        "CSV (*.csv);;All files (*)",
+    )
+    judgments = window.ask_open_file(
+        "Their judgments (INQUIRE CSV or TREC qrels)"
+        + ("; cancel to import only the queries" if queries else ""),
+        "Judgments (*.csv *.txt *.qrels);;All files (*)",
+    )
+    if queries or judgments:
+        app.transfers.import_judgments(queries or None, judgments or None)
+
+
+def export_judgments(app: Application) -> None:
+    path = app.window.ask_save_file(
+        "Export the judgments of every query",
+        "judgments.csv",
+        "INQUIRE-style CSV (*.csv);;TREC qrels (*.qrels *.txt)",
+    )
+    if path:
+        app.transfers.export_judgments(path)
+
+
+def export_results(app: Application) -> None:
+    path = app.window.ask_save_file(
+        "Export the results shown, with judgments and metadata", "results.csv", "CSV (*.csv)"
+    )
+    if path:
+        app.transfers.export_results(path)
+
+
+def copy_relevant(app: Application) -> None:
+    folder = app.window.ask_folder("Copy the photos judged relevant to…")
+    if folder:
+        app.transfers.copy_relevant(folder)

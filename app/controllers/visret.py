@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QImage
 
+from app.controllers.install import say
 from app.controllers.judging import JudgingController
 from app.controllers.search import SearchController, SearchOutcome, SearchRequest, pil_to_qimage
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
@@ -31,6 +32,7 @@ from engine.methods.events import DrawingMade, DrawingProgress, MethodEvent
 from widgets.drawings_strip import DrawingCard, DrawingsStrip
 
 if TYPE_CHECKING:
+    from app.controllers.application import Application
     from engine.visret import Drawing
 
 log = logging.getLogger(__name__)
@@ -365,3 +367,9 @@ def _summary(details: dict[str, Any], cards: dict[int, DrawingCard]) -> str:
     if details.get("prompt_note"):  # rewritten by the language model, or why not
         parts.append(str(details["prompt_note"]))
     return "  ·  ".join(parts)
+
+
+def install(app: Application) -> None:
+    """VisRet's drawings above the results: filled while a search draws, back with a run."""
+    app.visret = VisRetController(app.runner, app.search, app.judging, app.window.drawings_strip)
+    say(app, app.visret.message)

@@ -455,6 +455,31 @@ def import_inquire_rerank(
     return report
 
 
+def _row_fields(record: dict[str, Any]) -> tuple[int, int] | str:
+    """(inat24 image id, relevance 0 or 1) of a Parquet row, or why the row cannot be used."""
+    image_id = record["inat24_image_id"]
+    query = _text(record["query"])
+    if not isinstance(image_id, int) or isinstance(image_id, bool) or query is None:
+        return "no query" if query is None else "no usable inat24_image_id"
+    relevant = record["relevant"]
+    if isinstance(relevant, bool):
+        relevant = int(relevant)
+    if not isinstance(relevant, int) or relevant not in (0, 1):
+        return f"relevant is {relevant!r}, expected 0 or 1"
+    return image_id, relevant
+
+
+def _photo_problem(record: dict[str, Any], name: str | None, data: object) -> str | None:
+    """Why a row's photo cannot be written (its file name, extension or bytes), else None."""
+    if name is None:
+        return f"inat24_file_name {record['inat24_file_name']!r} is not a relative path"
+    if PurePosixPath(name).suffix.lower() not in IMAGE_EXTENSIONS:
+        return f"{PurePosixPath(name).suffix or 'no'} extension is not a photo's"
+    if not data:
+        return "no image bytes"
+    return None
+
+
 def _read_row(
     record: dict[str, Any],
     where: str,
@@ -472,17 +497,11 @@ def _read_row(
         report.bad.append((what, why))
         log.info("INQUIRE-Rerank: %s left out: %s", what, why)  # the summary names them
 
-    image_id = record["inat24_image_id"]
-    query = _text(record["query"])
-    if not isinstance(image_id, int) or isinstance(image_id, bool) or query is None:
-        left_out(where, "no query" if query is None else "no usable inat24_image_id")
+    fields = _row_fields(record)
+    if isinstance(fields, str):
+        left_out(where, fields)
         return None
-    relevant = record["relevant"]
-    if isinstance(relevant, bool):
-        relevant = int(relevant)
-    if not isinstance(relevant, int) or relevant not in (0, 1):
-        left_out(where, f"relevant is {relevant!r}, expected 0 or 1")
-        return None
+    image_id, relevant = fields
     score = _number(record["clip_score"])
     row = _Row(report.rows, image_id, relevant, score if score is not None else -math.inf)
     if image_id in bad_ids:
@@ -494,13 +513,7 @@ def _read_row(
     label = f"image {image_id}" + (f" ({name})" if name else "")
     image = record["image"] or {}
     data = image.get("bytes") if isinstance(image, dict) else None
-    reason = None
-    if name is None:
-        reason = f"inat24_file_name {record['inat24_file_name']!r} is not a relative path"
-    elif PurePosixPath(name).suffix.lower() not in IMAGE_EXTENSIONS:
-        reason = f"{PurePosixPath(name).suffix or 'no'} extension is not a photo's"
-    elif not data:
-        reason = "no image bytes"
+    reason = _photo_problem(record, name, data)
     if reason is None:
         assert name is not None and isinstance(data, bytes)
         try:

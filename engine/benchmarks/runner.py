@@ -2,8 +2,8 @@
 
 `engine.evaluation.evaluate` knows files and protocols; this module supplies the library side:
 `JudgmentResolver` (by source image id, relative path, or unique file name), a search callable
-for any method of the registry, and `run_methods`, the one set-up that the command line and the
-window use to run and compare several methods.
+for any method of the registry, and `run_request` (a `BenchmarkRequest`), the one set-up that the
+command line and the window use to run and compare several methods (`run_methods`: its short form).
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ class MethodsBenchmark:
 @dataclass(frozen=True)
 class BenchmarkRequest:
     """What a benchmark of several methods runs: the queries and judgments, each method as a
-    `KEY[:NAME=VALUE,…]` spec, and the options of `run_methods` (documented there)."""
+    `KEY[:NAME=VALUE,…]` spec, and the options of `run_request` (documented there)."""
 
     queries: Sequence[BenchmarkQuery]
     judgments: Sequence[BenchmarkJudgment]
@@ -357,21 +357,27 @@ def run_methods(
     judgments: Sequence[BenchmarkJudgment],
     specs: Sequence[str],
     *,
-    k: int = 50,
-    protocol: str = "fullrank",
     progress: ProgressCallback = no_progress,
     cancel: CancelToken | None = None,
-    permutations: int = PERMUTATIONS,
-    collection: str | None = None,
-    generator: str = "",
-    llm: LanguageModelEndpoint | None = None,
-    candidates: Mapping[str, Sequence[Candidate]] | None = None,
-    filters: SearchFilters | None = None,
-    ties: str = "order",
-    unit: str = "photo",
+    **options: Any,
 ) -> MethodsBenchmark:
-    """Run each method (a `KEY[:NAME=VALUE,…]` spec) over the queries and compare each later one
-    with the first: the one benchmark set-up of `quadrat evaluate` and the window's view.
+    """`run_request` in short, for scripts and tests: `options` are `BenchmarkRequest`'s other
+    fields by name (an unknown one is a TypeError)."""
+    request = BenchmarkRequest(queries, judgments, specs, **options)
+    return run_request(library, encoder_loader, request, progress=progress, cancel=cancel)
+
+
+def run_request(
+    library: Library,
+    encoder_loader: Callable[[], Any],
+    request: BenchmarkRequest,
+    *,
+    progress: ProgressCallback = no_progress,
+    cancel: CancelToken | None = None,
+) -> MethodsBenchmark:
+    """Run each method of `request` (a `KEY[:NAME=VALUE,…]` spec) over its queries and compare
+    each later one with the first: the one benchmark set-up of `quadrat evaluate` and the
+    window's view. Checks, set-up, a run per method, scoring.
 
     `collection` picks what is ranked (see `choose_collections`): by default the one collection
     that holds every judged photo, when exactly one does. `generator` is the configured
@@ -387,33 +393,6 @@ def run_methods(
     `ties="group"` scores AP and nDCG with tied scores grouped, as INQUIRE's code does.
     `unit="event"` scores events rather than photos (an event is relevant when any of its
     frames is judged relevant; `engine.evaluation.units`)."""
-    request = BenchmarkRequest(
-        queries,
-        judgments,
-        specs,
-        k=k,
-        protocol=protocol,
-        permutations=permutations,
-        collection=collection,
-        generator=generator,
-        llm=llm,
-        candidates=candidates,
-        filters=filters,
-        ties=ties,
-        unit=unit,
-    )
-    return run_request(library, encoder_loader, request, progress=progress, cancel=cancel)
-
-
-def run_request(
-    library: Library,
-    encoder_loader: Callable[[], Any],
-    request: BenchmarkRequest,
-    *,
-    progress: ProgressCallback = no_progress,
-    cancel: CancelToken | None = None,
-) -> MethodsBenchmark:
-    """`run_methods` with its options in one record: set up, run each method, score."""
     resolved = _checked_specs(request)  # every spec checked before any work
     setup = _set_up(library, encoder_loader, request, cancel or CancelToken())
     results = _run_each(setup, request, resolved, progress)

@@ -4,11 +4,16 @@ The `embeddings` table is the source of truth for vectors; each FAISS file under
 a cache of it, and so is the float16 vector file a compressed index re-ranks with. Opening a
 model's index compares them and repairs the files (adds vectors the file lacks, removes ids the
 table no longer has, or rebuilds a missing or unreadable file, streaming the table in chunks).
+
+A PostgreSQL catalog whose server has pgvector serves the vectors itself instead
+(`engine.catalog.pgvector`): no file here, nothing built on a new workstation. A server without
+it is said in one line, and the FAISS file is used as on any other catalog.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -31,7 +36,10 @@ if TYPE_CHECKING:
     from sqlalchemy import URL, CursorResult
 
     from engine.catalog.backup import Fingerprint
+    from engine.catalog.pgvector import PgVectorIndex, PgVectorSupport
     from engine.vectors.index import VectorIndex
+
+    AnyIndex = VectorIndex | PgVectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +49,12 @@ META_MODEL_SPEC = "model_spec"
 META_MODEL_DIM = "model_dim"
 # Vectors read from the catalog at a time when a whole index is built (100 MB at 512-d).
 _STREAM_CHUNK = 50_000
+# "auto": a PostgreSQL catalog's server serves the vectors where it has pgvector; "faiss": a
+# FAISS index on this workstation whatever the server has.
+VECTOR_BACKEND_ENV = "QUADRAT_VECTOR_BACKEND"
+VECTOR_BACKENDS = ("auto", "faiss")
+# The server's ANN index: "hnsw" (the default) or "ivfflat".
+SERVER_INDEX_ENV = "QUADRAT_SERVER_INDEX"
 
 
 @dataclass(frozen=True)
@@ -135,7 +149,15 @@ class Library:
         self.catalog = catalog
         # Where this workstation finds collection roots recorded elsewhere (see RootMap).
         self.root_map = root_map or RootMap()
-        self._indexes: dict[str, VectorIndex] = {}
+        self._indexes: dict[str, AnyIndex] = {}
+        backend = os.environ.get(VECTOR_BACKEND_ENV, "").strip().lower() or "auto"
+        if backend not in VECTOR_BACKENDS:
+            raise BadInputError(
+                f"{VECTOR_BACKEND_ENV}={backend!r} is not one of {', '.join(VECTOR_BACKENDS)}"
+            )
+        self.vector_backend = backend
+        self.server_index_kind = os.environ.get(SERVER_INDEX_ENV, "").strip().lower() or "hnsw"
+        self._server_support: PgVectorSupport | None = None
         # The catalog's restore mark the indexes in memory were loaded under (read when first
         # needed: `_loaded_under`).
         self._restored_as: str | None = None
@@ -339,6 +361,10 @@ class Library:
                 s.execute(delete(Embedding).where(Embedding.model_key != model_key)),
             )
             removed = result.rowcount or 0
+        if self.server_vectors().usable:
+            from engine.catalog.pgvector import drop_columns_except
+
+            drop_columns_except(self.catalog.engine, model_key)
         with self._lock:
             for key in list(self._indexes):
                 if key != model_key:
@@ -441,9 +467,30 @@ class Library:
             raise QuadratError(f"no vectors stored for model {model_key}")
         return len(blob) // 4
 
+    def server_vectors(self) -> PgVectorSupport:
+        """Whether the catalog's server holds and searches the vectors (pgvector); asked once.
+        A PostgreSQL server without it is said in one warning line with how to add it."""
+        from engine.catalog.pgvector import PgVectorSupport, support_of
+
+        with self._lock:
+            if self._server_support is None:
+                if (
+                    self.catalog.engine.dialect.name != "postgresql"
+                    or self.vector_backend == "faiss"
+                ):
+                    self._server_support = PgVectorSupport(None)
+                else:
+                    from engine.catalog.db import catalog_faults
+
+                    with catalog_faults(self.catalog.location):
+                        self._server_support = support_of(self.catalog.engine)
+                    if self._server_support.message:
+                        log.warning("%s", self._server_support.message)
+            return self._server_support
+
     def vector_index(
         self, model_key: str, dim: int | None = None, progress: ProgressCallback = no_progress
-    ) -> VectorIndex:
+    ) -> AnyIndex:
         """The model's vector index, loaded and checked against the catalog on first use.
 
         `progress` hears about a rebuild from the catalog (minutes at a million photos), and
@@ -469,12 +516,44 @@ class Library:
                         "photo until a later search prepares them",
                         error,
                     )
-                index, report = self._load_and_repair(model_key, dim, progress)
-                if report.changed:
-                    log.info("repaired vector index for %s: %s", model_key, report)
+                if self.server_vectors().usable:
+                    index = self._server_index(model_key, dim, progress)
+                else:
+                    index, report = self._load_and_repair(model_key, dim, progress)
+                    if report.changed:
+                        log.info("repaired vector index for %s: %s", model_key, report)
                 self._indexes[model_key] = index
             index.memory_budget = self.index_memory_budget
             return index
+
+    def _server_index(
+        self,
+        model_key: str,
+        dim: int | None,
+        progress: ProgressCallback = no_progress,
+        cancel: CancelToken | None = None,
+    ) -> PgVectorIndex:
+        """The model's vectors on the catalog's server, made ready (`pgvector.open_index`:
+        what `embeddings` holds and the column lacks copied over, the ANN index built once
+        the column outgrows exact search)."""
+        from engine.catalog.db import catalog_faults
+        from engine.catalog.pgvector import open_index
+
+        if dim is None:
+            try:
+                dim = self._dim(model_key)
+            except QuadratError:
+                raise QuadratError(self.no_photos_message("index a folder first")) from None
+        with catalog_faults(self.catalog.location):
+            return open_index(
+                self.catalog.engine,
+                model_key,
+                dim,
+                self.server_vectors(),
+                ann=self.server_index_kind,
+                progress=progress,
+                cancel=cancel,
+            )
 
     def restore_mark(self) -> str | None:
         """The catalog's mark of its last full restore (`engine.catalog.restore`), or None."""
@@ -580,6 +659,10 @@ class Library:
             return RepairReport()
         with self._lock:
             self._indexes.pop(model_key, None)
+            if self.server_vectors().usable:
+                server = self._server_index(model_key, None)
+                self._indexes[model_key] = server
+                return RepairReport()
             index, report = self._load_and_repair(model_key, None)
             self._indexes[model_key] = index
             return report
@@ -589,12 +672,19 @@ class Library:
         model_key: str,
         progress: ProgressCallback = no_progress,
         cancel: CancelToken | None = None,
-    ) -> VectorIndex:
+    ) -> AnyIndex:
         """Build the model's index afresh from the catalog (the kind chosen by size) and save it.
 
         At a million photos an approximate (IVF) build takes minutes: it reports progress and
-        can be cancelled, leaving the previous index in place.
+        can be cancelled, leaving the previous index in place. On a server with pgvector: the
+        column's vectors checked against the catalog and the server's ANN index built.
         """
+        if self.server_vectors().usable:
+            server = self._server_index(model_key, None, progress, cancel)
+            if server.ann_index() is None and len(server) > server.exact_limit:
+                server.build_ann(progress, cancel)
+            self.set_index(model_key, server)
+            return server
         index = self._build_from_catalog(model_key, progress, cancel)
         self.set_index(model_key, index)
         return index
@@ -630,8 +720,8 @@ class Library:
     def save_index(self, model_key: str) -> None:
         with self._lock:
             index = self._indexes.get(model_key)
-            if index is not None:
-                self._save(model_key, index)
+            if index is not None and index.kind != "pgvector":
+                self._save(model_key, cast("VectorIndex", index))
 
     def _save(self, model_key: str, index: VectorIndex) -> None:
         """Save an index file with, beside it, the catalog restore mark it was made under
@@ -653,7 +743,7 @@ class Library:
             made_under = ""
         return made_under != (self._loaded_under() or "")
 
-    def set_index(self, model_key: str, index: VectorIndex) -> None:
+    def set_index(self, model_key: str, index: AnyIndex) -> None:
         with self._lock:
             self._indexes[model_key] = index
 

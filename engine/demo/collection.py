@@ -244,6 +244,45 @@ def _notes_by_photo(seed: int, plan: Sequence[PlannedPhoto]) -> dict[int, str]:
     return {int(i): _note(rng, plan[int(i)]) for i in sorted(chosen)}
 
 
+def _existing_demo(dest: Path) -> dict[str, Any] | None:
+    """The info of the demo collection already in `dest` (None: none, or no folder yet); a
+    file, or a non-empty folder that is no demo collection, is refused."""
+    if dest.exists() and not dest.is_dir():
+        raise BadInputError(f"cannot write the demo collection to {dest}: it is a file")
+    existing = _is_demo_collection(dest) if dest.is_dir() else None
+    if dest.is_dir() and any(dest.iterdir()) and existing is None:
+        raise BadInputError(
+            f"cannot write the demo collection to {dest}: the folder is not empty "
+            "and is not a demo collection; choose an empty or new folder"
+        )
+    return existing
+
+
+def _planned_records(
+    purpose: int, seed: int, plan: Sequence[PlannedPhoto]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The COCO image records (with attributes and notes), annotations and file names of the
+    planned photos, in plan order."""
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    file_names: list[str] = []
+    notes = _notes_by_photo(seed, plan)
+    for number, photo in enumerate(plan):
+        rng = image_rng(purpose, seed, photo.key, photo.number, STREAM_METADATA)
+        image_uuid = uuid.UUID(bytes=rng.bytes(16), version=4)
+        file_name = f"train/{photo.demo_class.dir_name}/{image_uuid}.jpg"
+        image_id = len(images) + 1
+        record = _metadata_for_image(rng, image_id, file_name)
+        record["attributes"] = {"count": len(photo.objects), "background": photo.background}
+        if number in notes:
+            record["notes"] = notes[number]
+        images.append(record)
+        for obj in photo.objects:  # the first is the photo's taxon (docs/SPEC.md §3 reads it)
+            annotations.append(annotation_record(len(annotations) + 1, image_id, obj))
+        file_names.append(file_name)
+    return images, annotations, file_names
+
+
 def write_demo_collection(
     dest: Path,
     images_per_class: int = 40,
@@ -270,34 +309,11 @@ def write_demo_collection(
         photos_per_query = default_photos_per_query(images_per_class)
     if photos_per_query < 0:
         raise BadInputError(f"photos_per_query must not be negative, not {photos_per_query}")
-    if dest.exists() and not dest.is_dir():
-        raise BadInputError(f"cannot write the demo collection to {dest}: it is a file")
-    existing = _is_demo_collection(dest) if dest.is_dir() else None
-    if dest.is_dir() and any(dest.iterdir()) and existing is None:
-        raise BadInputError(
-            f"cannot write the demo collection to {dest}: the folder is not empty "
-            "and is not a demo collection; choose an empty or new folder"
-        )
+    existing = _existing_demo(dest)
 
     # Plan every image first (cheap), so an existing identical collection can be recognised.
     plan = plan_collection(purpose, seed, images_per_class, photos_per_query, queries)
-    images: list[dict[str, Any]] = []
-    annotations: list[dict[str, Any]] = []
-    file_names: list[str] = []
-    notes = _notes_by_photo(seed, plan)
-    for number, photo in enumerate(plan):
-        rng = image_rng(purpose, seed, photo.key, photo.number, STREAM_METADATA)
-        image_uuid = uuid.UUID(bytes=rng.bytes(16), version=4)
-        file_name = f"train/{photo.demo_class.dir_name}/{image_uuid}.jpg"
-        image_id = len(images) + 1
-        record = _metadata_for_image(rng, image_id, file_name)
-        record["attributes"] = {"count": len(photo.objects), "background": photo.background}
-        if number in notes:
-            record["notes"] = notes[number]
-        images.append(record)
-        for obj in photo.objects:  # the first is the photo's taxon (docs/SPEC.md §3 reads it)
-            annotations.append(annotation_record(len(annotations) + 1, image_id, obj))
-        file_names.append(file_name)
+    images, annotations, file_names = _planned_records(purpose, seed, plan)
     info = {
         "description": "Quadrat synthetic demo collection: coloured shapes",
         "generator": _GENERATOR_NAME,

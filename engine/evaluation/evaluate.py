@@ -664,6 +664,68 @@ def _as_events(
     return [(event, best[event]) for event in ranked_events], event_relevance
 
 
+def _relevance_by_query(
+    queries: Sequence[BenchmarkQuery], judgments: Iterable[BenchmarkJudgment], resolve: Resolve
+) -> tuple[dict[str, dict[int, int]], list[BenchmarkJudgment], int]:
+    """query id -> {image id: relevance} of the judgments `resolve` maps to an image, the
+    judgments it could not map, and how many judgments name no query of `queries` (left
+    out; both logged)."""
+    known = {query.query_id for query in queries}
+    relevance: dict[str, dict[int, int]] = {query.query_id: {} for query in queries}
+    unresolved: list[BenchmarkJudgment] = []
+    without_query = 0
+    for judgment in judgments:
+        if judgment.query_id not in known:
+            without_query += 1
+            continue
+        image_id = resolve(judgment)
+        if image_id is None:
+            unresolved.append(judgment)
+        else:
+            relevance[judgment.query_id][image_id] = judgment.relevant
+    if unresolved:
+        log.warning("%d judgments name images not in the collection", len(unresolved))
+    if without_query:
+        log.warning("%d judgments belong to queries not in the queries file", without_query)
+    return relevance, unresolved, without_query
+
+
+def _reranked(
+    query: BenchmarkQuery,
+    candidates: Candidates,
+    search: Search,
+    relevance: Mapping[int, int],
+) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """Under rerank: the query's fixed candidates as `search` reorders them, and the
+    relevance of the candidates alone (R counts the relevant candidates)."""
+    candidate_ids = list(dict.fromkeys(candidates(query)))
+    ranked = _restrict_to_candidates(
+        query.query_id, _ranked(search(query, candidate_ids)), candidate_ids
+    )
+    candidate_set = set(candidate_ids)
+    kept = {image_id: rel for image_id, rel in relevance.items() if image_id in candidate_set}
+    return ranked, kept
+
+
+def _by_category(
+    queries: Sequence[BenchmarkQuery], per_query: Sequence[QueryMetrics]
+) -> dict[str, dict[str, MeanMetrics]]:
+    """Mean metrics per value of each of the queries' other columns (supercategory, ...),
+    the INQUIRE query id column left out."""
+    metrics_by_id = {m.query_id: m for m in per_query}
+    grouped: dict[str, dict[str, list[QueryMetrics]]] = {}
+    for query in queries:
+        for column, value in query.extra.items():
+            if value and column != INQUIRE_QUERY_ID:
+                grouped.setdefault(column, {}).setdefault(value, []).append(
+                    metrics_by_id[query.query_id]
+                )
+    return {
+        column: {value: mean_metrics(group) for value, group in sorted(values.items())}
+        for column, values in grouped.items()
+    }
+
+
 def run_benchmark(
     queries: Sequence[BenchmarkQuery],
     judgments: Iterable[BenchmarkJudgment],
@@ -695,24 +757,7 @@ def run_benchmark(
     if k < 1:
         raise BadInputError(f"k must be at least 1, got {k}")
 
-    known = {query.query_id for query in queries}
-    relevance: dict[str, dict[int, int]] = {query.query_id: {} for query in queries}
-    unresolved: list[BenchmarkJudgment] = []
-    without_query = 0
-    for judgment in judgments:
-        if judgment.query_id not in known:
-            without_query += 1
-            continue
-        image_id = resolve(judgment)
-        if image_id is None:
-            unresolved.append(judgment)
-        else:
-            relevance[judgment.query_id][image_id] = judgment.relevant
-    if unresolved:
-        log.warning("%d judgments name images not in the collection", len(unresolved))
-    if without_query:
-        log.warning("%d judgments belong to queries not in the queries file", without_query)
-
+    relevance, unresolved, without_query = _relevance_by_query(queries, judgments, resolve)
     meter = RateMeter(len(queries))
     runs: dict[str, list[tuple[int, float]]] = {}
     per_query: list[QueryMetrics] = []
@@ -722,16 +767,7 @@ def run_benchmark(
         query_relevance: Mapping[int, int] = relevance[query.query_id]
         if protocol == "rerank":
             assert candidates is not None
-            candidate_ids = list(dict.fromkeys(candidates(query)))
-            ranked = _restrict_to_candidates(
-                query.query_id, _ranked(search(query, candidate_ids)), candidate_ids
-            )
-            candidate_set = set(candidate_ids)
-            query_relevance = {
-                image_id: rel
-                for image_id, rel in query_relevance.items()
-                if image_id in candidate_set
-            }
+            ranked, query_relevance = _reranked(query, candidates, search, query_relevance)
         else:
             ranked = _ranked(search(query, None))
         runs[query.query_id] = ranked
@@ -742,23 +778,10 @@ def run_benchmark(
         )
         progress(meter.update(done + 1, message=f"query {query.query_id}"))
 
-    metrics_by_id = {m.query_id: m for m in per_query}
-    grouped: dict[str, dict[str, list[QueryMetrics]]] = {}
-    for query in queries:
-        for column, value in query.extra.items():
-            if value and column != INQUIRE_QUERY_ID:
-                grouped.setdefault(column, {}).setdefault(value, []).append(
-                    metrics_by_id[query.query_id]
-                )
-    by_category = {
-        column: {value: mean_metrics(group) for value, group in sorted(values.items())}
-        for column, values in grouped.items()
-    }
-
     return BenchmarkResult(
         mean=mean_metrics(per_query),
         per_query=per_query,
-        by_category=by_category,
+        by_category=_by_category(queries, per_query),
         unresolved_judgments=len(unresolved),
         runs=runs,
         k=k,

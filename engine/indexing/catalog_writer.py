@@ -261,23 +261,8 @@ class CatalogWriter:
         # The camera clock's reading, kept only when it is the photo's time: a deployment's
         # clock offset is added to it (engine.indexing.deployments) after the run.
         img.camera_time = None if file_time is not None else img.observed_at
-        img.camera_make = exif.make if exif is not None else None
-        img.camera_model = exif.model if exif is not None else None
-        img.camera_serial = exif.serial if exif is not None else None
-        img.exif_flags = (exif.flags or None) if exif is not None else None
-        lat = meta.latitude if meta else None
-        lon = meta.longitude if meta else None
-        withheld = bool(meta and meta.location_withheld)
-        # A place the record withheld is never filled from the photo's own GPS: publishing it
-        # would undo the observer's (or iNaturalist's) choice to hide it.
-        if (lat is None or lon is None) and exif is not None and not withheld:
-            lat, lon = exif.latitude, exif.longitude
-        img.latitude, img.longitude = lat, lon
-        img.location_withheld = withheld or None
-        img.geoprivacy = meta.geoprivacy if meta else None
-        img.taxon_geoprivacy = meta.taxon_geoprivacy if meta else None
-        img.coordinates_obscured = meta.coordinates_obscured if meta else None
-        img.public_location_uncertainty = meta.public_location_uncertainty if meta else None
+        _apply_camera(img, exif)
+        _apply_place(img, meta, exif)
         if meta is not None:
             img.location_uncertainty = meta.location_uncertainty
             img.license = meta.license
@@ -312,3 +297,29 @@ class CatalogWriter:
         s.flush()
         self._taxon_ids[key] = taxon.id
         return taxon.id
+
+
+def _apply_camera(img: Image, exif: Any) -> None:
+    """The camera (make, model, serial) and EXIF's flags: EXIF's alone."""
+    img.camera_make = exif.make if exif is not None else None
+    img.camera_model = exif.model if exif is not None else None
+    img.camera_serial = exif.serial if exif is not None else None
+    img.exif_flags = (exif.flags or None) if exif is not None else None
+
+
+def _apply_place(img: Image, meta: ImageMeta | None, exif: Any) -> None:
+    """The place and its privacy: the record's, else the photo's own GPS unless the record
+    withheld the place."""
+    lat = meta.latitude if meta else None
+    lon = meta.longitude if meta else None
+    withheld = bool(meta and meta.location_withheld)
+    # A place the record withheld is never filled from the photo's own GPS: publishing it
+    # would undo the observer's (or iNaturalist's) choice to hide it.
+    if (lat is None or lon is None) and exif is not None and not withheld:
+        lat, lon = exif.latitude, exif.longitude
+    img.latitude, img.longitude = lat, lon
+    img.location_withheld = withheld or None
+    img.geoprivacy = meta.geoprivacy if meta else None
+    img.taxon_geoprivacy = meta.taxon_geoprivacy if meta else None
+    img.coordinates_obscured = meta.coordinates_obscured if meta else None
+    img.public_location_uncertainty = meta.public_location_uncertainty if meta else None

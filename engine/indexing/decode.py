@@ -306,6 +306,27 @@ def decode_image(
     call from several threads; changes no global PIL setting.
     """
     path = Path(path)
+    _check_file(path)
+    _ensure_pil_plugins()
+    if RAW_AVAILABLE and path.suffix.lower() in RAW_EXTENSIONS:
+        # LibRaw, not PIL: a DNG or NEF is a TIFF to PIL, which would show its thumbnail.
+        decoded = decode_raw(path, max_pixels, min_side, budget or _default_budget)
+        return DecodedImage(decoded.image, decoded.width, decoded.height, decoded.exif)
+    try:
+        image, width, height, exif = _decode_with_pil(
+            path, max_pixels, min_side, budget or _default_budget
+        )
+    except BadImageError:
+        raise
+    except Exception as exc:  # MemoryError too; never KeyboardInterrupt or SystemExit
+        raise _pil_failure(exc, max_pixels) from None
+    if exif.orientation in _SIDEWAYS:
+        width, height = height, width
+    return DecodedImage(image=image, width=width, height=height, exif=exif)
+
+
+def _check_file(path: Path) -> None:
+    """A regular, non-empty file, or `BadImageError` saying what it is."""
     try:
         file_stat = path.stat()
     except FileNotFoundError:
@@ -317,68 +338,65 @@ def decode_image(
     if file_stat.st_size == 0:
         raise BadImageError("empty file")
 
-    _ensure_pil_plugins()
-    if RAW_AVAILABLE and path.suffix.lower() in RAW_EXTENSIONS:
-        # LibRaw, not PIL: a DNG or NEF is a TIFF to PIL, which would show its thumbnail.
-        decoded = decode_raw(path, max_pixels, min_side, budget or _default_budget)
-        return DecodedImage(decoded.image, decoded.width, decoded.height, decoded.exif)
-    try:
-        with Image.open(path, formats=_ALLOWED_FORMATS) as opened:
-            width, height = opened.size
-            if width <= 0 or height <= 0:
-                raise BadImageError("corrupt image data (zero size)")
-            if width * height > max_pixels:
-                raise BadImageError(
-                    f"image too large: {width}x{height} pixels (limit {max_pixels:,})"
-                )
-            if min_side is not None and opened.format in ("JPEG", "MPO"):
-                opened.draft("RGB", (min_side, min_side))  # the DCT decodes at 1/2 to 1/8
-            factor = _reduce_factor(opened.size, min_side)
-            cost = _decode_cost(opened.mode, opened.size, factor)
-            with (budget or _default_budget).reserve(cost):
-                # Load before reading EXIF: for PNG, getexif() loads the pixels itself and
-                # read_exif would swallow a decoding error, leaving a half-decoded image.
-                opened.load()
-                exif = read_exif(opened)
-                # Shrink first: converting a 13,000-pixel RGBA photo to RGB at full size took
-                # three more copies of it.
-                image = _to_rgb(_reduced(opened, factor))
-                if image is not opened:  # the full-size pixels go now, not with the caller's
-                    opened.close()
-                image = _oriented(image, exif.orientation)
-    except BadImageError:
-        raise
-    except Image.DecompressionBombError as exc:
+
+def _decode_with_pil(
+    path: Path, max_pixels: int, min_side: int | None, budget: DecodeBudget
+) -> tuple[Image.Image, int, int, ExifInfo]:
+    """PIL's decode of `path` (see `decode_image`): the RGB image turned upright, the full
+    width and height as stored, and the EXIF read. PIL's own errors are the caller's."""
+    with Image.open(path, formats=_ALLOWED_FORMATS) as opened:
+        width, height = opened.size
+        if width <= 0 or height <= 0:
+            raise BadImageError("corrupt image data (zero size)")
+        if width * height > max_pixels:
+            raise BadImageError(f"image too large: {width}x{height} pixels (limit {max_pixels:,})")
+        if min_side is not None and opened.format in ("JPEG", "MPO"):
+            opened.draft("RGB", (min_side, min_side))  # the DCT decodes at 1/2 to 1/8
+        factor = _reduce_factor(opened.size, min_side)
+        cost = _decode_cost(opened.mode, opened.size, factor)
+        with budget.reserve(cost):
+            # Load before reading EXIF: for PNG, getexif() loads the pixels itself and
+            # read_exif would swallow a decoding error, leaving a half-decoded image.
+            opened.load()
+            exif = read_exif(opened)
+            # Shrink first: converting a 13,000-pixel RGBA photo to RGB at full size took
+            # three more copies of it.
+            image = _to_rgb(_reduced(opened, factor))
+            if image is not opened:  # the full-size pixels go now, not with the caller's
+                opened.close()
+            image = _oriented(image, exif.orientation)
+    return image, width, height, exif
+
+
+def _pil_failure(exc: Exception, max_pixels: int) -> BadImageError:
+    """What a failure of PIL's decode means, in a short reason."""
+    if isinstance(exc, Image.DecompressionBombError):
         # PIL refused it in Image.open, before we could read the size ourselves.
         match = _BOMB_PIXELS_RE.search(str(exc))
         pixels = f"{int(match.group(1)):,} pixels" if match else "too many pixels"
         pil_limit = Image.MAX_IMAGE_PIXELS
         limit = max_pixels if pil_limit is None else min(max_pixels, 2 * pil_limit)
-        raise BadImageError(f"image too large: {pixels} (limit {limit:,})") from None
-    except UnidentifiedImageError:
-        raise BadImageError("not an image file") from None
-    except FileNotFoundError:
-        raise BadImageError("file not found") from None
-    except PermissionError:
-        raise BadImageError("cannot read file: permission denied") from None
-    except MemoryError:
-        raise BadImageError("image too large to decode") from None
-    except OSError as exc:
+        return BadImageError(f"image too large: {pixels} (limit {limit:,})")
+    if isinstance(exc, UnidentifiedImageError):
+        return BadImageError("not an image file")
+    if isinstance(exc, FileNotFoundError):
+        return BadImageError("file not found")
+    if isinstance(exc, PermissionError):
+        return BadImageError("cannot read file: permission denied")
+    if isinstance(exc, MemoryError):
+        return BadImageError("image too large to decode")
+    if isinstance(exc, OSError):
         message = str(exc)
         if "truncated" in message:
-            raise BadImageError("truncated image data") from None
+            return BadImageError("truncated image data")
         if "mode" in message:
-            raise BadImageError(f"unsupported image mode ({message})") from None
-        raise BadImageError(f"corrupt image data ({message or type(exc).__name__})") from None
-    except ValueError as exc:
+            return BadImageError(f"unsupported image mode ({message})")
+        return BadImageError(f"corrupt image data ({message or type(exc).__name__})")
+    if isinstance(exc, ValueError):
         # PIL raises ValueError for conversions it does not support, and for bad parameters.
-        raise BadImageError(f"unsupported image data ({exc})") from None
-    except Exception as exc:  # SyntaxError, struct.error, IndexError... from damaged files
-        raise BadImageError(f"corrupt image data ({type(exc).__name__}: {exc})") from None
-
-    if exif.orientation in _SIDEWAYS:
-        width, height = height, width
-    return DecodedImage(image=image, width=width, height=height, exif=exif)
+        return BadImageError(f"unsupported image data ({exc})")
+    # SyntaxError, struct.error, IndexError... from damaged files
+    return BadImageError(f"corrupt image data ({type(exc).__name__}: {exc})")
 
 
 # EXIF orientations that turn the photo by a quarter: its width and height swap.

@@ -107,6 +107,44 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
+def _open_root(root: Path) -> tuple[os.stat_result, list[os.DirEntry[str]]]:
+    """The collection folder's stat and sorted entries; `BadInputError` for a missing,
+    unreadable or non-folder root."""
+    try:
+        root_stat = root.stat()
+    except FileNotFoundError:
+        raise BadInputError(f"folder not found: {root}") from None
+    except OSError as exc:
+        raise BadInputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(root_stat.st_mode):
+        raise BadInputError(f"not a folder: {root}")
+    try:
+        return root_stat, _sorted_entries(root)
+    except OSError as exc:
+        raise BadInputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+
+
+def _image_or_folder(
+    entry: os.DirEntry[str], extensions: frozenset[str]
+) -> tuple[os.stat_result, bool] | None:
+    """(stat through links, is a file) of an entry the walk looks at: an image file by its
+    extension, or a folder. None for hidden entries, other files, and what cannot be read
+    (a broken link, a file removed while the walk runs)."""
+    name = entry.name
+    try:
+        if name.startswith(".") or (_WINDOWS and _is_hidden(entry)):
+            return None
+        entry_stat = entry.stat()  # follows symlinks
+    except OSError as exc:
+        log.debug("skipping %s: %s", entry.path, exc)
+        return None
+    mode = entry_stat.st_mode
+    if stat.S_ISREG(mode):
+        dot = name.rfind(".")
+        return (entry_stat, True) if dot > 0 and name[dot:].lower() in extensions else None
+    return (entry_stat, False) if stat.S_ISDIR(mode) else None
+
+
 def walk_images(
     root: Path,
     extensions: frozenset[str] | None = None,
@@ -131,18 +169,7 @@ def walk_images(
 
         extensions = IMAGE_EXTENSIONS
     root = Path(root)
-    try:
-        root_stat = root.stat()
-    except FileNotFoundError:
-        raise BadInputError(f"folder not found: {root}") from None
-    except OSError as exc:
-        raise BadInputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(root_stat.st_mode):
-        raise BadInputError(f"not a folder: {root}")
-    try:
-        root_entries = _sorted_entries(root)
-    except OSError as exc:
-        raise BadInputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+    root_stat, root_entries = _open_root(root)
     root_real = os.path.realpath(root)
 
     def skip(rel_path: str, reason: str) -> None:
@@ -159,22 +186,10 @@ def walk_images(
         entries, prefix = stack[-1]
         for entry in entries:
             name = entry.name
-            try:
-                if name.startswith(".") or (_WINDOWS and _is_hidden(entry)):
-                    continue
-                entry_stat = entry.stat()  # follows symlinks
-            except OSError as exc:
-                # Broken symlinks land here, as do files removed while we walk.
-                log.debug("skipping %s: %s", entry.path, exc)
+            found = _image_or_folder(entry, extensions)
+            if found is None:
                 continue
-            mode = entry_stat.st_mode
-            is_file = stat.S_ISREG(mode)
-            if is_file:
-                dot = name.rfind(".")
-                if not (dot > 0 and name[dot:].lower() in extensions):
-                    continue
-            elif not stat.S_ISDIR(mode):
-                continue
+            entry_stat, is_file = found
             # Only links (and, on Windows, junctions, which are not symlinks to Python) can
             # lead out of the root: every folder entered is inside it.
             leads_away = entry.is_symlink() or (_WINDOWS and not is_file)

@@ -316,29 +316,45 @@ def set_times(deployment: CameraDeployment, zone_text: str | None) -> None:
     """Each frame's aware time, and the deployment's `timestamp_issues` and note (see the module
     docstring)."""
     dated = [f for f in deployment.frames if f.local is not None]
-    unknown: list[Frame] = []
-    for frame in dated:
-        assert frame.local is not None
-        if frame.local.tzinfo is not None:  # a catalog that keeps the offset with the time
-            frame.moment = frame.local
-        elif frame.offset_minutes is not None and abs(frame.offset_minutes) < 24 * 60:
-            offset = timedelta(minutes=frame.offset_minutes)
-            frame.moment = frame.local.replace(tzinfo=timezone(offset))
-        else:
-            unknown.append(frame)
+    unknown = [frame for frame in dated if not _set_own_offset(frame)]
     if not unknown:
         return
     if zone_text is None:
-        for frame in unknown:
-            assert frame.local is not None
-            frame.moment = frame.local.replace(tzinfo=UTC)
-            frame.offset_unknown = True
-        deployment.timestamp_issues = True
-        deployment.time_note = (
-            f"{len(unknown)} of {len(dated)} timestamps are the camera clock's readings with "
-            "an unknown UTC offset, written as UTC"
-        )
-        return
+        _times_as_utc(deployment, unknown, len(dated))
+    else:
+        _times_in_zone(deployment, unknown, zone_text)
+
+
+def _set_own_offset(frame: Frame) -> bool:
+    """Give a dated frame its aware time from its own offset (kept with the time, or an EXIF
+    offset under a day); False when it has none."""
+    assert frame.local is not None
+    if frame.local.tzinfo is not None:  # a catalog that keeps the offset with the time
+        frame.moment = frame.local
+    elif frame.offset_minutes is not None and abs(frame.offset_minutes) < 24 * 60:
+        offset = timedelta(minutes=frame.offset_minutes)
+        frame.moment = frame.local.replace(tzinfo=timezone(offset))
+    else:
+        return False
+    return True
+
+
+def _times_as_utc(deployment: CameraDeployment, unknown: list[Frame], dated: int) -> None:
+    """No zone given: the camera clock's readings written as UTC, said as timestamp issues."""
+    for frame in unknown:
+        assert frame.local is not None
+        frame.moment = frame.local.replace(tzinfo=UTC)
+        frame.offset_unknown = True
+    deployment.timestamp_issues = True
+    deployment.time_note = (
+        f"{len(unknown)} of {dated} timestamps are the camera clock's readings with "
+        "an unknown UTC offset, written as UTC"
+    )
+
+
+def _times_in_zone(deployment: CameraDeployment, unknown: list[Frame], zone_text: str) -> None:
+    """The zone's offset at the deployment's first such frame for all of them (the camera's
+    clock does not follow a change of offset), said in the note."""
     zone = resolve_zone(zone_text)
     first = min(f.local for f in unknown if f.local is not None)
     last = max(f.local for f in unknown if f.local is not None)

@@ -276,30 +276,38 @@ def check_meta(meta: bytes, headers: Mapping[str, Sequence[str]]) -> list[str]:
         if location not in headers:
             found.append(f"meta.xml: {kind} file {location!r} is not in the archive")
             continue
-        columns = len(headers[location])
-        for attribute, wanted in (
-            ("encoding", "UTF-8"),
-            ("fieldsTerminatedBy", "\\t"),
-            ("ignoreHeaderLines", "1"),
-        ):
-            if table.get(attribute) != wanted:
-                found.append(f"meta.xml: {location}: {attribute} is not {wanted}")
-        if not table.get("rowType"):
-            found.append(f"meta.xml: {location}: no rowType")
-        key = table.find(_TEXT + ("id" if kind == "core" else "coreid"))
-        if key is None or key.get("index") != "0":
-            found.append(f"meta.xml: {location}: its {'id' if kind == 'core' else 'coreid'} "
-                         "is not column 0")  # fmt: skip
-        terms: list[str] = []
-        for field in table.findall(_TEXT + "field"):
-            index_text, term = field.get("index", ""), field.get("term", "")
-            if not index_text.isdigit() or int(index_text) >= columns:
-                found.append(f"meta.xml: {location}: field {term} has no column {index_text}")
-            if not _URI.fullmatch(term):
-                found.append(f"meta.xml: {location}: field {index_text} names no term URI")
-            terms.append(term)
-        for term in repeated_ids(terms):
-            found.append(f"meta.xml: {location}: {term} is named twice")
+        found += _table_problems(table, kind, location, len(headers[location]))
     for location in sorted(set(headers) - described):
         found.append(f"meta.xml does not describe {location}")
+    return found
+
+
+def _table_problems(table: ET.Element, kind: str, location: str, columns: int) -> list[str]:
+    """What is wrong with one table's entry of `meta.xml` (its file, `columns` wide, exists):
+    encoding, separator and header line, row type, key column, and its fields' columns and
+    term URIs, each term once."""
+    found: list[str] = []
+    for attribute, wanted in (
+        ("encoding", "UTF-8"),
+        ("fieldsTerminatedBy", "\\t"),
+        ("ignoreHeaderLines", "1"),
+    ):
+        if table.get(attribute) != wanted:
+            found.append(f"meta.xml: {location}: {attribute} is not {wanted}")
+    if not table.get("rowType"):
+        found.append(f"meta.xml: {location}: no rowType")
+    key = table.find(_TEXT + ("id" if kind == "core" else "coreid"))
+    if key is None or key.get("index") != "0":
+        found.append(f"meta.xml: {location}: its {'id' if kind == 'core' else 'coreid'} "
+                     "is not column 0")  # fmt: skip
+    terms: list[str] = []
+    for field in table.findall(_TEXT + "field"):
+        index_text, term = field.get("index", ""), field.get("term", "")
+        if not index_text.isdigit() or int(index_text) >= columns:
+            found.append(f"meta.xml: {location}: field {term} has no column {index_text}")
+        if not _URI.fullmatch(term):
+            found.append(f"meta.xml: {location}: field {index_text} names no term URI")
+        terms.append(term)
+    for term in repeated_ids(terms):
+        found.append(f"meta.xml: {location}: {term} is named twice")
     return found

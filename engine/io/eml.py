@@ -233,24 +233,7 @@ def check_eml(data: bytes) -> list[str]:
 
 
 def _check_dataset(dataset: ET.Element) -> list[str]:
-    found: list[str] = []
-    order = {name: index for index, (name, _, _) in enumerate(_DATASET)}
-    last = -1
-    counts: dict[str, int] = {}
-    for child in dataset:
-        tag = str(child.tag)
-        if tag not in order:
-            found.append(f"eml.xml: dataset may not hold {tag}")
-            continue
-        if order[tag] < last:
-            found.append(f"eml.xml: dataset's {tag} comes too late (the profile's order)")
-        last = max(last, order[tag])
-        counts[tag] = counts.get(tag, 0) + 1
-    for name, required, repeats in _DATASET:
-        if required and not counts.get(name):
-            found.append(f"eml.xml: dataset needs a {name}")
-        if not repeats and counts.get(name, 0) > 1:
-            found.append(f"eml.xml: dataset holds {name} only once")
+    found = _check_dataset_children(dataset)
     for title in dataset.findall("title"):
         if not _text(title):
             found.append("eml.xml: an empty title")
@@ -272,6 +255,30 @@ def _check_dataset(dataset: ET.Element) -> list[str]:
     methods = dataset.find("methods")
     if methods is not None:
         found.extend(_check_methods(methods))
+    return found
+
+
+def _check_dataset_children(dataset: ET.Element) -> list[str]:
+    """The dataset's elements against the profile: known ones, in its order, the required
+    ones there, the single ones once."""
+    found: list[str] = []
+    order = {name: index for index, (name, _, _) in enumerate(_DATASET)}
+    last = -1
+    counts: dict[str, int] = {}
+    for child in dataset:
+        tag = str(child.tag)
+        if tag not in order:
+            found.append(f"eml.xml: dataset may not hold {tag}")
+            continue
+        if order[tag] < last:
+            found.append(f"eml.xml: dataset's {tag} comes too late (the profile's order)")
+        last = max(last, order[tag])
+        counts[tag] = counts.get(tag, 0) + 1
+    for name, required, repeats in _DATASET:
+        if required and not counts.get(name):
+            found.append(f"eml.xml: dataset needs a {name}")
+        if not repeats and counts.get(name, 0) > 1:
+            found.append(f"eml.xml: dataset holds {name} only once")
     return found
 
 

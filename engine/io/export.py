@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from engine.benchmarks.runner import JudgmentResolver, catalog_docid
-from engine.catalog import Collection, Image, Judgment, JudgmentEvent, Query
+from engine.catalog import Collection, Image, Judgment, Query
 from engine.catalog.backup import safety_backup
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
@@ -33,6 +33,7 @@ from engine.catalog.reads import PhotoDetails, photo_details
 from engine.errors import BadInputError, QuadratError
 from engine.evaluation.evaluate import (
     BenchmarkJudgment,
+    BenchmarkQuery,
     load_judgment_lines,
     load_queries_csv,
     trec_qrels_text,
@@ -54,7 +55,15 @@ from engine.judgments.attributes import (
     normalize_value,
     write_changes,
 )
-from engine.judgments.queries import ADJUDICATION, JUDGMENT, QueryStore, find_query, insert_query
+from engine.judgments.queries import (
+    ADJUDICATION,
+    JUDGMENT,
+    JudgmentAct,
+    QueryStore,
+    find_query,
+    insert_query,
+    record_judgment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -572,6 +581,50 @@ def import_benchmark(
     """
     if queries_path is None and judgments_path is None:
         raise BadInputError("give a queries file, a judgments file, or both")
+    files = _read_import(library, queries_path, judgments_path, judge)
+    resolver = JudgmentResolver(library) if files.lines else None
+    backup = safety_backup(library.root, library.catalog.engine.url, reason="before-import")
+    catalog = library.catalog
+    with catalog.session() as s:
+        catalog.serialize(s, _IMPORT_LOCK)
+        if queries_path is not None:
+            finder = _QueryFinder(s)
+            mapping = {q.query_id: finder.find_or_create(q.text) for q in files.queries}
+            count = len(files.queries)
+        else:
+            query_ids = [j.query_id for _, j in files.lines]
+            mapping, count = _saved_queries_for(s, query_ids, files.described)
+        judged, unresolved = _write_judgments(s, files, mapping, resolver)
+    catalog.checkpoint_wal()  # a plain copy of the catalog file now holds the import too
+    log.info("imported %d judgments; the catalog before the import is in %s", judged, backup)
+    return ImportReport(count, judged, unresolved, mapping, backup)
+
+
+@dataclass(frozen=True)
+class _ImportFiles:
+    """A benchmark import's files, read and checked before anything is written: the queries,
+    each judgment with its line and judge, the lines that adjudicate, the attribute cells
+    and the query columns of a judgments file read without a queries file."""
+
+    queries: list[BenchmarkQuery]
+    lines: list[tuple[int, BenchmarkJudgment]]
+    judge_cells: dict[int, str]
+    user: str
+    adjudicated: set[int]
+    attribute_cells: dict[int, dict[str, str]]
+    described: dict[str, QueryColumns]
+
+    def judge_of(self, line: int) -> str:
+        return self.judge_cells.get(line, self.user)
+
+
+def _read_import(
+    library: Library,
+    queries_path: str | Path | None,
+    judgments_path: str | Path | None,
+    judge: str | None,
+) -> _ImportFiles:
+    """Read and check an import's files (a bad one names its line; nothing is written)."""
     user = judge or QueryStore(library).user
     judge_cells = read_judge_column(judgments_path) if judgments_path is not None else {}
     adjudicated = read_adjudicated_lines(judgments_path) if judgments_path is not None else set()
@@ -595,84 +648,55 @@ def import_benchmark(
                 f"{judgments_path} line {line}: relevant {j.relevant} cannot be imported; use 0 "
                 "(not relevant) or a positive grade such as 1 (relevant); nothing was imported"
             )
-    judgments = [j for _, j in lines]
     attribute_cells = read_attribute_columns(judgments_path) if judgments_path is not None else {}
     described = (
         read_query_columns(judgments_path)
         if queries_path is None and judgments_path is not None
         else {}
     )
-    resolver = JudgmentResolver(library) if judgments else None
-    backup = safety_backup(library.root, library.catalog.engine.url, reason="before-import")
-    catalog = library.catalog
-    with catalog.session() as s:
-        catalog.serialize(s, _IMPORT_LOCK)
-        if queries_path is not None:
-            finder = _QueryFinder(s)
-            mapping = {q.query_id: finder.find_or_create(q.text) for q in queries}
-            count = len(queries)
-        else:
-            mapping, count = _saved_queries_for(s, [j.query_id for j in judgments], described)
-        judged = unresolved = 0
-        rows = {
-            (row.query_id, row.image_id): row
-            for row in s.scalars(
-                select(Judgment).where(Judgment.query_id.in_(set(mapping.values())))
-            )
-        }
-        now = utcnow()
-        settled = adjudicated_photos(s, set(mapping.values()))
-        for line, j in lines:
-            saved = mapping.get(j.query_id)
-            image_id = resolver(j) if saved is not None and resolver is not None else None
-            if saved is None or image_id is None:
-                unresolved += 1
-                continue
-            who = judge_cells.get(line, user)
-            # As `QueryStore.judge` records a judgment or an adjudication: the act, and the
-            # newest per photo (an adjudication settles the photo from here on).
-            kind = ADJUDICATION if line in adjudicated else JUDGMENT
-            s.add(
-                JudgmentEvent(
-                    query_id=saved,
-                    image_id=image_id,
-                    relevance=j.relevant,
-                    judged_by=who,
-                    judged_at=now,
-                    kind=kind,
-                )
-            )
-            row = rows.get((saved, image_id))
-            if kind == ADJUDICATION:
-                settled.add((saved, image_id))
-                if row is not None:
-                    row.relevance, row.judged_by, row.judged_at = j.relevant, who, now
-                else:
-                    row = rows[saved, image_id] = Judgment(query_id=saved, image_id=image_id,
-                        relevance=j.relevant, judged_by=who, judged_at=now)  # fmt: skip
-                    s.add(row)
-            elif (saved, image_id) in settled:
-                pass  # an adjudicated photo keeps its adjudication (the act is kept above)
-            elif row is None:
-                row = rows[saved, image_id] = Judgment(
-                    query_id=saved,
-                    image_id=image_id,
-                    relevance=j.relevant,
-                    judged_by=who,
-                    judged_at=now,
-                )
-                s.add(row)
-            else:
-                row.relevance, row.judged_by, row.judged_at = j.relevant, who, now
-            cells = attribute_cells.get(line)
-            if cells:
-                # A value sets the term (an event, as an edit in the window); an empty cell
-                # leaves the library's value alone: a file never clears what was typed.
-                changes = {term: normalize_value(term, value) for term, value in cells.items()}
-                write_changes(s, saved, image_id, changes, who, now)
-            judged += 1
-            if judged % _FLUSH_EVERY == 0:
-                s.flush()
-    catalog.checkpoint_wal()  # a plain copy of the catalog file now holds the import too
-    log.info("imported %d judgments; the catalog before the import is in %s", judged, backup)
-    return ImportReport(count, judged, unresolved, mapping, backup)
+    return _ImportFiles(queries, lines, judge_cells, user, adjudicated, attribute_cells, described)
+
+
+def _write_judgments(
+    s: Session,
+    files: _ImportFiles,
+    mapping: Mapping[str, int],
+    resolver: JudgmentResolver | None,
+) -> tuple[int, int]:
+    """Write an import's judgments in the caller's transaction, each as `QueryStore.judge`
+    records it (`record_judgment`), with its attribute cells. Returns (judged, unresolved)."""
+    judged = unresolved = 0
+    rows = {
+        (row.query_id, row.image_id): row
+        for row in s.scalars(select(Judgment).where(Judgment.query_id.in_(set(mapping.values()))))
+    }
+    now = utcnow()
+    settled = adjudicated_photos(s, set(mapping.values()))
+    for line, j in files.lines:
+        saved = mapping.get(j.query_id)
+        image_id = resolver(j) if saved is not None and resolver is not None else None
+        if saved is None or image_id is None:
+            unresolved += 1
+            continue
+        who = files.judge_of(line)
+        # As `QueryStore.judge` records a judgment or an adjudication: the act, and the
+        # newest per photo (an adjudication settles the photo from here on).
+        kind = ADJUDICATION if line in files.adjudicated else JUDGMENT
+        key = (saved, image_id)
+        act = JudgmentAct(saved, image_id, j.relevant, who, now, kind)
+        keep = kind == JUDGMENT and key in settled
+        row = record_judgment(s, act, rows.get(key), shown=j.relevant, settled=keep)
+        if row is not None:
+            rows[key] = row
+        if kind == ADJUDICATION:
+            settled.add(key)
+        cells = files.attribute_cells.get(line)
+        if cells:
+            # A value sets the term (an event, as an edit in the window); an empty cell
+            # leaves the library's value alone: a file never clears what was typed.
+            changes = {term: normalize_value(term, value) for term, value in cells.items()}
+            write_changes(s, saved, image_id, changes, who, now)
+        judged += 1
+        if judged % _FLUSH_EVERY == 0:
+            s.flush()
+    return judged, unresolved

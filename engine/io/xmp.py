@@ -187,7 +187,21 @@ def merge_keywords(
     in the hierarchy. Everything else in the document is kept. Raises `SidecarUnreadable` for
     a document that is not XMP."""
     keywords = list(keywords)
-    replaces = tuple(replaces)
+    root, rdf = _parsed(existing)
+    removed, verdicts, kept = _merge_hierarchy(rdf, keywords, tuple(replaces))
+    terms = {t for t in (_flat_term(k) for k in kept) if t is not None}
+    stale = removed | ({RELEVANT, NOT_RELEVANT} if verdicts else set())
+    new_terms = [t for t in (_flat_term(k) for k in keywords) if t is not None]
+    if new_terms or rdf.find(f".//{_q(NS_DC, 'subject')}") is not None:
+        _merge_flat(rdf, new_terms, stale, terms)
+    ET.indent(root, space=" ")
+    body = ET.tostring(root, encoding="unicode")
+    return (_PACKET_BEGIN + body + _PACKET_END).encode("utf-8")
+
+
+def _parsed(existing: bytes | None) -> tuple[ET.Element, ET.Element]:
+    """(document root, its rdf:RDF) of a sidecar, or of a new one for None or blank bytes;
+    `SidecarUnreadable` for a document that is not XMP."""
     if existing is None or not existing.strip(b"\x00 \t\r\n"):
         _register_prefixes(b"<x/>")
         root = _new_document()
@@ -203,6 +217,14 @@ def merge_keywords(
     rdf = root if root.tag == _q(NS_RDF, "RDF") else root.find(f".//{_q(NS_RDF, 'RDF')}")
     if rdf is None:
         raise SidecarUnreadable("no rdf:RDF element")
+    return root, rdf
+
+
+def _merge_hierarchy(
+    rdf: ET.Element, keywords: list[str], replaces: tuple[str, ...]
+) -> tuple[set[str], bool, set[str]]:
+    """lr:hierarchicalSubject with the keywords under `replaces` taken out and `keywords`
+    added: (the leaves taken out, whether a verdict was or is there, the keywords kept)."""
     hierarchical = _bag(rdf, NS_LR, "hierarchicalSubject")
     removed: set[str] = set()
     verdicts = False
@@ -218,24 +240,23 @@ def merge_keywords(
             _add_item(hierarchical, keyword)
             kept.add(keyword)
     verdicts = verdicts or any(_is_verdict(k) for k in kept)
-    terms = {t for t in (_flat_term(k) for k in kept) if t is not None}
-    stale = removed | ({RELEVANT, NOT_RELEVANT} if verdicts else set())
-    new_terms = [t for t in (_flat_term(k) for k in keywords) if t is not None]
-    if new_terms or rdf.find(f".//{_q(NS_DC, 'subject')}") is not None:
-        flat = _bag(rdf, NS_DC, "subject")
-        for item in _items(flat):
-            if (item.text or "") in stale and item.text not in terms:
-                flat.remove(item)
-        have = {item.text or "" for item in _items(flat)}
-        for term in new_terms:
-            if term not in have:
-                _add_item(flat, term)
-                have.add(term)
-        if not have:  # an emptied dc:subject goes, rather than stay an empty bag
-            _remove_property(rdf, NS_DC, "subject")
-    ET.indent(root, space=" ")
-    body = ET.tostring(root, encoding="unicode")
-    return (_PACKET_BEGIN + body + _PACKET_END).encode("utf-8")
+    return removed, verdicts, kept
+
+
+def _merge_flat(rdf: ET.Element, new_terms: list[str], stale: set[str], terms: set[str]) -> None:
+    """dc:subject with the `stale` terms no kept keyword holds (`terms`) taken out and
+    `new_terms` added; emptied, it goes rather than stay an empty bag."""
+    flat = _bag(rdf, NS_DC, "subject")
+    for item in _items(flat):
+        if (item.text or "") in stale and item.text not in terms:
+            flat.remove(item)
+    have = {item.text or "" for item in _items(flat)}
+    for term in new_terms:
+        if term not in have:
+            _add_item(flat, term)
+            have.add(term)
+    if not have:
+        _remove_property(rdf, NS_DC, "subject")
 
 
 # -- writing a query's sidecars -----------------------------------------------------------

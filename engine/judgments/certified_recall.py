@@ -358,14 +358,9 @@ def certify_recall(
             to_judge=len(unjudged), expected=guess, next_ids=unjudged, found=known,
         )  # fmt: skip
     rate = sample_rate(found, target, confidence)
-    below = order[depth:]
-    draws = unit_uniforms(below, seed)
-    in_sample = draws < rate
-    sample_ids = below[in_sample][np.argsort(draws[in_sample], kind="stable")]
-    sample_marks = [judgments.get(int(i)) for i in sample_ids.tolist()]
-    unjudged_sample = [int(i) for i, m in zip(sample_ids.tolist(), sample_marks, strict=True)
-                       if m is None]  # fmt: skip
-    sample_relevant = sum(1 for m in sample_marks if m)
+    in_sample, sample_ids, unjudged_sample, sample_relevant = _drawn_sample(
+        order[depth:], rate, seed, judgments
+    )
     sample_judged = len(sample_ids) - len(unjudged_sample)
     plan_cost = depth + len(sample_ids)
     if unjudged_sample:
@@ -377,27 +372,10 @@ def certify_recall(
             found=found,
         )  # fmt: skip
     # The review: walk the judged top from the census down, the first rank that certifies.
-    prefix = n
-    for position, mark in enumerate(marks):
-        if mark is None:
-            prefix = position
-            break
-    relevant = np.array([1 if m else 0 for m in marks], dtype=np.int64)
-    irrelevant_judged = np.array([1 if m is not None and not m else 0 for m in marks])
-    sampled = np.zeros(n, dtype=bool)
-    sampled[depth:] = in_sample
-    sampled_relevant_after = _after(sampled & (relevant > 0))
-    irrelevant_after = _after(irrelevant_judged > 0)
-    top_relevant = np.concatenate([[0], np.cumsum(relevant)])
-    stop, bound = None, None
-    for k in range(depth, prefix + 1):
-        x = int(sampled_relevant_after[k])
-        cap = (n - k) - int(irrelevant_after[k])
-        bound = min(missed_bound(x, rate, alpha), cap)
-        f = int(top_relevant[k])
-        if f >= target * (f + bound):
-            stop = k
-            break
+    prefix = next((position for position, mark in enumerate(marks) if mark is None), n)
+    walk = _review_walk(marks, depth, prefix, in_sample, rate, alpha, target)
+    stop, bound = walk.stop, walk.bound
+    sampled_relevant_after, top_relevant = walk.sampled_relevant_after, walk.top_relevant
     if stop is not None:
         f = int(top_relevant[stop])
         return state(
@@ -409,7 +387,7 @@ def certify_recall(
         )  # fmt: skip
     x_here = int(sampled_relevant_after[prefix])
     # The review usually ends below the deepest relevant sample photo (each adds 1/q to U).
-    deepest = int(np.flatnonzero(sampled & (relevant > 0)).max() + 1) if x_here else prefix + 1
+    deepest = int(np.flatnonzero(walk.sampled_relevant).max() + 1) if x_here else prefix + 1
     ahead = [int(i) for i, m in zip(order[prefix:].tolist(), marks[prefix:], strict=True)
              if m is None]  # fmt: skip
     review_left = sum(1 for m in marks[prefix:deepest] if m is None)
@@ -420,6 +398,65 @@ def certify_recall(
         expected=judged + review_left, next_ids=ahead[:batch], found=int(top_relevant[prefix]),
         sample_relevant_below=x_here, judged_top=prefix,
     )  # fmt: skip
+
+
+def _drawn_sample(
+    below: np.ndarray, rate: float, seed: int, judgments: Mapping[int, int]
+) -> tuple[np.ndarray, np.ndarray, list[int], int]:
+    """The Bernoulli sample at `rate` of the photos below the census (each photo's seeded
+    uniform draw under the rate): which positions are in it, its photos in draw order, those
+    not judged yet, and how many of it are judged relevant."""
+    draws = unit_uniforms(below, seed)
+    in_sample = draws < rate
+    sample_ids = below[in_sample][np.argsort(draws[in_sample], kind="stable")]
+    sample_marks = [judgments.get(int(i)) for i in sample_ids.tolist()]
+    unjudged = [int(i) for i, m in zip(sample_ids.tolist(), sample_marks, strict=True) if m is None]
+    return in_sample, sample_ids, unjudged, sum(1 for m in sample_marks if m)
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The review's walk down the judged top: the first rank that certifies (None: none yet)
+    and the bound there (at the last rank tried when none does), with the counts it read."""
+
+    stop: int | None
+    bound: int | None
+    sampled_relevant: np.ndarray  # per position: a sample photo judged relevant
+    sampled_relevant_after: np.ndarray  # a[k]: such photos at positions k..
+    top_relevant: np.ndarray  # a[k]: relevant photos among the first k
+
+
+def _review_walk(
+    marks: Sequence[int | None],
+    depth: int,
+    prefix: int,
+    in_sample: np.ndarray,
+    rate: float,
+    alpha: float,
+    target: float,
+) -> _Walk:
+    """From the census depth down to the judged top `prefix`, the first rank k whose found
+    relevant photos reach the target share of found plus the bound on those missed below k
+    (the sample's exact bound, capped by the photos below k not judged irrelevant)."""
+    n = len(marks)
+    relevant = np.array([1 if m else 0 for m in marks], dtype=np.int64)
+    irrelevant_judged = np.array([1 if m is not None and not m else 0 for m in marks])
+    sampled = np.zeros(n, dtype=bool)
+    sampled[depth:] = in_sample
+    sampled_relevant = sampled & (relevant > 0)
+    sampled_relevant_after = _after(sampled_relevant)
+    irrelevant_after = _after(irrelevant_judged > 0)
+    top_relevant = np.concatenate([[0], np.cumsum(relevant)])
+    stop, bound = None, None
+    for k in range(depth, prefix + 1):
+        x = int(sampled_relevant_after[k])
+        cap = (n - k) - int(irrelevant_after[k])
+        bound = min(missed_bound(x, rate, alpha), cap)
+        f = int(top_relevant[k])
+        if f >= target * (f + bound):
+            stop = k
+            break
+    return _Walk(stop, bound, sampled_relevant, sampled_relevant_after, top_relevant)
 
 
 def _after(flags: np.ndarray) -> np.ndarray:

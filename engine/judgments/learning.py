@@ -539,6 +539,22 @@ def _share_draws(rng: np.random.Generator, alpha: float, beta: float, draws: int
     return rng.beta(alpha, beta, draws)
 
 
+def _band_counts(
+    ids: Sequence[int], sampled: int, judged: Mapping[int, int]
+) -> tuple[int, int, int, int, int]:
+    """A band's (size, sample size, relevant in the sample, relevant judged in the band,
+    judged in the band); its sample is the first `sampled` of `ids`."""
+    flags = [judged.get(i) for i in ids]
+    relevant = [value is not None and value > 0 for value in flags]
+    return (
+        len(ids),
+        sampled,
+        sum(relevant[:sampled]),
+        sum(relevant),
+        sum(1 for value in flags if value is not None),
+    )
+
+
 def estimate_recall(
     order: Sequence[int] | np.ndarray,
     judgments: Mapping[int, int],
@@ -578,11 +594,7 @@ def estimate_recall(
     lower = np.zeros(draws)
     upper = np.zeros(draws)
     for band in bands:
-        flags = [judged.get(i) for i in band.ids]
-        size, m = len(band.ids), band.sampled
-        r = sum(1 for value in flags[:m] if value is not None and value > 0)
-        known = sum(1 for value in flags if value is not None and value > 0)
-        judged_here = sum(1 for value in flags if value is not None)
+        size, m, r, known, judged_here = _band_counts(band.ids, band.sampled, judged)
         unseen: float | None = None
         if m == size:  # every photo of the band is judged
             unseen = 0.0

@@ -342,33 +342,8 @@ class QueryStore:
                 else preset_changes(s, query_id, image_id, previous, relevance)
             )
             filled = write_changes(s, query_id, image_id, changes, self.user, now)
-            s.add(
-                JudgmentEvent(
-                    query_id=query_id,
-                    image_id=image_id,
-                    relevance=relevance,
-                    judged_by=self.user,
-                    judged_at=now,
-                    kind=kind,
-                )
-            )
-            if kept:
-                pass
-            elif shown is None:
-                if row is not None:
-                    s.delete(row)
-            elif row is None:
-                s.add(
-                    Judgment(
-                        query_id=query_id,
-                        image_id=image_id,
-                        relevance=shown,
-                        judged_by=self.user,
-                        judged_at=now,
-                    )
-                )
-            else:
-                row.relevance, row.judged_by, row.judged_at = shown, self.user, now
+            act = JudgmentAct(query_id, image_id, relevance, self.user, now, kind)
+            record_judgment(s, act, row, shown=shown, settled=kept)
         # Committed pages into the catalog file itself: a plain copy of the file taken now (a
         # user's own backup while the window is open) holds this judgment, not only the -wal.
         catalog.checkpoint_wal()
@@ -452,6 +427,62 @@ def insert_query(s: Session, text: str, image_path: str | None = None) -> tuple[
     if found is None:  # the winner's row was deleted between the two statements
         raise BadInputError("another session deleted this saved query meanwhile; try again")
     return found, inserted
+
+
+@dataclass(frozen=True)
+class JudgmentAct:
+    """One act of judging: who marked which photo of which query how (None: cleared), when,
+    as a judgment or an adjudication."""
+
+    query_id: int
+    image_id: int
+    relevance: int | None
+    judged_by: str
+    judged_at: datetime
+    kind: str = JUDGMENT
+
+
+def record_judgment(
+    s: Session,
+    act: JudgmentAct,
+    row: Judgment | None,
+    *,
+    shown: int | None,
+    settled: bool = False,
+) -> Judgment | None:
+    """The one rule that writes a judgment, in the caller's transaction (`QueryStore.judge`,
+    the benchmark import): the act kept in `judgment_events`, and the photo's row in
+    `judgments` (`row`, as read) made to hold `shown` by the act's judge and time, or
+    removed when `shown` is None; a photo `settled` by an adjudication keeps its row. The
+    row `judgments` holds afterwards."""
+    s.add(
+        JudgmentEvent(
+            query_id=act.query_id,
+            image_id=act.image_id,
+            relevance=act.relevance,
+            judged_by=act.judged_by,
+            judged_at=act.judged_at,
+            kind=act.kind,
+        )
+    )
+    if settled:
+        return row
+    if shown is None:
+        if row is not None:
+            s.delete(row)
+        return None
+    if row is None:
+        row = Judgment(
+            query_id=act.query_id,
+            image_id=act.image_id,
+            relevance=shown,
+            judged_by=act.judged_by,
+            judged_at=act.judged_at,
+        )
+        s.add(row)
+        return row
+    row.relevance, row.judged_by, row.judged_at = shown, act.judged_by, act.judged_at
+    return row
 
 
 def _newest_event(

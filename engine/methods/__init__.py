@@ -15,7 +15,7 @@ from engine.methods.base import (
     params_to_dict,
     spec_label,
 )
-from engine.methods.context import MethodContext, search_hits
+from engine.methods.context import MethodContext
 from engine.methods.registry import (
     ENTRY_POINT_GROUP,
     MethodInfo,
@@ -26,6 +26,7 @@ from engine.methods.registry import (
     resolve_spec,
     spec_from_params,
 )
+from engine.methods.search import SearchJob, SearchResult, run_search, search_hits
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -37,7 +38,9 @@ __all__ = [
     "MethodSpec",
     "ModelManager",
     "Ranking",
+    "SearchJob",
     "SearchQuery",
+    "SearchResult",
     "get_method",
     "method_infos",
     "methods",
@@ -46,6 +49,7 @@ __all__ = [
     "params_to_dict",
     "reload",
     "resolve_spec",
+    "run_search",
     "search_hits",
     "spec_from_params",
     "spec_label",

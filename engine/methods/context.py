@@ -1,6 +1,6 @@
 """What a method may use while it runs: the library, its encoder, models, filters, progress,
-cancel, its listeners and the judgments it learns from; and `search_hits`, one search as
-`quadrat search` runs it.
+cancel, its listeners and the judgments it learns from (`engine.methods.search` runs one
+search in one).
 
 A context runs other methods by name (`run_method`), so it sits above the registry; the methods
 and `engine.methods.base` name it for typing only.
@@ -28,7 +28,7 @@ from engine.progress import CancelToken, ProgressCallback, no_progress
 if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.models.encoders import Encoder
-    from engine.search.searcher import Searcher, SearchFilters, SearchHit
+    from engine.search.searcher import Searcher, SearchFilters
 
 
 def _no_notify(_event: MethodEvent) -> None:
@@ -99,21 +99,3 @@ class MethodContext:
         """Run another method of the registry (a base under a reranker, a part of a fusion)."""
         resolved = resolve_spec(spec) if isinstance(spec, str) else spec
         return resolved.run(query, self, top_k=top_k, candidates=candidates)
-
-
-def search_hits(
-    library: Library,
-    encoder: Encoder,
-    query: SearchQuery,
-    spec: str = "text",
-    *,
-    top_k: int,
-    filters: SearchFilters | None = None,
-) -> list[SearchHit]:
-    """One search the way `quadrat search` runs it: the method `spec` from this registry over
-    `query` in a fresh `MethodContext`, its ranking turned into hits (paths, taxa) best first.
-    For scripts, the self-test and tests; the window and the command line build their own
-    context (progress, cancel, a generator, a language model) and take the same path."""
-    context = MethodContext(library, lambda: encoder, filters=filters)
-    ranking = resolve_spec(spec).run(query, context, top_k=top_k)
-    return context.searcher.hits_for(ranking.pairs())

@@ -19,9 +19,9 @@ fusion (`rrf`, docs/SPEC.md §2.1, tied scores sharing their rank).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,11 @@ from engine.methods.base import Method, Ranking, SearchQuery
 from engine.methods.context import MethodContext
 from engine.methods.fusion import reciprocal_rank_fusion, shared_ranks
 from engine.methods.text import TextMethod, TextParams
-from engine.terms import combine_vectors
+from engine.terms import QueryTerms, combine_vectors
+
+if TYPE_CHECKING:
+    from engine.models.encoders import Encoder
+    from engine.search.fulltext import TaxonMention
 
 FUSIONS = ("rrf", "weighted")
 TAXON_MODES = ("boost", "restrict", "off")
@@ -94,6 +98,74 @@ def _scaled(scores: dict[int, float]) -> dict[int, float]:
     return {i: (s - low) / (high - low) for i, s in scores.items()}
 
 
+def _clip_vectors(
+    terms: QueryTerms, clip_words: str, params: HybridParams, encoder: Encoder
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the rest of the words' vector, the vector the CLIP side searches with), each with the
+    + and - terms: within a restricted taxon the rest of the words, else the whole query."""
+    text_params = TextParams(template=params.template)
+    plus = [TextMethod.text_vector(t, text_params, encoder) for t in terms.plus]
+    minus = [TextMethod.text_vector(t, text_params, encoder) for t in terms.minus]
+
+    def words_vector(words: str) -> np.ndarray:
+        base = TextMethod.text_vector(words, text_params, encoder) if words else None
+        return combine_vectors(base, plus, minus)
+
+    rest_vector = words_vector(clip_words)
+    whole_vector = rest_vector if clip_words == terms.base else words_vector(terms.base)
+    return rest_vector, rest_vector if params.taxon == "restrict" else whole_vector
+
+
+def _details(
+    mentions: Sequence[TaxonMention],
+    params: HybridParams,
+    terms: QueryTerms,
+    clip_words: str,
+    words_text: str,
+) -> dict[str, Any]:
+    """What a hybrid run keeps in its saved params: the taxa the query names and the one
+    applied, what CLIP and the words searched, the fusion, the + / − terms."""
+    from engine.search.fulltext import fts_query
+
+    applied = bool(mentions) and params.taxon != "off"
+    details: dict[str, Any] = {
+        "taxon_mention": mentions[0].to_json() if mentions else None,
+        "taxon_mentions": [m.to_json() for m in mentions],
+        "taxon_applied": params.taxon if applied else "off",
+        "clip_text": clip_words,
+        "fts_query": fts_query(words_text, exclude=" ".join(terms.minus)),
+        "fusion": params.fusion,
+    }
+    if terms.has_terms:
+        details["terms"] = terms.to_json()
+    return details
+
+
+def _evidence(
+    shown: Sequence[int],
+    clip: Sequence[tuple[int, float]],
+    bm25: Sequence[tuple[int, float]],
+    found_words: Mapping[int, Any],
+    taxon_ids: np.ndarray | None,
+) -> dict[int, dict[str, Any]]:
+    """Per photo shown: the record words matched, its CLIP and words ranks, and (with a
+    named taxon applied, `taxon_ids` its photos) whether it is of the taxon."""
+    clip_rank = {i: r for r, (i, _) in enumerate(clip, start=1)}
+    text_rank = shared_ranks(bm25)
+    taxon_set = set(taxon_ids.tolist()) if taxon_ids is not None else set()
+    out: dict[int, dict[str, Any]] = {}
+    for image_id in shown:
+        evidence: dict[str, Any] = {
+            "record_words": found_words.get(image_id, {}),
+            "clip_rank": clip_rank.get(image_id),
+            "text_rank": text_rank.get(image_id),
+        }
+        if taxon_ids is not None:
+            evidence["taxon"] = image_id in taxon_set
+        out[image_id] = evidence
+    return out
+
+
 class HybridMethod(Method):
     key = "hybrid"
     label = "Hybrid"
@@ -115,7 +187,6 @@ class HybridMethod(Method):
         candidates: Sequence[int] | None = None,
     ) -> Ranking:
         from engine.search.fulltext import (
-            fts_query,
             matched_words,
             mention_image_ids,
             taxa_in_query,
@@ -134,18 +205,7 @@ class HybridMethod(Method):
         # collection (boost, off) the whole query is encoded, since outside the taxon its words
         # are what tells what to find (encoding only the rest there measured worse, see
         # docs/BENCHMARKS.md "Hybrid search").
-        text_params = TextParams(template=params.template)
-        encoder = context.encoder
-        plus = [TextMethod.text_vector(t, text_params, encoder) for t in terms.plus]
-        minus = [TextMethod.text_vector(t, text_params, encoder) for t in terms.minus]
-
-        def words_vector(words: str) -> np.ndarray:
-            base = TextMethod.text_vector(words, text_params, encoder) if words else None
-            return combine_vectors(base, plus, minus)
-
-        rest_vector = words_vector(clip_words)
-        whole_vector = rest_vector if clip_words == terms.base else words_vector(terms.base)
-        clip_vector = rest_vector if params.taxon == "restrict" else whole_vector
+        rest_vector, clip_vector = _clip_vectors(terms, clip_words, params, context.encoder)
         context.cancel.check()
 
         searcher = context.searcher
@@ -195,31 +255,10 @@ class HybridMethod(Method):
         if fixed is None:
             fused = fused[:top_k]
         ranking = Ranking.from_pairs(fused)
-
-        shown = ranking.ids
-        clip_rank = {i: r for r, (i, _) in enumerate(clip, start=1)}
-        text_rank = shared_ranks(bm25)
-        taxon_set = set(taxon_ids.tolist()) if taxon_ids is not None else set()
-        found_words = matched_words(catalog, shown, words_text)
-        for image_id in shown:
-            evidence: dict[str, Any] = {
-                "record_words": found_words.get(image_id, {}),
-                "clip_rank": clip_rank.get(image_id),
-                "text_rank": text_rank.get(image_id),
-            }
-            if mention is not None:
-                evidence["taxon"] = image_id in taxon_set
-            ranking.evidence[image_id] = evidence
-        ranking.details = {
-            "taxon_mention": mentions[0].to_json() if mentions else None,
-            "taxon_mentions": [m.to_json() for m in mentions],
-            "taxon_applied": params.taxon if mention is not None else "off",
-            "clip_text": clip_words,
-            "fts_query": fts_query(words_text, exclude=" ".join(terms.minus)),
-            "fusion": params.fusion,
-        }
-        if terms.has_terms:
-            ranking.details["terms"] = terms.to_json()
+        found_words = matched_words(catalog, ranking.ids, words_text)
+        in_named = taxon_ids if mention is not None else None
+        ranking.evidence.update(_evidence(ranking.ids, clip, bm25, found_words, in_named))
+        ranking.details = _details(mentions, params, terms, clip_words, words_text)
         return ranking
 
     @staticmethod

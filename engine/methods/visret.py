@@ -295,25 +295,13 @@ class VisRetMethod(Method):
             raise BadInputError(f"visret has nothing to search with: {why}")
         context.cancel.check()
         started = time.perf_counter()
-        vectors = np.zeros((0, 0), dtype=np.float32)
-        if usable:
-            vectors = np.asarray(
-                context.encoder.encode_images([d.image for d in usable if d.image is not None]),
-                dtype=np.float32,
-            )
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        text_vector = None
-        if params.include_text:
-            from engine.methods.text import TextMethod, TextParams
-
-            text_vector = TextMethod.text_vector(query.text, TextParams(), context.encoder)
+        rows = _query_vectors(usable, query, params, context)
         timings["encoding"] = time.perf_counter() - started
         searcher = context.searcher
         started = time.perf_counter()
         if params.fusion == "mean":
             # The mean similarity to the drawings is the similarity to their mean vector: one
             # exact search instead of a fusion of truncated lists.
-            rows = [*vectors] + ([text_vector] if text_vector is not None else [])
             mean = np.mean(np.stack(rows), axis=0).astype(np.float32)
             hits = searcher.ranked(mean, top_k, context.filters, candidates=candidates)
             timings["searching"] = time.perf_counter() - started
@@ -326,7 +314,6 @@ class VisRetMethod(Method):
             deep = top_k
             if candidates is None:
                 deep = max(top_k, params.depth or len(searcher.index))
-            rows = [*vectors] + ([text_vector] if text_vector is not None else [])
             lists = [
                 [i for i, _ in searcher.ranked(v, deep, context.filters, candidates=candidates)]
                 for v in rows
@@ -338,15 +325,8 @@ class VisRetMethod(Method):
             ranking = Ranking.from_pairs(fused[:limit])
             # Evidence for the window: where each fused photo stood in each list.
             sources = [f"drawing {d.index}" for d in usable]
-            sources += ["text"] if text_vector is not None else []
-            positions = [{i: rank for rank, i in enumerate(ranked, 1)} for ranked in lists]
-            for image_id in ranking.ids[:top_k]:
-                ranks = {
-                    source: where[image_id]
-                    for source, where in zip(sources, positions, strict=True)
-                    if image_id in where
-                }
-                ranking.evidence[image_id] = {"ranks": ranks}
+            sources += ["text"] if params.include_text else []
+            ranking.evidence.update(_list_ranks(ranking.ids[:top_k], sources, lists))
             timings["fusing"] = time.perf_counter() - started
         ranking.details.update(
             {
@@ -358,6 +338,43 @@ class VisRetMethod(Method):
             }
         )
         return ranking
+
+
+def _query_vectors(
+    usable: Sequence[Drawing], query: SearchQuery, params: VisRetParams, context: MethodContext
+) -> list[np.ndarray]:
+    """The vectors searched with: each usable drawing's (unit length), then the text query's
+    when `include_text`."""
+    rows: list[np.ndarray] = []
+    if usable:
+        vectors = np.asarray(
+            context.encoder.encode_images([d.image for d in usable if d.image is not None]),
+            dtype=np.float32,
+        )
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        rows.extend(vectors)
+    if params.include_text:
+        from engine.methods.text import TextMethod, TextParams
+
+        rows.append(TextMethod.text_vector(query.text, TextParams(), context.encoder))
+    return rows
+
+
+def _list_ranks(
+    shown: Sequence[int], sources: Sequence[str], lists: Sequence[Sequence[int]]
+) -> dict[int, dict[str, Any]]:
+    """Evidence for the window: where each fused photo stood in each source's list."""
+    positions = [{i: rank for rank, i in enumerate(ranked, 1)} for ranked in lists]
+    return {
+        image_id: {
+            "ranks": {
+                source: where[image_id]
+                for source, where in zip(sources, positions, strict=True)
+                if image_id in where
+            }
+        }
+        for image_id in shown
+    }
 
 
 def drawing_details(drawings: Sequence[Drawing], left_out: set[int]) -> list[dict[str, Any]]:

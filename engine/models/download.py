@@ -319,6 +319,21 @@ class HubDownloads(StoreFolders):
     ) -> None:
         """Fetch `url` into `part`, resuming from its current size with an HTTP Range."""
         have = part.stat().st_size if part.exists() else 0
+        opened = self._open_resumed(url, have, key)
+        if opened is None:
+            return  # nothing left to fetch: the partial file is whole
+        response, expected = opened
+        with response:
+            start = _resume_start(response, have, part, key)
+            length = int(response.headers.get("Content-Length") or 0)
+            total = start + length if length else 0
+            self._copy_body(response, part, start, total, key, progress, cancel)
+        _check_fetched(url, part, key, total, expected)
+
+    def _open_resumed(self, url: str, have: int, key: str) -> tuple[Any, str | None] | None:
+        """The answer to a request for `url` from byte `have` on, and the sha256 the hub
+        vouches for; None when the server says nothing is left (416 on a resume). A missing
+        or forbidden file raises `_Missing`; any other failure a one-line `unavailable`."""
         headers = dict(HEADERS)
         if have:
             headers["Range"] = f"bytes={have}-"
@@ -326,60 +341,46 @@ class HubDownloads(StoreFolders):
         if token and _origin(url) == _origin(self.endpoint):
             headers["Authorization"] = f"Bearer {token}"  # only to the hub, never elsewhere
         try:
-            response, expected = _open(url, headers, self.timeout_seconds)
+            return _open(url, headers, self.timeout_seconds)
         except urllib.error.HTTPError as error:
             if error.code == 416 and have:
-                return  # nothing left to fetch: the partial file is whole
+                return None
             if error.code in (401, 403, 404):
                 raise _Missing() from None
             raise unavailable(key, f"the server answered HTTP {error.code}") from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise unavailable(key, one_line(reason)) from None
-        with response:
-            start = have if response.status == 206 else 0
-            if response.status == 206 and _range_start(response) != have:
-                if _range_start(response) != 0:  # bytes from elsewhere: never spliced in
-                    part.unlink(missing_ok=True)
-                    raise unavailable(
-                        key, "the server resumed the download at the wrong place (run it again)"
-                    )
-                start = 0  # the whole file after all: written from its start
-            length = int(response.headers.get("Content-Length") or 0)
-            total = start + length if length else 0
-            meter = RateMeter(total)
-            done = start
-            progress(meter.update(done, key))
-            with part.open("ab" if start else "wb") as handle:
-                while True:
-                    if cancel is not None and cancel.cancelled:
-                        raise Cancelled()
-                    try:
-                        chunk = response.read(self.chunk_bytes)
-                    except OSError as error:
-                        raise unavailable(
-                            key, f"the download broke off: {one_line(error)}"
-                        ) from None
-                    if not chunk:
-                        break
-                    handle.write(chunk)
-                    done += len(chunk)
-                    self.bytes_fetched += len(chunk)
-                    progress(meter.update(done, key))  # per chunk: views throttle their own
-        if total and part.stat().st_size != total:
-            raise unavailable(key, "the download broke off (run it again to resume)")
-        if expected and file_sha256(part) != expected:
-            part.unlink(missing_ok=True)
-            raise ModelLoadError(
-                f"the download of {key} was damaged (its sha256 does not match); run it again"
-            )
-        if not expected and url.endswith(".safetensors") and not whole_safetensors(part):
-            # No sha256 from the server to check it against: the file's own shape must hold.
-            part.unlink(missing_ok=True)
-            raise ModelLoadError(
-                f"the download of {key} is not a whole safetensors file (cut short or "
-                "damaged on the way); run it again"
-            )
+
+    def _copy_body(
+        self,
+        response: Any,
+        part: Path,
+        start: int,
+        total: int,
+        key: str,
+        progress: ProgressCallback,
+        cancel: CancelToken | None,
+    ) -> None:
+        """The answer's bytes into `part` from byte `start` on, chunk by chunk, with progress
+        and cancel between chunks."""
+        meter = RateMeter(total)
+        done = start
+        progress(meter.update(done, key))
+        with part.open("ab" if start else "wb") as handle:
+            while True:
+                if cancel is not None and cancel.cancelled:
+                    raise Cancelled()
+                try:
+                    chunk = response.read(self.chunk_bytes)
+                except OSError as error:
+                    raise unavailable(key, f"the download broke off: {one_line(error)}") from None
+                if not chunk:
+                    break
+                handle.write(chunk)
+                done += len(chunk)
+                self.bytes_fetched += len(chunk)
+                progress(meter.update(done, key))  # per chunk: views throttle their own
 
     # -- installing ----------------------------------------------------------------------------
 
@@ -466,3 +467,36 @@ def _range_start(response: Any) -> int | None:
         return None
     first = found.removeprefix("bytes ").split("-", 1)[0]
     return int(first) if first.isdigit() else None
+
+
+def _resume_start(response: Any, have: int, part: Path, key: str) -> int:
+    """Where the answer's bytes go in `part`: after the `have` bytes already there when the
+    server resumed there, else from the start (it sent the whole file). A resume from any
+    other offset is never spliced in: the partial file goes, in one line."""
+    if response.status != 206:
+        return 0
+    if _range_start(response) == have:
+        return have
+    if _range_start(response) != 0:  # bytes from elsewhere: never spliced in
+        part.unlink(missing_ok=True)
+        raise unavailable(key, "the server resumed the download at the wrong place (run it again)")
+    return 0  # the whole file after all: written from its start
+
+
+def _check_fetched(url: str, part: Path, key: str, total: int, expected: str | None) -> None:
+    """A finished download checked: its full size, the sha256 the hub vouched for, else (for
+    safetensors weights) a whole file by its own shape; a damaged one is removed."""
+    if total and part.stat().st_size != total:
+        raise unavailable(key, "the download broke off (run it again to resume)")
+    if expected and file_sha256(part) != expected:
+        part.unlink(missing_ok=True)
+        raise ModelLoadError(
+            f"the download of {key} was damaged (its sha256 does not match); run it again"
+        )
+    if not expected and url.endswith(".safetensors") and not whole_safetensors(part):
+        # No sha256 from the server to check it against: the file's own shape must hold.
+        part.unlink(missing_ok=True)
+        raise ModelLoadError(
+            f"the download of {key} is not a whole safetensors file (cut short or "
+            "damaged on the way); run it again"
+        )

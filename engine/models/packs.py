@@ -348,6 +348,33 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
     its config and weights, a generator's or VLM's pack the files its manifest lists, each at a
     relative path inside the model's folder."""
     refuse = f"{pack} is not a Quadrat model pack"
+    names = _plain_entries(archive, refuse)
+    manifest, version = _read_manifest(archive, pack, refuse)
+    role = manifest.get("role", "encoder")
+    if role == "encoder":
+        expected = {CONFIG_NAME, WEIGHTS_NAME}
+    elif isinstance(role, str) and role in ROLE_NAMES and version >= 2:
+        expected = _repository_entries(manifest, names, refuse)
+    else:
+        raise BadInputError(f"{refuse} (unknown role {str(role)[:40]!r}); nothing was installed")
+    _check_file_list(manifest, names, expected, refuse)
+    if not isinstance(manifest.get("spec"), str):
+        raise BadInputError(f"{refuse} (it names no model); nothing was installed")
+    if role == "encoder":
+        store_key(manifest["spec"])  # a named model, or BadInputError
+        return manifest
+    offer = offer_for(manifest["spec"])
+    if offer is None or offer.role != role:
+        raise BadInputError(
+            f"{pack} holds {str(manifest['spec'])[:80]!r}, which is not among the "
+            f"{ROLE_NAMES[role]}s this Quadrat offers; nothing was installed"
+        )
+    return manifest
+
+
+def _plain_entries(archive: zipfile.ZipFile, refuse: str) -> list[str]:
+    """The archive's entry names: not too many, plain files only, none twice (letter case
+    aside), the manifest among them."""
     entries = archive.infolist()
     if len(entries) > _MAX_ENTRIES:
         raise BadInputError(f"{refuse} (it holds {len(entries)} entries); nothing was installed")
@@ -365,6 +392,12 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
         raise BadInputError(f"{refuse} (it holds an entry twice); nothing was installed")
     if MANIFEST_NAME not in names:
         raise BadInputError(f"{refuse} (no {MANIFEST_NAME}); nothing was installed")
+    return names
+
+
+def _read_manifest(archive: zipfile.ZipFile, pack: Path, refuse: str) -> tuple[dict[str, Any], int]:
+    """The manifest read (size-limited JSON) and its format and version checked: (manifest,
+    version)."""
     unreadable = f"{refuse} (unreadable {MANIFEST_NAME}); nothing was installed"
     try:
         with archive.open(MANIFEST_NAME) as handle:
@@ -384,13 +417,14 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
         )
     if version > PACK_VERSION:
         raise BadInputError(f"{pack} was made by a newer Quadrat; nothing was installed")
-    role = manifest.get("role", "encoder")
-    if role == "encoder":
-        expected = {CONFIG_NAME, WEIGHTS_NAME}
-    elif isinstance(role, str) and role in ROLE_NAMES and version >= 2:
-        expected = _repository_entries(manifest, names, refuse)
-    else:
-        raise BadInputError(f"{refuse} (unknown role {str(role)[:40]!r}); nothing was installed")
+    return manifest, version
+
+
+def _check_file_list(
+    manifest: dict[str, Any], names: list[str], expected: set[str], refuse: str
+) -> None:
+    """Every entry is expected, and the manifest lists exactly the expected files, each in
+    the archive with a sha256 and a size."""
     for name in names:
         if name != MANIFEST_NAME and name not in expected:
             raise BadInputError(
@@ -401,29 +435,21 @@ def _pack_manifest(archive: zipfile.ZipFile, pack: Path) -> dict[str, Any]:
         not isinstance(files, dict)
         or set(files) != expected
         or not set(files) <= set(names)
-        or not all(
-            isinstance(entry, dict)
-            and isinstance(entry.get("sha256"), str)
-            and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
-            and isinstance(entry.get("size"), int)
-            and not isinstance(entry.get("size"), bool)
-            and entry["size"] >= 0
-            for entry in files.values()
-        )
+        or not all(_listed_file(entry) for entry in files.values())
     ):
         raise BadInputError(f"{refuse} (its file list is wrong); nothing was installed")
-    if not isinstance(manifest.get("spec"), str):
-        raise BadInputError(f"{refuse} (it names no model); nothing was installed")
-    if role == "encoder":
-        store_key(manifest["spec"])  # a named model, or BadInputError
-        return manifest
-    offer = offer_for(manifest["spec"])
-    if offer is None or offer.role != role:
-        raise BadInputError(
-            f"{pack} holds {str(manifest['spec'])[:80]!r}, which is not among the "
-            f"{ROLE_NAMES[role]}s this Quadrat offers; nothing was installed"
-        )
-    return manifest
+
+
+def _listed_file(entry: object) -> bool:
+    """A manifest's file entry: a lower-case hex sha256 and a size in bytes."""
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]) is not None
+        and isinstance(entry.get("size"), int)
+        and not isinstance(entry.get("size"), bool)
+        and entry["size"] >= 0
+    )
 
 
 def _repository_entries(manifest: dict[str, Any], names: list[str], refuse: str) -> set[str]:

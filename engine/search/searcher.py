@@ -22,6 +22,7 @@ from engine.search.filters import SearchFilters, filtered_ids
 from engine.terms import QueryTerms, parse_terms
 
 if TYPE_CHECKING:
+    from engine.catalog.pgvector import PgVectorIndex
     from engine.models.encoders import Encoder
     from engine.vectors.index import VectorIndex
 
@@ -97,7 +98,8 @@ class Searcher:
         self.encoder = encoder
 
     @property
-    def index(self) -> VectorIndex:
+    def index(self) -> VectorIndex | PgVectorIndex:
+        """The model's vector index: a FAISS file here, or the catalog's server (pgvector)."""
         return self.library.vector_index(self.encoder.model_key)
 
     def encode_image_file(self, path: str | Path) -> np.ndarray:

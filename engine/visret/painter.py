@@ -166,56 +166,71 @@ def parse_prompt(prompt: str) -> ParsedPrompt:
     """Read colours, shapes, counts, sizes, a relation, a background and occlusion from the
     prompt's words; unknown words are ignored."""
     words = re.findall(r"[a-z]+|\d+", prompt.lower())
-    parsed = ParsedPrompt()
-    current = _Phrase()
-
-    def close() -> None:
-        nonlocal current
-        if not current.empty:
-            parsed.phrases.append(current)
-        current = _Phrase()
-
+    reader = _PromptReader()
     i = 0
     while i < len(words):
-        word = _singular(words[i])
-        relation = next(
-            (name for phrase, name in _RELATIONS if tuple(words[i : i + len(phrase)]) == phrase),
-            None,
-        )
-        if relation is not None and (parsed.phrases or not current.empty):
-            close()
-            if parsed.relation is None:
-                parsed.relation = relation
-            i += next(len(p) for p, name in _RELATIONS if tuple(words[i : i + len(p)]) == p)
+        relation = _relation_at(words, i)
+        if relation is not None and (reader.parsed.phrases or not reader.current.empty):
+            reader.close()
+            if reader.parsed.relation is None:
+                reader.parsed.relation = relation[0]
+            i += relation[1]
             continue
+        reader.read(_singular(words[i]), words[i - 1] if i else None)
+        i += 1
+    reader.close()
+    return reader.parsed
+
+
+def _relation_at(words: list[str], i: int) -> tuple[str, int] | None:
+    """(the relation, its number of words) when the words from `i` on start with one."""
+    for phrase, name in _RELATIONS:
+        if tuple(words[i : i + len(phrase)]) == phrase:
+            return name, len(phrase)
+    return None
+
+
+class _PromptReader:
+    """The prompt read so far: the finished phrases and the one being read."""
+
+    def __init__(self) -> None:
+        self.parsed = ParsedPrompt()
+        self.current = _Phrase()
+
+    def close(self) -> None:
+        """The phrase being read is finished (kept unless empty); a new one starts."""
+        if not self.current.empty:
+            self.parsed.phrases.append(self.current)
+        self.current = _Phrase()
+
+    def read(self, word: str, previous: str | None) -> None:
+        """One word (singular), after the prompt's `previous` word as written."""
+        current = self.current
         if word == "of":
             # "an image of the X": what came before "of" describes the picture, not X
             # ("a pair of", "two of" keep their count).
-            if current.shape is None and (i == 0 or words[i - 1] not in _COUNT_WORDS):
-                current = _Phrase()
+            if current.shape is None and (previous is None or previous not in _COUNT_WORDS):
+                self.current = _Phrase()
         elif word in _COLOUR_WORDS:
             if current.colour is not None and current.shape is not None:
-                close()
-            current.colour = _COLOUR_WORDS[word]
+                self.close()
+            self.current.colour = _COLOUR_WORDS[word]
         elif word in _SHAPE_WORDS:
             if current.shape is not None:
-                close()
-            current.shape = _SHAPE_WORDS[word]
+                self.close()
+            self.current.shape = _SHAPE_WORDS[word]
         elif word in _COUNT_WORDS or word.isdigit():
             if current.shape is not None:
-                close()
-            current.count = _COUNT_WORDS[word] if word in _COUNT_WORDS else int(word)
+                self.close()
+            self.current.count = _COUNT_WORDS[word] if word in _COUNT_WORDS else int(word)
         elif word in _SIZE_WORDS:
             current.size = _SIZE_WORDS[word]
         elif word in _BACKGROUND_WORDS:
-            parsed.background = _BACKGROUND_WORDS[word]
+            self.parsed.background = _BACKGROUND_WORDS[word]
         elif word in _OCCLUSION_WORDS:
-            parsed.occluded = True
+            self.parsed.occluded = True
         elif word in ("and", "with") and current.shape is not None:
-            close()
-        i += 1
-    close()
-    return parsed
+            self.close()
 
 
 def scene_for(parsed: ParsedPrompt, rng: np.random.Generator) -> DemoScene:
