@@ -23,7 +23,8 @@ from engine.errors import BadInputError, ModelLoadError
 from engine.indexing.hashes import content_hash
 from engine.methods import MethodContext, SearchQuery, resolve_spec
 from engine.methods.base import ModelManager
-from engine.rerank.base import Photo, Question
+from engine.methods.rerank import _pool, _ranking
+from engine.rerank.base import Answer, Photo, Question
 from engine.rerank.clip import ClipScorer
 from engine.rerank.demo import DemoScorer, answerer_path, statement_parts
 from engine.rerank.scorers import demo_or_clip, load_scorer
@@ -172,3 +173,42 @@ def test_the_readme_example_puts_every_right_binding_first(
     assert ranking.details["scorer"].startswith("demo:")
     assert not all(names[i].startswith("wanted") for i in base.ids[:8])  # Text mixes them
     assert all(names[i].startswith("wanted") for i in ranking.ids[:8])
+
+
+def _reranked(scorer: Any, p_by_base_rank: list[list[float]]) -> list[int]:
+    """The order the rerank method gives photos 1..n (the base's order) answered with these
+    p(yes), one list per photo."""
+    order = list(range(1, len(p_by_base_rank) + 1))
+    answers = {
+        i: [(Question(f"q{k}"), Answer(p)) for k, p in enumerate(ps)]
+        for i, ps in zip(order, p_by_base_rank, strict=True)
+    }
+    ranking = _ranking(order, answers, {i: i for i in order}, "mean", _pool(scorer))
+    return list(ranking.ids)
+
+
+def test_where_the_head_is_unsure_the_base_order_stays_and_where_it_is_sure_it_reorders(
+    demo_encoder: Any,
+) -> None:
+    scorer = load_scorer("demo", _context(demo_encoder))
+    base = list(range(1, 41))
+    # A pool of 40 whose p's rise a hair against the base order (all well within the head's
+    # calibration error): the paper's mean alone turns the base order upside down; the
+    # default keeps it.
+    unsure = [[0.5 + 0.001 * n, 0.5 + 0.001 * n] for n in range(40)]
+    assert _reranked(scorer, unsure) == base
+    assert _reranked(load_scorer("demo:mean", _context(demo_encoder)), unsure) == base[::-1]
+    # The head sure that the base's 8th and 10th show it and unsure of the rest: those two
+    # go first, the rest keep the base order.
+    sure = [[0.97, 0.99] if n in (8, 10) else [0.9, 0.1 + 0.001 * n] for n in base]
+    assert _reranked(scorer, sure) == [8, 10] + [n for n in base if n not in (8, 10)]
+
+
+def test_the_pool_orders_share_one_set_of_answers_and_a_bad_one_is_refused(
+    demo_encoder: Any,
+) -> None:
+    context = _context(demo_encoder)
+    default, paper = load_scorer("demo", context), load_scorer("demo:mean", context)
+    assert default is not paper and default.identity == paper.identity  # cached answers shared
+    with pytest.raises(BadInputError, match="write demo, demo:prior-kind"):
+        load_scorer("demo:median", context)

@@ -255,6 +255,34 @@ def accuracy(head: Any, data: dict[str, Any]) -> dict[str, float]:
             for k in kinds}  # fmt: skip
 
 
+def calibration_error(head: Any, data: dict[str, Any], bins: int = 10) -> dict[str, float]:
+    """Expected calibration error per kind of question and over all: the mean, weighted by the
+    answers in each of `bins` equal-width bins of p(yes), of |mean p - share of yes answers|.
+    How far apart two p(yes) must be before the head's order of them means anything."""
+    import torch
+
+    crops, index, texts, relation, y = tensors(data)
+    with torch.inference_mode():
+        logits = torch.cat([
+            head(crops[index[i : i + 4096]], texts[i : i + 4096], relation[i : i + 4096])
+            for i in range(0, len(y), 4096)
+        ])  # fmt: skip
+    p = torch.sigmoid(logits).numpy()
+    truth = y.numpy()
+    kinds = np.array([r[1] for r in data["rows"]])
+    result: dict[str, float] = {}
+    for kind in [*sorted(set(kinds.tolist())), "all"]:
+        mask = np.ones(len(p), dtype=bool) if kind == "all" else kinds == kind
+        which = np.minimum((p[mask] * bins).astype(int), bins - 1)
+        gap = 0.0
+        for b in range(bins):
+            inside = which == b
+            if inside.any():
+                gap += inside.sum() * abs(p[mask][inside].mean() - truth[mask][inside].mean())
+        result[kind] = float(gap / mask.sum())
+    return result
+
+
 def train(args: argparse.Namespace) -> int:
     import torch
     from safetensors.torch import save_file
@@ -325,6 +353,8 @@ def evaluate(args: argparse.Namespace) -> int:
     encoder = load_encoder("demo", device="cpu", runtime="torch")
     data = dataset(encoder, PURPOSE_VALIDATION, args.validation, args.cache)
     print(json.dumps({k: round(v, 4) for k, v in sorted(accuracy(head, data).items())}, indent=1))
+    calibration = calibration_error(head, data)
+    print(json.dumps({"calibration_error": {k: round(v, 4) for k, v in calibration.items()}}))
     return 0
 
 

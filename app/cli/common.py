@@ -283,7 +283,7 @@ def add_rerank_options(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--scorer",
         metavar="SPEC",
-        help="who answers them: auto, demo, clip, clip:regions, clip:whole, vlm:PATH or "
+        help="who answers them: auto, demo, demo:mean, clip, clip:regions, clip:whole, vlm:PATH or "
         "endpoint:URL[#MODEL] (default: auto, the demo answering model on a library indexed "
         "with the demo model, else clip)",
     )

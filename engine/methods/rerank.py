@@ -396,9 +396,11 @@ PoolScores = Callable[[Mapping[int, Sequence[Answer]], Mapping[int, int], str], 
 
 
 def _pool(scorer: Scorer) -> PoolScores | None:
-    """The scorer's own pool ranking, when it has one. Only the CLIP scorer does: its p is a
-    softmax against "something else" that saturates inside a pool showing the subject, where a
-    VLM's p(yes) means what it says and is aggregated as the paper does."""
+    """The scorer's own pool ranking, when it has one. The CLIP scorer's p is a softmax against
+    "something else" that saturates inside a pool showing the subject; the demo answering
+    model's p is calibrated but keeps the base order where its p's differ by less than its
+    calibration error (`engine.rerank.demo.fuse`). A VLM's p(yes) means what it says and is
+    aggregated as the paper does."""
     pool = getattr(scorer, "pool_scores", None)
     return pool if callable(pool) else None
 

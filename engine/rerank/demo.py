@@ -12,6 +12,13 @@ frozen: the head learns where things are and how many there are from the crops, 
 one vector for the whole photo blurs (a blue circle beside a red square looks much like a red
 circle beside a blue square to it).
 
+How a pool is ordered (`DemoScorer.pool_scores`, `FUSIONS`): the head's p(yes) is a
+probability, but two p's closer than the head's calibration error on its own validation scenes
+say nothing about which photo is better, and the mean of them alone would replace the base
+ranking's order there with noise (the loss on background queries, docs/BENCHMARKS.md). So the
+default adds to each photo's mean p a base-rank prior of at most that error: the base decides
+between photos the head cannot tell apart, the head reorders where it is sure.
+
 The weights ship in resources/models (`ANSWERER_FILE`), trained by tools/train_demo_answerer.py
 on scenes the demo generator draws from seed streams of their own, never the demo collection's
 photos, queries or judgments. The file records the CLIP weights it was trained on; another
@@ -31,9 +38,11 @@ import numpy as np
 
 from engine.errors import BadInputError, ModelLoadError, one_line
 from engine.rerank.answering import answer_from, check_lengths
-from engine.rerank.base import Answer, Photo, Question
+from engine.rerank.base import AGGREGATIONS, Answer, Photo, Question, aggregate
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import torch
 
     from engine.models.encoders import Encoder
@@ -61,6 +70,21 @@ _RELATION_OF: dict[str, str] = {
     "under": "below",
     "underneath": "below",
 }
+# How the answers and the base rank make a pool's order (`fuse`): "prior" (the default), the
+# mean p plus a base-rank prior of at most the head's calibration error over all questions;
+# "prior-kind", the same with the error of its least calibrated kind of question; "tie", the
+# mean p's order with the base order among photos whose p's lie within that error; "mean", the
+# paper's mean p alone (ties in base order); "rrf", reciprocal rank fusion of the mean p's
+# order and the base order; "rrf-tie", the same with the photos of one of "tie"'s runs tied.
+FUSIONS: tuple[str, ...] = ("prior", "prior-kind", "tie", "mean", "rrf", "rrf-tie")
+DEFAULT_FUSION = "rrf-tie"
+# The head's expected calibration error on its 500 validation scenes (seed purpose 6;
+# `python tools/train_demo_answerer.py evaluate`, 10 bins of p): over all questions, and of
+# its least calibrated kind (background; object 0.015, count 0.026, above 0.065). How far apart
+# two p(yes) must be before their order says anything.
+CALIBRATION_ERROR = 0.018
+CALIBRATION_ERROR_KIND = 0.0705
+RRF_K = 60  # reciprocal rank fusion's usual constant (Cormack, Clarke & Buettcher 2009)
 _ARTICLE = re.compile(r"^(?:a|an|the|one)\s+", re.IGNORECASE)
 
 
@@ -168,8 +192,62 @@ def trained_for(path: Path) -> str:
         return ""
 
 
+def fuse(
+    answers: Mapping[int, Sequence[Answer]],
+    base_rank: Mapping[int, int],
+    how: str = "mean",
+    fusion: str = DEFAULT_FUSION,
+) -> dict[int, float]:
+    """Each photo's rerank score from its p(yes) (aggregated by `how`) and its base rank
+    (1 = first) in the pool `answers` holds, by `fusion` (see `FUSIONS`):
+
+    - "prior": p + e (1 - (r - 1/2) / n) for the photo at base rank r of n, e the head's
+      CALIBRATION_ERROR: a photo overtakes one the base ranked above it only when its p is
+      higher by more than e times their distance in the base's order, as a share of the pool;
+    - "prior-kind": the same with e = CALIBRATION_ERROR_KIND;
+    - "tie": down the photos by p, a photo whose p is within CALIBRATION_ERROR_KIND of the
+      highest p of its run joins that run, else it starts the next; runs in order of p, the
+      photos of a run in base order (a pool whose p's all lie within the error: the base order);
+    - "mean": p (ties keep the base order);
+    - "rrf": 1 / (60 + its rank by p) + 1 / (60 + r);
+    - "rrf-tie": the same, the photos of one of "tie"'s runs sharing their mean rank by p (a
+      pool whose p's all lie within the error: the base order).
+    """
+    if how not in AGGREGATIONS:
+        raise BadInputError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATIONS)}")
+    if fusion not in FUSIONS:
+        raise BadInputError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
+    p = {i: aggregate([a.p_yes for a in pairs], how) for i, pairs in answers.items()}
+    n = len(p)
+    if fusion == "mean":
+        return p
+    if fusion in ("prior", "prior-kind"):
+        e = CALIBRATION_ERROR if fusion == "prior" else CALIBRATION_ERROR_KIND
+        return {i: v + e * (1.0 - (base_rank[i] - 0.5) / n) for i, v in p.items()}
+    by_p = sorted(p, key=lambda i: (-p[i], base_rank[i]))
+    if fusion == "rrf":
+        return {i: 1.0 / (RRF_K + k) + 1.0 / (RRF_K + base_rank[i]) for k, i in enumerate(by_p, 1)}
+    # Runs of photos the head cannot tell apart: within CALIBRATION_ERROR_KIND of the run's top.
+    runs: list[list[int]] = []
+    for i in by_p:
+        if runs and p[runs[-1][0]] - p[i] <= CALIBRATION_ERROR_KIND:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if fusion == "tie":
+        order = [i for run in runs for i in sorted(run, key=lambda i: base_rank[i])]
+        return {i: 1.0 - (k - 0.5) / n for k, i in enumerate(order, 1)}
+    rank: dict[int, float] = {}
+    first = 1
+    for run in runs:
+        rank.update(dict.fromkeys(run, first + (len(run) - 1) / 2))
+        first += len(run)
+    return {i: 1.0 / (RRF_K + rank[i]) + 1.0 / (RRF_K + base_rank[i]) for i in p}
+
+
 class DemoScorer:
-    """p(yes) from the demo answering model over the demo CLIP's crop and text vectors."""
+    """p(yes) from the demo answering model over the demo CLIP's crop and text vectors; a pool
+    is ordered by `fuse` with `fusion`."""
 
     def __init__(
         self,
@@ -177,8 +255,14 @@ class DemoScorer:
         path: Path | None = None,
         batch_size: int = 256,
         clip: ClipScorer | None = None,
+        fusion: str = DEFAULT_FUSION,
     ) -> None:
         from engine.rerank.clip import ClipScorer
+
+        if fusion not in FUSIONS:
+            raise BadInputError(f"scorer demo:{fusion}: write demo, " + ", ".join(
+                f"demo:{f}" for f in FUSIONS))  # fmt: skip
+        self.fusion = fusion
 
         path = answerer_path() if path is None else Path(path)
         self.head, metadata = read_answerer(path)
@@ -199,7 +283,16 @@ class DemoScorer:
         self.seconds_per_call = 0.05
 
     def __repr__(self) -> str:
-        return f"DemoScorer({self.identity!r})"
+        return f"DemoScorer({self.identity!r}, fusion={self.fusion!r})"
+
+    def pool_scores(
+        self,
+        answers: Mapping[int, Sequence[Answer]],
+        base_rank: Mapping[int, int],
+        how: str = "mean",
+    ) -> dict[int, float]:
+        """The rerank score of each photo of a pool (see `fuse`)."""
+        return fuse(answers, base_rank, how, self.fusion)
 
     def text_vectors(self, statement: str) -> tuple[np.ndarray, int]:
         """The (3, dim) text tokens of a statement (a missing object: zeros), and its relation."""

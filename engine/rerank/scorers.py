@@ -35,6 +35,11 @@ def scorer_specs() -> tuple[str, ...]:
     return (
         "auto",
         "demo",
+        "demo:prior-kind",
+        "demo:tie",
+        "demo:mean",
+        "demo:rrf",
+        "demo:rrf-tie",
         "clip",
         "clip:regions",
         "clip:whole",
@@ -57,7 +62,8 @@ def demo_or_clip(model_key: str) -> str:
 
 def load_scorer(spec: str, context: MethodContext) -> Scorer:
     """A scorer from its spec: "auto" (`demo_or_clip`), "demo" (the bundled answering model,
-    demo libraries only), "clip" (the measured default variant), "clip:regions", "clip:whole",
+    demo libraries only; "demo:mean" and "demo:rrf" order a pool by the mean p alone or by
+    reciprocal rank fusion with the base, `engine.rerank.demo.fuse`), "clip" (the measured default variant), "clip:regions", "clip:whole",
     "vlm:PATH" (a transformers model folder) or "endpoint:URL[#MODEL]".
 
     The endpoint's API key is the configured one (`context.llm`) when the URL is the
@@ -69,11 +75,20 @@ def load_scorer(spec: str, context: MethodContext) -> Scorer:
     kind = kind.strip().lower()
     if kind == "auto" and not rest.strip():
         kind = demo_or_clip(context.encoder.model_key)
-    if kind == "demo" and not rest.strip():
+    if kind == "demo":
+        from engine.rerank.demo import DEFAULT_FUSION, FUSIONS
+
+        fusion = rest.strip().lower() or DEFAULT_FUSION
+        if fusion not in FUSIONS:
+            raise BadInputError(
+                f"scorer {spec!r}: write demo, demo:prior-kind, demo:tie, demo:mean or demo:rrf"
+            )
         encoder = context.encoder
-        key = f"scorer:demo:{encoder.model_key}"
+        key = f"scorer:demo-{fusion}:{encoder.model_key}"
         regions = _clip_scorer(context, "regions")  # its crop vectors, shared
-        return context.models.get(key, lambda: DemoScorer(encoder, clip=regions), large=False)
+        return context.models.get(
+            key, lambda: DemoScorer(encoder, clip=regions, fusion=fusion), large=False
+        )
     if kind == "clip":
         variant = rest.strip().lower() or DEFAULT_CLIP_VARIANT
         if variant not in ("regions", "whole"):

@@ -3,7 +3,7 @@ answering model (the default on a demo library), with paired tests per group.
 
 Run on demand (a few minutes on 2 cores):
 
-    python tests/bench/bench_rerank_heldout.py [--benchmark heldout|demo] [--k 10] [--workdir DIR]
+    python tests/bench/bench_rerank_heldout.py [--benchmark heldout|demo] [--fusions] [--workdir DIR]
 
 `heldout` (the default) writes a demo-world collection of its own: `heldout_queries()` (pair
 groups, counts, sizes, backgrounds and occlusion the demo benchmark does not ask, and the 12
@@ -32,6 +32,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 SPECS = ("text", "rerank:scorer=clip,depth=100", "rerank:scorer=demo,depth=100")
+# The answering model's other pool orders (`engine.rerank.demo.FUSIONS`), with --fusions; they
+# reuse the default's cached answers, so they cost only their base searches.
+OTHER_FUSIONS = tuple(
+    f"rerank:scorer=demo:{f},depth=100" for f in ("prior-kind", "tie", "mean", "rrf", "rrf-tie")
+)
 FOCUS = ("binding", "count")  # the groups the default must lift, tested together too
 
 
@@ -45,7 +50,9 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--permutations", type=int, default=10_000)
     parser.add_argument("--workdir", type=Path, help="keep the collection and library here")
+    parser.add_argument("--fusions", action="store_true", help="also the other pool orders")
     args = parser.parse_args()
+    specs = list(SPECS) + (list(OTHER_FUSIONS) if args.fusions else [])
 
     from engine.benchmarks.runner import run_methods
     from engine.catalog.library import Library
@@ -73,7 +80,7 @@ def main() -> int:
         judgments = load_judgments(collection.judgments_path)
         started = time.perf_counter()
         bench = run_methods(
-            library, lambda: encoder, queries, judgments, list(SPECS), k=args.k,
+            library, lambda: encoder, queries, judgments, specs, k=args.k,
             permutations=args.permutations,
         )  # fmt: skip
         seconds = time.perf_counter() - started
@@ -81,19 +88,19 @@ def main() -> int:
         print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs (load {load:.1f}), "
               f"demo model, {args.benchmark} benchmark ({len(queries)} queries, "
               f"{collection.image_count} photos), k = {args.k}, depth 100, built-in "
-              f"subqueries; the three methods ran in {seconds:.0f} s")  # fmt: skip
+              f"subqueries; the {len(specs)} methods ran in {seconds:.0f} s")  # fmt: skip
         print()
-        tables(bench, queries, args.k, args.permutations)
+        tables(bench, queries, specs, args.k, args.permutations)
         library.close()
     return 0
 
 
-def tables(bench, queries, k: int, permutations: int) -> None:  # type: ignore[no-untyped-def]
+def tables(bench, queries, specs, k: int, permutations: int) -> None:  # type: ignore[no-untyped-def]
     from statistics import mean
 
     from engine.evaluation.significance import compare
 
-    ap = {s: {m.query_id: m.AP for m in bench.results[s].per_query if m.R > 0} for s in SPECS}
+    ap = {s: {m.query_id: m.AP for m in bench.results[s].per_query if m.R > 0} for s in specs}
     category = {q.query_id: q.extra.get("category", "") or "" for q in queries}
     every = sorted(ap["text"])
     groups: list[tuple[str, list[str]]] = [("**all**", every)]
@@ -102,17 +109,17 @@ def tables(bench, queries, k: int, permutations: int) -> None:  # type: ignore[n
         groups.append((name, [q for q in every if category[q] == name]))
     print(f"#### mAP@{k}")
     print()
-    print("| group | queries | " + " | ".join(f"`{s}`" for s in SPECS) + " |")
-    print("| --- | ---: |" + " ---: |" * len(SPECS))
+    print("| group | queries | " + " | ".join(f"`{s}`" for s in specs) + " |")
+    print("| --- | ---: |" + " ---: |" * len(specs))
     for name, ids in groups:
-        values = [mean(ap[s][q] for q in ids) for s in SPECS]
+        values = [mean(ap[s][q] for q in ids) for s in specs]
         print(f"| {name} | {len(ids)} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
     print()
     print("#### Paired tests (randomisation p, bootstrap 95 % CI of ΔAP)")
     print()
     print("| method | against | group | queries | ΔmAP | 95 % CI | p |")
     print("| --- | --- | --- | ---: | ---: | --- | ---: |")
-    pairs = [(SPECS[1], SPECS[0]), (SPECS[2], SPECS[0]), (SPECS[2], SPECS[1])]
+    pairs = [(s, specs[0]) for s in specs[1:]] + [(s, specs[1]) for s in specs[2:]]
     for method, baseline in pairs:
         for name, ids in groups:
             c = compare(method, {q: ap[method][q] for q in ids}, baseline,
@@ -124,7 +131,7 @@ def tables(bench, queries, k: int, permutations: int) -> None:  # type: ignore[n
     if example:
         qid = example[0].query_id
         print("| `" + example[0].text + "` | " + " | ".join(
-            f"`{s}` AP@{k} {ap[s].get(qid, float('nan')):.3f}" for s in SPECS) + " |")  # fmt: skip
+            f"`{s}` AP@{k} {ap[s].get(qid, float('nan')):.3f}" for s in specs) + " |")  # fmt: skip
         print()
 
 
