@@ -177,9 +177,12 @@ def with_plugin(plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
     registry.reload()
 
 
-# Fixtures that make a test an integration test: a window, a process of its own, a server.
+# Fixtures that make a test an integration test: a window, a process of its own, a server,
+# the whole 960-photo demo collection (benchmark runs end to end), a diffusers pipeline.
 _INTEGRATION_FIXTURES = frozenset(
     {
+        "demo_collection",
+        "tiny_sd_dir",
         "qtbot",
         "qapp",
         "make_app",
@@ -193,7 +196,8 @@ _INTEGRATION_FIXTURES = frozenset(
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks the integration tests (windows, processes, Ray, servers, packaging) so that
+    """Marks the integration tests (windows, processes, Ray, servers, packaging, the whole demo
+    benchmark, diffusers pipelines) so that
     `make test-fast` can leave them out; modules that run processes say so themselves with
     `pytestmark = pytest.mark.integration`, the rest is told by the fixtures a test asks for."""
     for item in items:
