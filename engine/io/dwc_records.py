@@ -344,11 +344,9 @@ def _place_terms(place: PublishedPlace) -> dict[str, str]:
     }
 
 
-def collect(
-    library: Library, query_id: int, media_url: str | None, policy: PlacePolicy
-) -> tuple[list[Record], Provenance, PackageQuality]:
-    """Every relevant photo of the query as an occurrence and a multimedia row, with how each
-    was decided (the package's measured quality)."""
+def relevant_photos(library: Library, query_id: int) -> tuple[list[int], dict[int, PhotoDetails]]:
+    """A saved query's relevant photos still in the catalog, in id order, with their details;
+    an unknown query is bad input."""
     with library.catalog.session() as s:
         if s.get(Query, query_id) is None:
             raise BadInputError(f"no saved query with id {query_id}")
@@ -360,7 +358,15 @@ def collect(
             )
         )
     details = photo_details(library, relevant)
-    relevant = [i for i in relevant if i in details]
+    return [i for i in relevant if i in details], details
+
+
+def collect(
+    library: Library, query_id: int, media_url: str | None, policy: PlacePolicy
+) -> tuple[list[Record], Provenance, PackageQuality]:
+    """Every relevant photo of the query as an occurrence and a multimedia row, with how each
+    was decided (the package's measured quality)."""
+    relevant, details = relevant_photos(library, query_id)
     prov, remarks = _provenance(library, query_id, relevant)
     quality = package_quality(library, query_id, relevant)
     attributes = attributes_for_query(library, query_id)

@@ -82,37 +82,20 @@ def export_geojson(
     """Write the query's relevant photos whose place may be published as a FeatureCollection."""
     import json
 
-    from sqlalchemy import select
-
-    from engine.catalog import Judgment, Query
     from engine.catalog.privacy import GENERALISED, WITHHELD, PlacePolicy
-    from engine.catalog.reads import photo_details
-    from engine.errors import BadInputError
     from engine.io.dwc_quality import package_quality
+    from engine.io.dwc_records import relevant_photos
     from engine.io.safe_write import export_text
+    from engine.search.places import published_place_of
 
-    with library.catalog.session() as s:
-        if s.get(Query, query_id) is None:
-            raise BadInputError(f"no saved query with id {query_id}")
-        relevant = list(
-            s.scalars(
-                select(Judgment.image_id)
-                .where(Judgment.query_id == query_id, Judgment.relevance > 0)
-                .order_by(Judgment.image_id)
-            )
-        )
-    details = photo_details(library, relevant)
-    relevant = [i for i in relevant if i in details]
+    relevant, details = relevant_photos(library, query_id)
     decisions = package_quality(library, query_id, relevant).decisions
     policy = PlacePolicy.of(library.catalog, use_list=sensitive_taxa)
     features = []
     withheld = no_place = generalised = 0
     for image_id in relevant:
         photo = details[image_id]
-        names = (photo.taxon, *(name for _, name in photo.lineage))
-        place = policy.publish(
-            photo.latitude, photo.longitude, photo.location_uncertainty, photo.place_privacy, names
-        )
+        place = published_place_of(policy, photo)
         if not place.has_place:  # never written: not even as a feature without a geometry
             withheld += place.decision == WITHHELD
             no_place += place.decision != WITHHELD
