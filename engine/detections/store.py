@@ -18,7 +18,10 @@ from sqlalchemy.orm import Session
 from engine.catalog.models import Detection, DetectionFrame, DetectionSource
 from engine.detections.records import Box, DetectionRecord, FrameRecord, StoredDetection
 
-_CHUNK = 500  # ids per IN (...) when reading: well under SQLite's 32,766 variables
+_CHUNK = 500
+# A source whose kind starts so is an import under way, or one killed part-way
+# (engine.detections.importing): no reader counts it, the next import of its file deletes it.
+PENDING = "importing:"  # ids per IN (...) when reading: well under SQLite's 32,766 variables
 
 
 def replace_source(
@@ -97,6 +100,7 @@ def detections_of(
             select(Detection, DetectionSource.kind)
             .join(DetectionSource, DetectionSource.id == Detection.source_id)
             .where(Detection.image_id.in_(ids[start : start + _CHUNK]))
+            .where(DetectionSource.kind.not_like(f"{PENDING}%"))  # an import under way
         )
         if min_confidence is not None:
             statement = statement.where(

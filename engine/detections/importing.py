@@ -1,0 +1,591 @@
+"""Importing detector and classifier output onto an indexed collection.
+
+An `Importer` (kind, how to recognise its files, how to read one) turns a file into `Entry`s:
+a path as the file names it and what the source found there. `import_detections` matches each
+entry to an indexed photo (`PhotoMatcher`: through the library's root map, relative to a
+collection root, or by a unique match of the path's last components) and writes the frames in
+batches, one transaction each, under a source marked as being imported (`PENDING`). Only the
+last transaction drops the file's earlier import and takes the mark off, so readers see the
+earlier import whole until the new one is complete; a run killed part-way leaves a pending
+source that no reader counts and the next import of the file deletes.
+
+Files are streamed (`ijson`): a million-image file is never held in memory, and neither is the
+catalog's path list (the matcher keeps 64-bit hashes of the paths in numpy arrays).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+from sqlalchemy import delete, select, update
+
+from engine.catalog.models import Collection, DetectionSource, Image, utcnow
+from engine.detections.records import DetectionRecord, FrameRecord
+from engine.detections.store import PENDING, replace_source, write_frames
+from engine.errors import BadInputError, QuadratError
+from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
+
+if TYPE_CHECKING:
+    from engine.catalog.db import Catalog
+    from engine.catalog.library import Library, RootMap
+
+BATCH = 5000  # frames per transaction: a few seconds of work, little memory
+SHOWN_UNMATCHED = 300  # unmatched lines kept in the report; more go to a file
+_SNIFF_BYTES = 64 * 1024
+
+
+# -- what an importer hands over --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One photo as a source file names it, and what the source found there."""
+
+    file: str  # the path as written in the file
+    where: str  # the entry's place, for messages: "images[12]"
+    detections: tuple[DetectionRecord, ...] = ()
+    failure: str | None = None
+    # The highest confidence of every box the file gives (before the import's threshold), or
+    # the file's own `max_detection_conf`: what decides whether the frame is empty.
+    max_confidence: float | None = None
+
+
+@dataclass
+class Reading:
+    """An opened source file: its model and category maps, then its entries (a stream)."""
+
+    model: str | None
+    categories: dict[str, Any] | None
+    entries: Iterator[Entry]
+
+
+class ByteStream(Protocol):
+    """What a reader reads from: a binary file (counted, for progress)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One kind of file: `sniff` says from the file's first bytes (text) whether it is one;
+    `read` opens it, dropping boxes below `threshold`; `stream` is how it reads bytes."""
+
+    kind: str
+    description: str
+    sniff: Callable[[str], bool]
+    read: Callable[[ByteStream, Path, float], Reading]
+
+
+_IMPORTERS: dict[str, Importer] = {}
+
+
+def register(importer: Importer) -> Importer:
+    """Add an importer to the registry (a later one of the same kind replaces it)."""
+    _IMPORTERS[importer.kind] = importer
+    return importer
+
+
+def importers() -> dict[str, Importer]:
+    """Every importer by kind (the built-in ones loaded on first use)."""
+    _load_builtins()
+    return dict(_IMPORTERS)
+
+
+def _load_builtins() -> None:
+    # Imported here: the readers register themselves, and importing them at the top would be
+    # a circle (they import this module's types).
+    import engine.detections.megadetector
+    import engine.detections.speciesnet  # noqa: F401
+
+
+def importer_for(path: Path, kind: str = "auto") -> Importer:
+    """The importer of `kind`, or (auto) the one that recognises the file's first bytes."""
+    known = importers()
+    if kind != "auto":
+        if kind not in known:
+            raise BadInputError(
+                f"no importer for {kind!r}; the kinds are auto, {', '.join(sorted(known))}"
+            )
+        return known[kind]
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError as error:
+        raise BadInputError(f"cannot read {path}: {error.strerror or error}") from None
+    for importer in known.values():
+        if importer.sniff(head):
+            return importer
+    raise BadInputError(
+        f"{path}: not a file Quadrat recognises ({', '.join(sorted(known))}); "
+        "name the format with --format"
+    )
+
+
+def top_level_keys(head: str) -> set[str]:
+    """The keys that look like an outer JSON object's in a file's first bytes (for sniffing):
+    quoted names right after "{" or "," at the first nesting level."""
+    keys: set[str] = set()
+    depth = 0
+    for match in re.finditer(r'"((?:[^"\\]|\\.)*)"(\s*:)?|[{}\[\]]', head):
+        token = match.group(0)
+        if token in ("{", "["):
+            depth += 1
+        elif token in ("}", "]"):
+            depth -= 1
+        elif depth == 1 and match.group(2):
+            keys.add(match.group(1))
+    return keys
+
+
+# -- matching file paths to photos ------------------------------------------------------------
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def windows_looking(path: str) -> bool:
+    """Whether a path was written on Windows (a drive letter or backslashes): then compared
+    without case, as Windows does."""
+    return bool(_DRIVE.match(path)) or "\\" in path
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.replace("\\", "/").split("/") if p and p != "."]
+
+
+def _key(collection_id: int, rel_path: str) -> int:
+    # Python's 64-bit string hash: a false match between two of a million paths is about one
+    # chance in 10**7 of a 64-bit space per look-up, far below a mistyped path.
+    return hash((collection_id, rel_path))
+
+
+@dataclass(frozen=True)
+class Match:
+    image_id: int
+    how: str  # "root map", "absolute", "relative", "suffix"
+
+
+class _Lookup:
+    """Sorted hashes and the ids under them: a dict of a million paths in 16 bytes each."""
+
+    def __init__(self, hashes: list[int], ids: list[int]) -> None:
+        keys = np.asarray(hashes, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.ids = np.asarray(ids, dtype=np.int64)[order]
+
+    def find(self, key: int) -> np.ndarray:
+        left = int(np.searchsorted(self.keys, key, side="left"))
+        right = int(np.searchsorted(self.keys, key, side="right"))
+        return self.ids[left:right]
+
+    def one(self, key: int) -> int | None:
+        found = self.find(key)
+        return int(found[0]) if len(found) == 1 else None
+
+
+class PhotoMatcher:
+    """Finds the indexed photo a path in a detector's file names. In order: the library's root
+    map (a file made where the share is `D:\\traps`), a path inside a collection root as the
+    catalog records it or as it lies here, a path relative to a collection root, then a unique
+    match of the path's last components (the file's folders above the photo's differ); the
+    folder of a suffix match is remembered, so its other photos are found directly."""
+
+    def __init__(self, catalog: Catalog, root_map: RootMap | None) -> None:
+        from engine.catalog.library import RootMap
+
+        self._catalog = catalog
+        self._root_map = root_map or RootMap()
+        self.roots: list[tuple[int, str, str]] = []  # id, catalog root, folder here (posix)
+        exact: list[int] = []
+        folded: list[int] = []
+        names: list[int] = []
+        ids: list[int] = []
+        self.max_id = 0
+        with catalog.session() as s:
+            for cid, root in s.execute(select(Collection.id, Collection.root)):
+                here = str(self._root_map.local(root)).replace("\\", "/").rstrip("/")
+                self.roots.append((cid, root.replace("\\", "/").rstrip("/"), here))
+            rows = s.execute(select(Image.id, Image.collection_id, Image.rel_path))
+            for image_id, cid, rel_path in rows:
+                ids.append(image_id)
+                exact.append(_key(cid, rel_path))
+                folded.append(_key(cid, rel_path.casefold()))
+                names.append(hash(rel_path.rsplit("/", 1)[-1].casefold()))
+                self.max_id = max(self.max_id, image_id)
+        self._exact = _Lookup(exact, ids)
+        self._folded = _Lookup(folded, ids)
+        self._names = _Lookup(names, ids)
+        # A folder of the file (folded) -> (collection, folder in it) found by a suffix match.
+        self._folders: dict[str, tuple[int, str]] = {}
+
+    def _at(self, cid: int, rel_path: str, fold: bool) -> int | None:
+        found = self._exact.one(_key(cid, rel_path))
+        if found is None and fold:
+            found = self._folded.one(_key(cid, rel_path.casefold()))
+        return found
+
+    def match(self, path: str) -> Match | None:
+        """The photo `path` names, and how it was found; None when none or several fit."""
+        fold = windows_looking(path)
+        posix = path.replace("\\", "/")
+        absolute = posix.startswith("/") or bool(_DRIVE.match(path))
+        if absolute:
+            mapped = str(self._root_map.local(path)).replace("\\", "/")
+            tries = [(mapped, "root map")] if mapped != posix else []
+            tries.append((posix, "absolute"))
+            for candidate, how in tries:
+                found = self._inside_roots(candidate, fold)
+                if found is not None:
+                    return Match(found, how)
+        else:
+            rel_path = "/".join(_parts(posix))
+            for cid, _, _ in self.roots:
+                found = self._at(cid, rel_path, fold)
+                if found is not None:
+                    return Match(found, "relative")
+        found = self._by_suffix(path, fold)
+        return Match(found, "suffix") if found is not None else None
+
+    def _inside_roots(self, path: str, fold: bool) -> int | None:
+        wanted = path.casefold() if fold else path
+        for cid, catalog_root, here in self.roots:
+            for root in (here, catalog_root):
+                prefix = (root.casefold() if fold else root) + "/"
+                if wanted.startswith(prefix):
+                    found = self._at(cid, path[len(prefix) :], fold)
+                    if found is not None:
+                        return found
+        return None
+
+    def _by_suffix(self, path: str, fold: bool) -> int | None:
+        parts = _parts(path)
+        if not parts:
+            return None
+        folder = "/".join(parts[:-1]).casefold()
+        known = self._folders.get(folder)
+        if known is not None:
+            cid, rel_folder = known
+            found = self._at(cid, f"{rel_folder}/{parts[-1]}" if rel_folder else parts[-1], fold)
+            if found is not None:
+                return found
+        candidates = self._names.find(hash(parts[-1].casefold()))
+        if not len(candidates) or len(candidates) > 1000:
+            return None
+        with self._catalog.session() as s:
+            rows = s.execute(
+                select(Image.id, Image.collection_id, Image.rel_path).where(
+                    Image.id.in_([int(i) for i in candidates])
+                )
+            ).all()
+        wanted = [p.casefold() for p in parts] if fold else parts
+        best, best_rows = 0, []
+        for row in rows:
+            theirs = row.rel_path.split("/")
+            theirs = [p.casefold() for p in theirs] if fold else theirs
+            same = 0
+            while same < min(len(theirs), len(wanted)) and theirs[-1 - same] == wanted[-1 - same]:
+                same += 1
+            if same > best:
+                best, best_rows = same, [row]
+            elif same == best and same:
+                best_rows.append(row)
+        if len(best_rows) != 1:
+            return None
+        row = best_rows[0]
+        # Enough of the path agrees: the name and its folder, or all that one side has.
+        if best < min(2, len(parts), len(row.rel_path.split("/"))):
+            return None
+        rel_folder = row.rel_path.rsplit("/", 1)[0] if "/" in row.rel_path else ""
+        self._folders[folder] = (row.collection_id, rel_folder)
+        return int(row.id)
+
+
+# -- the import -------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    """What an import did: frames written, boxes, how photos were matched, what was not."""
+
+    source_id: int
+    kind: str
+    path: str
+    model: str | None
+    entries: int = 0
+    frames: int = 0
+    detections: int = 0
+    failures: int = 0
+    matched_by: dict[str, int] = field(default_factory=dict)
+    unmatched: list[str] = field(default_factory=list)  # the first SHOWN_UNMATCHED lines
+    unmatched_count: int = 0
+    duplicates: int = 0  # entries naming a photo an earlier entry named (the first is kept)
+    unmatched_file: Path | None = None  # every unmatched line, when there are many
+
+
+@dataclass(frozen=True)
+class _Frame(FrameRecord):
+    """A frame whose highest confidence is the file's (boxes below the threshold included)."""
+
+    file_max: float | None = None
+
+    @property
+    def max_confidence(self) -> float | None:
+        return self.file_max
+
+
+class _CountingReader:
+    """A binary file that counts (and hashes) the bytes read, for progress and the source's
+    sha256."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.done = 0
+        self.sha256 = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self.done += len(data)
+        self.sha256.update(data)
+        return data
+
+
+def import_detections(
+    library: Library,
+    path: Path,
+    *,
+    kind: str = "auto",
+    threshold: float = 0.0,
+    progress: ProgressCallback = no_progress,
+    token: CancelToken | None = None,
+    unmatched_dir: Path | None = None,
+    batch: int = BATCH,
+) -> ImportReport:
+    """Import the detector or classifier output in `path` onto the library's photos: see the
+    module docstring. Boxes below `threshold` are left out (the frame keeps the file's highest
+    confidence). Progress is counted in bytes of the file. Unmatched lines beyond
+    `SHOWN_UNMATCHED` are written to a file in `unmatched_dir` (default: the library's
+    `imports` folder). Bad input raises a one-line `BadInputError`; the earlier import of the
+    same file, if any, is then left as it was."""
+    if not 0.0 <= threshold <= 1.0:
+        raise BadInputError(f"--threshold is a confidence from 0 to 1, got {threshold}")
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise BadInputError(f"no such file: {path}")
+    importer = importer_for(path, kind)
+    token = token or CancelToken()
+    catalog = library.catalog
+    total = path.stat().st_size
+    meter = RateMeter(total)
+    with path.open("rb") as raw:
+        stream = _CountingReader(raw)
+        reading = importer.read(stream, path, threshold)
+        matcher = PhotoMatcher(catalog, library.root_map)
+        with catalog.session() as s:
+            # A pending import of this file killed part-way goes now.
+            source_id = replace_source(
+                s, PENDING + importer.kind, str(path), model=reading.model,
+                categories=reading.categories,
+            )  # fmt: skip
+        report = ImportReport(source_id, importer.kind, str(path), reading.model)
+        claimed = bytearray(matcher.max_id + 1)
+        spill = _UnmatchedLines(report, unmatched_dir or library.root / "imports", path)
+        try:
+            pending: list[FrameRecord] = []
+            for entry in reading.entries:
+                report.entries += 1
+                frame = _frame_of(entry, matcher, claimed, report, spill)
+                if frame is not None:
+                    pending.append(frame)
+                if len(pending) >= batch:
+                    _write(catalog, source_id, pending, report)
+                    pending = []
+                    token.check()
+                    progress(meter.update(stream.done))
+            _write(catalog, source_id, pending, report)
+            token.check()
+            _finish(catalog, importer.kind, path, source_id, stream.sha256.hexdigest(), reading)
+        except BaseException:
+            _drop_pending(catalog, source_id)
+            spill.close()
+            raise
+        spill.close()
+    progress(meter.update(total))
+    return report
+
+
+def _frame_of(
+    entry: Entry,
+    matcher: PhotoMatcher,
+    claimed: bytearray,
+    report: ImportReport,
+    spill: _UnmatchedLines,
+) -> FrameRecord | None:
+    found = matcher.match(entry.file)
+    if found is None:
+        spill.add(f"{entry.where}: no indexed photo at this path")
+        return None
+    if claimed[found.image_id]:
+        report.duplicates += 1
+        spill.add(f"{entry.where}: names a photo an earlier entry named; skipped")
+        return None
+    claimed[found.image_id] = 1
+    report.matched_by[found.how] = report.matched_by.get(found.how, 0) + 1
+    if entry.failure is not None:
+        report.failures += 1
+    return _Frame(found.image_id, entry.detections, entry.failure, entry.max_confidence)
+
+
+def _write(
+    catalog: Catalog, source_id: int, frames: list[FrameRecord], report: ImportReport
+) -> None:
+    if not frames:
+        return
+    with catalog.session() as s:
+        report.detections += write_frames(s, source_id, frames)
+    report.frames += len(frames)
+
+
+def _finish(
+    catalog: Catalog, kind: str, path: Path, source_id: int, sha256: str, reading: Reading
+) -> None:
+    """One transaction: the file's earlier import goes and the new one takes its place (with
+    the category and label maps the reader completed while streaming)."""
+    with catalog.session() as s:
+        s.execute(
+            delete(DetectionSource).where(
+                DetectionSource.kind == kind, DetectionSource.path == str(path)
+            )
+        )
+        s.execute(
+            update(DetectionSource)
+            .where(DetectionSource.id == source_id)
+            .values(
+                kind=kind,
+                sha256=sha256,
+                model=reading.model,
+                categories=reading.categories,
+                imported_at=utcnow(),
+            )
+        )
+
+
+def _drop_pending(catalog: Catalog, source_id: int) -> None:
+    try:
+        with catalog.session() as s:
+            s.execute(delete(DetectionSource).where(DetectionSource.id == source_id))
+    except QuadratError:  # the catalog itself failed: the next import drops it
+        pass
+
+
+class _UnmatchedLines:
+    """The unmatched lines: the first few hundred in the report; all of them in a file when
+    there are more."""
+
+    def __init__(self, report: ImportReport, folder: Path, source: Path) -> None:
+        self._report = report
+        self._folder = folder
+        self._source = source
+        self._file: IO[str] | None = None
+
+    def add(self, line: str) -> None:
+        report = self._report
+        report.unmatched_count += 1
+        if len(report.unmatched) < SHOWN_UNMATCHED:
+            report.unmatched.append(line)
+            return
+        if self._file is None:
+            self._folder.mkdir(parents=True, exist_ok=True)
+            report.unmatched_file = self._folder / f"{self._source.stem}.unmatched.txt"
+            self._file = report.unmatched_file.open("w", encoding="utf-8")
+            self._file.writelines(f"{shown}\n" for shown in report.unmatched)
+        self._file.write(f"{line}\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+# -- helpers the readers share ----------------------------------------------------------------
+
+
+def checked_confidence(value: object, where: str) -> float:
+    """A confidence in 0..1, else a one-line `BadInputError` naming the entry."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise BadInputError(f"{where}: a confidence is a number from 0 to 1, got {value!r:.40}")
+    return float(value)
+
+
+def checked_object(value: object, where: str, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BadInputError(f"{where}: expected {what}, got {type(value).__name__}")
+    return value
+
+
+def json_items(stream: ByteStream, prefix: str, path: Path, what: str) -> Iterator[Any]:
+    """The items under `prefix` ("images.item"), streamed; a file that is not JSON of that
+    shape raises a one-line `BadInputError` naming it."""
+    import ijson
+
+    try:
+        yield from ijson.items(stream, prefix, use_float=True)
+    except ijson.JSONError as error:
+        raise BadInputError(f"{path}: not {what} (not JSON: {one_line(error)})") from None
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (a JSON parser's points at the place on a second)."""
+    return " ".join(str(error).split())[:200]
+
+
+def json_header(path: Path, array_key: str, wanted: tuple[str, ...], what: str) -> dict[str, Any]:
+    """The small top-level values `wanted` of a JSON file whose `array_key` holds the bulk,
+    read without building that array: events up to the array, then (for a key written after
+    it) a scan that builds only that key's value."""
+    import ijson
+    from ijson.common import ObjectBuilder
+
+    found: dict[str, Any] = {}
+    shape = f'{path}: not {what}: no "{array_key}" list'
+    try:
+        with path.open("rb") as stream:
+            builder: ObjectBuilder | None = None
+            current: str | None = None
+            depth = 0
+            events = ijson.parse(stream, use_float=True)
+            for prefix, event, value in events:
+                if builder is not None and current is not None:
+                    builder.event(event, value)
+                    depth += event in ("start_map", "start_array")
+                    depth -= event in ("end_map", "end_array")
+                    if depth == 0:
+                        found[current] = builder.value
+                        builder, current = None, None
+                elif prefix == "" and event == "map_key":
+                    if value == array_key:
+                        if next(events, ("", "", None))[1] != "start_array":
+                            raise BadInputError(shape)
+                        break
+                    if value in wanted:
+                        builder, current, depth = ObjectBuilder(), value, 0
+                elif prefix == "" and event == "start_map":
+                    continue
+                elif prefix == "" and event != "end_map":
+                    raise BadInputError(shape)
+            else:
+                raise BadInputError(shape)
+        for key in wanted:
+            if key not in found:
+                with path.open("rb") as stream:
+                    value = next(ijson.items(stream, key, use_float=True), None)
+                if value is not None:
+                    found[key] = value
+    except ijson.JSONError as error:
+        raise BadInputError(f"{path}: not {what} (not JSON: {one_line(error)})") from None
+    return found
