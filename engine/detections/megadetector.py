@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.detections.importing import (
+from engine.detections.reading import (
     ByteStream,
     Entry,
     Importer,
@@ -22,7 +22,6 @@ from engine.detections.importing import (
     checked_object,
     json_header,
     json_items,
-    register,
     top_level_keys,
 )
 from engine.detections.records import ANIMAL, PERSON, VEHICLE, Box, DetectionRecord
@@ -168,4 +167,4 @@ def _label(
     return label, best[1], "machine"
 
 
-IMPORTER = register(Importer(KIND, DESCRIPTION, _sniff, read))
+IMPORTER = Importer(KIND, DESCRIPTION, _sniff, read)

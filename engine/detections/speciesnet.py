@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.detections.importing import (
+from engine.detections.megadetector import DEFAULT_CATEGORIES, box_of
+from engine.detections.reading import (
     ByteStream,
     Entry,
     Importer,
@@ -26,10 +27,8 @@ from engine.detections.importing import (
     checked_object,
     json_header,
     json_items,
-    register,
     top_level_keys,
 )
-from engine.detections.megadetector import DEFAULT_CATEGORIES, box_of
 from engine.detections.records import DetectionRecord
 from engine.errors import BadInputError
 
@@ -140,4 +139,4 @@ def entry_of(item: object, where: str, threshold: float, labels: dict[str, str |
     return Entry(file, where, tuple(records), failure, None if failure else highest)
 
 
-IMPORTER = register(Importer(KIND, DESCRIPTION, _sniff, read))
+IMPORTER = Importer(KIND, DESCRIPTION, _sniff, read)
