@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "app.cli.inquire",
     "app.cli.backup",
     "app.cli.events",
+    "app.cli.detections",
     "app.cli.methods",
     "app.cli.models",
     "app.cli.feedback",

@@ -27,7 +27,7 @@ from sqlalchemy import delete, select, update
 from engine.catalog.models import Collection, DetectionSource, Image, utcnow
 from engine.detections import megadetector, speciesnet
 from engine.detections.reading import Entry, Importer, Reading
-from engine.detections.records import FrameRecord
+from engine.detections.records import DEFAULT_THRESHOLD, FrameRecord
 from engine.detections.store import PENDING, replace_source, write_frames
 from engine.errors import BadInputError, QuadratError
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
@@ -446,3 +446,76 @@ class _UnmatchedLines:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+# -- what the catalog holds -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    """One imported file: what it looked at and found, at a confidence threshold."""
+
+    id: int
+    kind: str
+    path: str
+    model: str | None
+    frames: int  # photos it looked at
+    failures: int  # of which it could not read
+    empty: int  # looked at, read, nothing at the threshold or above
+    boxes: dict[str, int]  # boxes at the threshold or above, per category
+    labels: dict[str, int]  # frames or boxes per classifier label, most first
+
+
+def summarise(catalog: Catalog, threshold: float = DEFAULT_THRESHOLD) -> list[SourceSummary]:
+    """Every imported source (imports under way left out), oldest first."""
+    from sqlalchemy import func, or_
+
+    from engine.catalog.models import Detection, DetectionFrame
+
+    found: list[SourceSummary] = []
+    with catalog.session() as s:
+        sources = s.scalars(
+            select(DetectionSource)
+            .where(DetectionSource.kind.not_like(f"{PENDING}%"))
+            .order_by(DetectionSource.id)
+        ).all()
+        for source in sources:
+            frames = DetectionFrame.source_id == source.id
+            looked = s.scalar(select(func.count()).where(frames)) or 0
+            failed = s.scalar(
+                select(func.count()).where(frames, DetectionFrame.failure.is_not(None))
+            )
+            below = or_(
+                DetectionFrame.max_confidence.is_(None), DetectionFrame.max_confidence < threshold
+            )
+            empty = s.scalar(
+                select(func.count()).where(frames, DetectionFrame.failure.is_(None), below)
+            )
+            ours = Detection.source_id == source.id
+            boxes = s.execute(
+                select(Detection.category, func.count())
+                .where(ours, Detection.box_x.is_not(None), Detection.confidence >= threshold)
+                .group_by(Detection.category)
+                .order_by(func.count().desc())
+            ).all()
+            labels = s.execute(
+                select(Detection.label, func.count())
+                .where(ours, Detection.label.is_not(None))
+                .where(or_(Detection.confidence.is_(None), Detection.confidence >= threshold))
+                .group_by(Detection.label)
+                .order_by(func.count().desc(), Detection.label)
+            ).all()
+            found.append(
+                SourceSummary(
+                    source.id,
+                    source.kind,
+                    source.path,
+                    source.model,
+                    looked,
+                    failed or 0,
+                    empty or 0,
+                    {str(c): n for c, n in boxes},
+                    {str(label): n for label, n in labels},
+                )
+            )
+    return found

@@ -12,6 +12,8 @@ ANIMAL = "animal"
 PERSON = "person"
 VEHICLE = "vehicle"
 
+# A frame with no box at this confidence or above is empty (MegaDetector's suggested default).
+DEFAULT_THRESHOLD = 0.2
 _BOX_DIGITS = 4  # 1/10,000 of the photo's side: finer than any pixel of a 10,000-pixel frame
 
 
