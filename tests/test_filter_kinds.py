@@ -23,11 +23,13 @@ def test_every_filter_field_has_exactly_one_kind() -> None:
 def test_the_options_and_the_menu_come_in_their_documented_order() -> None:
     assert [o.flag for o in cli_options()] == [
         "--taxon", "--date-from", "--date-to", "--months", "--bbox", "--near", "--license",
-        "--keyword", "--hours", "--deployment", "--collection",
+        "--keyword", "--hours", "--deployment", "--collection", "--empty", "--not-empty",
+        "--detected", "--label",
     ]  # fmt: skip
     assert [e.label for e in menu_entries()] == [
         "Taxon", "Date range…", "Months of the year…", "Hour of day…", "Keyword…", "Place",
-        "Licence", "Collection", "Deployment", "Judged for the open query",
+        "Licence", "Collection", "Deployment", "Judged for the open query", "Empty frames",
+        "Detected category", "Classifier label",
     ]  # fmt: skip
     names = {f.name for f in fields(SearchFilters)}
     assert all(o.field in names for o in cli_options())

@@ -70,6 +70,8 @@ def add_filter_options(parser: argparse.ArgumentParser, *, collection: bool = Tr
             extra["type"] = argument_type(option.parse)
         if option.many:
             extra["action"] = "append"
+        if option.const is not None:
+            extra.update(nargs="?", const=option.const)
         if option.metavar is not None:
             extra["metavar"] = option.metavar
         group.add_argument(option.flag, help=option.help, **extra)

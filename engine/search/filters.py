@@ -131,6 +131,12 @@ class SearchFilters:
     # (first, last) hour 0..23 of the photo's local time, inclusive; first > last wraps
     # midnight: (20, 5) = 20:00 to 05:59, the night (diel activity).
     hours: tuple[int, int] | None = None
+    # Detector and classifier output (engine.search.filter_kinds.detections): frames empty at
+    # this confidence, frames with a box at this one, a detector category, a classifier label.
+    empty: float | None = None
+    not_empty: float | None = None
+    detected: str | None = None
+    detection_label: str | None = None
 
     def __post_init__(self) -> None:
         # Each kind checks its own fields (engine.search.filter_kinds), in field order.

@@ -1,5 +1,6 @@
 """The registry of filter kinds, one module per family: `time` (dates, months, hours), `place`
-(box, radius), `records` (taxon, licence, collection, keyword, deployment) and `judged`.
+(box, radius), `records` (taxon, licence, collection, keyword, deployment), `judged` and
+`detections` (empty frames, detector category, classifier label).
 
 `SearchFilters` (engine.search.filters) checks its values, builds its SQL and shows its chips
 kind by kind from `KINDS`; `quadrat`'s filter options (`cli_options`) and the window's
@@ -9,7 +10,7 @@ family's module, listed in `KINDS`, with a field of the same name on `SearchFilt
 
 from __future__ import annotations
 
-from engine.search.filter_kinds import judged, place, records, time
+from engine.search.filter_kinds import detections, judged, place, records, time
 from engine.search.filter_kinds.base import (
     LITERAL_LIST,
     CliOption,
@@ -38,6 +39,9 @@ KINDS: tuple[FilterKind, ...] = (
     records.KEYWORD,
     records.DEPLOYMENTS,
     time.HOURS,
+    detections.EMPTY,
+    detections.DETECTED,
+    detections.LABEL,
 )
 
 

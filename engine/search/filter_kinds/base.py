@@ -50,6 +50,7 @@ class CliOption:
     parse: Callable[[str], Any] | None = None
     many: bool = False
     by_name: bool = False
+    const: Any = None  # when set, the option may be given bare and then takes this value
 
     @property
     def dest(self) -> str:
@@ -81,7 +82,7 @@ class FilterKind:
     made and gives its fields' values as kept (normalised), raising `fail` for a bad one."""
 
     name: str  # the chip's key, which `SearchFilters.without` clears
-    family: str  # "time", "place", "records" or "judged": its module
+    family: str  # "time", "place", "records", "judged" or "detections": its module
     fields: tuple[str, ...]
     check: Callable[[Any], dict[str, Any]]
     condition: Callable[[Session, Any], Terms] = _no_terms
