@@ -3,7 +3,8 @@ per event, scored by its best frame, with the event's frame count.
 
 A photo whose event is not known yet (a library indexed before events were made) is an event
 of its own. Collapsing reads the event ids of the ranked photos and the sizes of their events,
-two indexed queries: a few milliseconds for a ranking of a few hundred photos.
+two indexed queries: a few milliseconds for a ranking of a few hundred photos. An event is
+empty (`empty_events`) when a detector found every frame of it empty.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from sqlalchemy import func, select
 
 from engine.catalog.library import Library
 from engine.catalog.models import STATUS_OK, Image
+from engine.detections.records import DEFAULT_THRESHOLD
+from engine.search.filter_kinds.detections import empty_condition
 
 # Frames ranked per event asked for: bursts are 3 to 10 frames, so ten frames an event nearly
 # always fill the events wanted; a short answer comes from a short ranking, not from this.
@@ -142,3 +145,21 @@ def has_events(library: Library) -> bool:
             .limit(1)
         ).first()
     return found is not None
+
+
+def empty_events(
+    library: Library, event_ids: Sequence[int], threshold: float = DEFAULT_THRESHOLD
+) -> set[int]:
+    """The events of `event_ids` that are empty at `threshold`: every frame looked at by a
+    detector and found empty (`engine.search.filter_kinds.detections`). An event with a frame
+    no detector looked at is not known to be empty."""
+    frames = frames_of_events(library, event_ids)
+    every = sorted({image_id for found in frames.values() for image_id in found})
+    empty: set[int] = set()
+    with library.catalog.session() as s:
+        for start in range(0, len(every), 900):
+            chunk = every[start : start + 900]
+            empty.update(
+                s.scalars(select(Image.id).where(Image.id.in_(chunk), empty_condition(threshold)))
+            )
+    return {event for event, found in frames.items() if all(f in empty for f in found)}
