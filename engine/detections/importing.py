@@ -159,6 +159,7 @@ class PhotoMatcher:
         self._names = _Lookup(names, ids)
         # A folder of the file (folded) -> (collection, folder in it) found by a suffix match.
         self._folders: dict[str, tuple[int, str]] = {}
+        self._mapped_folders: dict[str, str] = {}  # a folder of the file -> through the root map
 
     def _at(self, cid: int, rel_path: str, fold: bool) -> int | None:
         found = self._exact.one(_key(cid, rel_path))
@@ -166,13 +167,40 @@ class PhotoMatcher:
             found = self._folded.one(_key(cid, rel_path.casefold()))
         return found
 
+    def match_all(self, paths: list[str]) -> list[Match | None]:
+        """The photo each path names, and how it was found (None when none or several fit);
+        the paths left to a suffix match are looked up together, in one read."""
+        found: list[Match | None] = [self._direct(path) for path in paths]
+        left = [n for n, match in enumerate(found) if match is None]
+        if left:
+            for n, image_id in zip(left, self._by_suffix([paths[n] for n in left]), strict=True):
+                found[n] = Match(image_id, "suffix") if image_id is not None else None
+        return found
+
     def match(self, path: str) -> Match | None:
         """The photo `path` names, and how it was found; None when none or several fit."""
+        return self.match_all([path])[0]
+
+    def _mapped(self, path: str) -> str:
+        """`path` through the root map, its folder mapped once (a mapping is per folder)."""
+        cut = max(path.rfind("/"), path.rfind("\\"))
+        folder, name = (path[:cut], path[cut + 1 :]) if cut > 0 else (path, "")
+        mapped = self._mapped_folders.get(folder)
+        if mapped is None:
+            if len(self._mapped_folders) > 100_000:  # bounded: a file of a million folders
+                self._mapped_folders.clear()
+            mapped = str(self._root_map.local(folder)).replace("\\", "/")
+            self._mapped_folders[folder] = mapped
+        return f"{mapped}/{name}" if name else mapped
+
+    def _direct(self, path: str) -> Match | None:
+        """The photo `path` names by the root map, a collection root, or a folder a suffix
+        match found earlier; None when these do not find one."""
         fold = windows_looking(path)
         posix = path.replace("\\", "/")
         absolute = posix.startswith("/") or bool(_DRIVE.match(path))
         if absolute:
-            mapped = str(self._root_map.local(path)).replace("\\", "/")
+            mapped = self._mapped(path)
             tries = [(mapped, "root map")] if mapped != posix else []
             tries.append((posix, "absolute"))
             for candidate, how in tries:
@@ -185,8 +213,15 @@ class PhotoMatcher:
                 found = self._at(cid, rel_path, fold)
                 if found is not None:
                     return Match(found, "relative")
-        found = self._by_suffix(path, fold)
+        found = self._in_known_folder(_parts(path), fold)
         return Match(found, "suffix") if found is not None else None
+
+    def _in_known_folder(self, parts: list[str], fold: bool) -> int | None:
+        known = self._folders.get("/".join(parts[:-1]).casefold()) if parts else None
+        if known is None:
+            return None
+        cid, rel_folder = known
+        return self._at(cid, f"{rel_folder}/{parts[-1]}" if rel_folder else parts[-1], fold)
 
     def _inside_roots(self, path: str, fold: bool) -> int | None:
         wanted = path.casefold() if fold else path
@@ -199,30 +234,45 @@ class PhotoMatcher:
                         return found
         return None
 
-    def _by_suffix(self, path: str, fold: bool) -> int | None:
-        parts = _parts(path)
+    def _by_suffix(self, paths: list[str]) -> list[int | None]:
+        """Each path's photo by a unique match of its last components (in order, so a folder
+        found for one path serves the next)."""
+        split = [_parts(path) for path in paths]
+        candidates: list[np.ndarray] = []
+        for parts in split:
+            ids = self._names.find(hash(parts[-1].casefold())) if parts else self._names.ids[:0]
+            candidates.append(ids if len(ids) <= 1000 else ids[:0])
+        wanted_ids = sorted({int(i) for ids in candidates for i in ids})
+        rows: dict[int, tuple[int, str]] = {}
+        if wanted_ids:
+            with self._catalog.session() as s:
+                for start in range(0, len(wanted_ids), 900):
+                    chunk = wanted_ids[start : start + 900]
+                    for image_id, cid, rel_path in s.execute(
+                        select(Image.id, Image.collection_id, Image.rel_path).where(
+                            Image.id.in_(chunk)
+                        )
+                    ):
+                        rows[image_id] = (cid, rel_path)
+        found: list[int | None] = []
+        for path, parts, ids in zip(paths, split, candidates, strict=True):
+            fold = windows_looking(path)
+            known = self._in_known_folder(parts, fold)
+            if known is not None:
+                found.append(known)
+            else:
+                found.append(self._best_suffix(parts, fold, [(int(i), *rows[int(i)]) for i in ids]))
+        return found
+
+    def _best_suffix(
+        self, parts: list[str], fold: bool, rows: list[tuple[int, int, str]]
+    ) -> int | None:
         if not parts:
             return None
-        folder = "/".join(parts[:-1]).casefold()
-        known = self._folders.get(folder)
-        if known is not None:
-            cid, rel_folder = known
-            found = self._at(cid, f"{rel_folder}/{parts[-1]}" if rel_folder else parts[-1], fold)
-            if found is not None:
-                return found
-        candidates = self._names.find(hash(parts[-1].casefold()))
-        if not len(candidates) or len(candidates) > 1000:
-            return None
-        with self._catalog.session() as s:
-            rows = s.execute(
-                select(Image.id, Image.collection_id, Image.rel_path).where(
-                    Image.id.in_([int(i) for i in candidates])
-                )
-            ).all()
         wanted = [p.casefold() for p in parts] if fold else parts
         best, best_rows = 0, []
         for row in rows:
-            theirs = row.rel_path.split("/")
+            theirs = row[2].split("/")
             theirs = [p.casefold() for p in theirs] if fold else theirs
             same = 0
             while same < min(len(theirs), len(wanted)) and theirs[-1 - same] == wanted[-1 - same]:
@@ -233,13 +283,13 @@ class PhotoMatcher:
                 best_rows.append(row)
         if len(best_rows) != 1:
             return None
-        row = best_rows[0]
+        image_id, cid, rel_path = best_rows[0]
         # Enough of the path agrees: the name and its folder, or all that one side has.
-        if best < min(2, len(parts), len(row.rel_path.split("/"))):
+        if best < min(2, len(parts), len(rel_path.split("/"))):
             return None
-        rel_folder = row.rel_path.rsplit("/", 1)[0] if "/" in row.rel_path else ""
-        self._folders[folder] = (row.collection_id, rel_folder)
-        return int(row.id)
+        rel_folder = rel_path.rsplit("/", 1)[0] if "/" in rel_path else ""
+        self._folders["/".join(parts[:-1]).casefold()] = (cid, rel_folder)
+        return image_id
 
 
 # -- the import -------------------------------------------------------------------------------
@@ -332,18 +382,17 @@ def import_detections(
         claimed = bytearray(matcher.max_id + 1)
         spill = _UnmatchedLines(report, unmatched_dir or library.root / "imports", path)
         try:
-            pending: list[FrameRecord] = []
+            pending: list[Entry] = []
             for entry in reading.entries:
                 report.entries += 1
-                frame = _frame_of(entry, matcher, claimed, report, spill)
-                if frame is not None:
-                    pending.append(frame)
+                pending.append(entry)
                 if len(pending) >= batch:
-                    _write(catalog, source_id, pending, report)
+                    frames = _frames_of(pending, matcher, claimed, report, spill)
+                    _write(catalog, source_id, frames, report)
                     pending = []
                     token.check()
                     progress(meter.update(stream.done))
-            _write(catalog, source_id, pending, report)
+            _write(catalog, source_id, _frames_of(pending, matcher, claimed, report, spill), report)
             token.check()
             _finish(catalog, importer.kind, path, source_id, stream.sha256.hexdigest(), reading)
         except BaseException:
@@ -355,26 +404,29 @@ def import_detections(
     return report
 
 
-def _frame_of(
-    entry: Entry,
+def _frames_of(
+    entries: list[Entry],
     matcher: PhotoMatcher,
     claimed: bytearray,
     report: ImportReport,
     spill: _UnmatchedLines,
-) -> FrameRecord | None:
-    found = matcher.match(entry.file)
-    if found is None:
-        spill.add(f"{entry.where}: no indexed photo at this path")
-        return None
-    if claimed[found.image_id]:
-        report.duplicates += 1
-        spill.add(f"{entry.where}: names a photo an earlier entry named; skipped")
-        return None
-    claimed[found.image_id] = 1
-    report.matched_by[found.how] = report.matched_by.get(found.how, 0) + 1
-    if entry.failure is not None:
-        report.failures += 1
-    return _Frame(found.image_id, entry.detections, entry.failure, entry.max_confidence)
+) -> list[FrameRecord]:
+    """The frames of a batch of entries matched to photos; the unmatched said in `spill`."""
+    frames: list[FrameRecord] = []
+    for entry, found in zip(entries, matcher.match_all([e.file for e in entries]), strict=True):
+        if found is None:
+            spill.add(f"{entry.where}: no indexed photo at this path")
+            continue
+        if claimed[found.image_id]:
+            report.duplicates += 1
+            spill.add(f"{entry.where}: names a photo an earlier entry named; skipped")
+            continue
+        claimed[found.image_id] = 1
+        report.matched_by[found.how] = report.matched_by.get(found.how, 0) + 1
+        if entry.failure is not None:
+            report.failures += 1
+        frames.append(_Frame(found.image_id, entry.detections, entry.failure, entry.max_confidence))
+    return frames
 
 
 def _write(
