@@ -394,6 +394,8 @@ def import_detections(
                     progress(meter.update(stream.done))
             _write(catalog, source_id, _frames_of(pending, matcher, claimed, report, spill), report)
             token.check()
+            while stream.read(1 << 20):  # the rest of the file, for its checksum
+                pass
             _finish(catalog, importer.kind, path, source_id, stream.sha256.hexdigest(), reading)
         except BaseException:
             _drop_pending(catalog, source_id)
