@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 
 from engine.catalog.models import Collection, DetectionSource, Image, utcnow
 from engine.detections import megadetector, speciesnet
@@ -109,11 +109,10 @@ class Match:
 class _Lookup:
     """Sorted hashes and the ids under them: a dict of a million paths in 16 bytes each."""
 
-    def __init__(self, hashes: list[int], ids: list[int]) -> None:
-        keys = np.asarray(hashes, dtype=np.int64)
-        order = np.argsort(keys, kind="stable")
-        self.keys = keys[order]
-        self.ids = np.asarray(ids, dtype=np.int64)[order]
+    def __init__(self, hashes: np.ndarray, ids: np.ndarray) -> None:
+        order = np.argsort(hashes, kind="stable")
+        self.keys = hashes[order]
+        self.ids = ids[order]
 
     def find(self, key: int) -> np.ndarray:
         left = int(np.searchsorted(self.keys, key, side="left"))
@@ -138,25 +137,31 @@ class PhotoMatcher:
         self._catalog = catalog
         self._root_map = root_map or RootMap()
         self.roots: list[tuple[int, str, str]] = []  # id, catalog root, folder here (posix)
-        exact: list[int] = []
-        folded: list[int] = []
-        names: list[int] = []
-        ids: list[int] = []
-        self.max_id = 0
         with catalog.session() as s:
             for cid, root in s.execute(select(Collection.id, Collection.root)):
                 here = str(self._root_map.local(root)).replace("\\", "/").rstrip("/")
                 self.roots.append((cid, root.replace("\\", "/").rstrip("/"), here))
-            rows = s.execute(select(Image.id, Image.collection_id, Image.rel_path))
-            for image_id, cid, rel_path in rows:
-                ids.append(image_id)
-                exact.append(_key(cid, rel_path))
-                folded.append(_key(cid, rel_path.casefold()))
-                names.append(hash(rel_path.rsplit("/", 1)[-1].casefold()))
-                self.max_id = max(self.max_id, image_id)
-        self._exact = _Lookup(exact, ids)
-        self._folded = _Lookup(folded, ids)
-        self._names = _Lookup(names, ids)
+            # Arrays filled in place: lists of a million Python ints would take ten times more.
+            size = (s.scalar(select(func.count()).select_from(Image)) or 0) + 1024
+            ids, exact, folded, names = (np.empty(size, dtype=np.int64) for _ in range(4))
+            n = 0
+            for image_id, cid, rel_path in s.execute(
+                select(Image.id, Image.collection_id, Image.rel_path)
+            ):
+                if n == size:  # rows added since the count: grow
+                    size *= 2
+                    ids, exact, folded, names = (
+                        np.resize(a, size) for a in (ids, exact, folded, names)
+                    )
+                ids[n] = image_id
+                exact[n] = _key(cid, rel_path)
+                folded[n] = _key(cid, rel_path.casefold())
+                names[n] = hash(rel_path.rsplit("/", 1)[-1].casefold())
+                n += 1
+        self.max_id = int(ids[:n].max()) if n else 0
+        self._exact = _Lookup(exact[:n], ids[:n])
+        self._folded = _Lookup(folded[:n], ids[:n])
+        self._names = _Lookup(names[:n], ids[:n])
         # A folder of the file (folded) -> (collection, folder in it) found by a suffix match.
         self._folders: dict[str, tuple[int, str]] = {}
         self._mapped_folders: dict[str, str] = {}  # a folder of the file -> through the root map
