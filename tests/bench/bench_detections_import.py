@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -91,7 +93,8 @@ def write_megadetector_file(path: Path, n: int, seed: int = 7) -> dict[str, int]
                                      round(rng.uniform(0.01, 0.2), 4), round(rng.uniform(0.01, 0.2), 4)],
                         }
                     )  # fmt: skip
-            counts["boxes"] += len(detections)
+            if folder.startswith("CAM"):
+                counts["boxes"] += len(detections)  # boxes on photos the catalog holds
             entry = {"file": f"{ROOT_THERE}\\{folder}", "detections": detections}
             out.write(json.dumps(entry) + (",\n" if i < n - 1 else "\n"))
         out.write("]}\n")
@@ -134,19 +137,15 @@ def _child(library_dir: str, file: str, queue: Any) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--scratch", type=Path, default=None)
-    args = parser.parse_args()
-    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="bench-detections-"))
+def run(n: int, scratch: Path) -> str:
+    """Make the catalog and the file in `scratch`, import in a child process; the table."""
     scratch.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    library_dir = make_catalog(scratch / "library", args.n)
-    print(f"catalog of {args.n:,} rows: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    library_dir = make_catalog(scratch / "library", n)
+    print(f"catalog of {n:,} rows: {time.perf_counter() - start:.0f} s", file=sys.stderr)
     start = time.perf_counter()
     file = scratch / "md.json"
-    counts = write_megadetector_file(file, args.n)
+    counts = write_megadetector_file(file, n)
     size_mb = file.stat().st_size / 1e6
     print(f"file of {size_mb:,.0f} MB: {time.perf_counter() - start:.0f} s", file=sys.stderr)
     context = multiprocessing.get_context("spawn")
@@ -156,12 +155,17 @@ def main() -> None:
     result = queue.get()
     child.join()
     assert result["frames"] == counts["photos"] - counts["unmatched"]
+    assert result["unmatched"] == counts["unmatched"]
+    assert result["detections"] == counts["boxes"]  # threshold 0: every box kept
     assert result["empty"] == result["empty_filtered"]
-    print(f"\n## Importing a MegaDetector file ({args.n:,} photos, {size_mb:,.0f} MB)\n")
-    print("| step | seconds | photos/s | result |")
-    print("| --- | ---: | ---: | --- |")
+    lines = [
+        f"## Importing a MegaDetector file ({n:,} photos, {size_mb:,.0f} MB)",
+        "",
+        "| step | seconds | photos/s | result |",
+        "| --- | ---: | ---: | --- |",
+    ]
     for step, seconds in result["times"].items():
-        rate = f"{args.n / seconds:,.0f}" if "import" in step else ""
+        rate = f"{n / seconds:,.0f}" if "import" in step else ""
         note = ""
         if step == "import":
             note = (
@@ -170,8 +174,24 @@ def main() -> None:
             )
         elif step.startswith("summary") or step.startswith("filter"):
             note = f"{result['empty']:,} empty frames"
-        print(f"| {step} | {seconds:,.1f} | {rate} | {note} |")
-    print(f"\npeak RSS of the importing process: {result['rss_end_mb']:,.0f} MB")
+        lines.append(f"| {step} | {seconds:,.1f} | {rate} | {note} |")
+    lines.append(f"\npeak RSS of the importing process: {result['rss_end_mb']:,.0f} MB")
+    return "\n".join(lines)
+
+
+@pytest.mark.bench
+def test_import_benchmark_small(tmp_path: Path) -> None:
+    """The benchmark at 5,000 photos (`-m bench`): its counts hold; the table printed."""
+    print(run(5000, tmp_path))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--scratch", type=Path, default=None)
+    args = parser.parse_args()
+    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="bench-detections-"))
+    print("\n" + run(args.n, scratch))
 
 
 if __name__ == "__main__":
