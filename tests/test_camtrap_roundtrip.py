@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from engine.catalog import Judgment
 from engine.catalog.library import Library
 from engine.catalog.models import Image
+from engine.catalog.privacy import checked_rule, set_sensitive_taxa
 from engine.detections.records import Box, DetectionRecord, FrameRecord
 from engine.detections.store import detections_of, replace_source, write_frames
 from engine.indexing.deployments import list_deployments
 from engine.indexing.indexer import Indexer
-from engine.io.camtrap_dp import export_camtrap_dp
+from engine.io.camtrap_dp import check_camtrap_dp, export_camtrap_dp
 from engine.io.camtrap_read import open_camtrap_package
 from engine.io.camtrap_tables import is_taxon
 from engine.judgments.queries import QueryStore
@@ -153,3 +155,16 @@ def test_a_package_read_back_has_the_same_boxes_labels_deployments_and_times(
             for i in s.query(Image)
         }
     assert read_back == original
+
+
+def test_a_sensitive_taxon_a_classifier_named_withholds_its_deployment(
+    exported, tmp_path: Path
+) -> None:
+    library, _, _ = exported
+    set_sensitive_taxa(library.catalog, [checked_rule("Vulpes", "withhold")])
+    with library.catalog.session() as s:
+        query_id = s.query(Judgment.query_id).first()[0]
+    check = check_camtrap_dp(library, query_id, scientific_name=MALLARD)
+    # The fox box is on 62c200a9's frame: its place would show where the fox lives.
+    assert [w.name for w in check.withheld] == ["62c200a9"]
+    assert check.report.deployments == 1

@@ -120,6 +120,7 @@ class Sources:
     outside: list[tuple[int, str]]  # relevant photos in no deployment: (id, path)
     detections: dict[int, list[StoredDetection]] = field(default_factory=dict)  # by photo
     models: dict[int, str] = field(default_factory=dict)  # detection source id -> its model
+    lineages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # label -> its names
 
 
 def _relevant_deployments(
@@ -271,7 +272,9 @@ def read_sources(
     deployments = _frames(library, wanted)
     _deployment_keys(deployments.values())
     detections, models = _detections(library, deployments.values(), min_confidence)
-    return Sources(query, verdicts, deployments, outside, detections, models)
+    labels = {d.record.label for found in detections.values() for d in found if d.record.label}
+    lineages = {label: label_lineage(library, label) for label in sorted(labels)}
+    return Sources(query, verdicts, deployments, outside, detections, models, lineages)
 
 
 def _deployment_keys(deployments: Iterable[CameraDeployment]) -> None:
@@ -291,6 +294,16 @@ def taxon_lineage(library: Library, name: str | None) -> tuple[str, ...]:
         taxon = s.scalars(select(Taxon).where(Taxon.name == name).limit(1)).first()
         higher = [getattr(taxon, column, None) for column in _RANK_COLUMNS] if taxon else []
     return (name, *(str(n) for n in higher if n))
+
+
+def label_lineage(library: Library, label: str) -> tuple[str, ...]:
+    """A classifier's label with its higher names: the catalog's where it knows the taxon, and
+    the genus of a binomial ("Vulpes" of "Vulpes vulpes") in any case."""
+    names = list(taxon_lineage(library, label))
+    genus = label.split(" ")[0]
+    if " " in label and genus[:1].isupper() and genus not in names:
+        names.append(genus)
+    return tuple(names)
 
 
 # --- times ---------------------------------------------------------------------------------------

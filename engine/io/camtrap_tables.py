@@ -355,10 +355,12 @@ class _Builder:
                 self.event(deployment, event_id, frames, relevant, media_ids)
 
     def detection_taxa(self, image_id: int) -> list[str]:
+        """The taxa (with their higher names) a classifier gave the photo's detections."""
         return [
-            d.record.label
+            name
             for d in self.sources.detections.get(image_id, [])
             if d.record.label and is_taxon(d.record.label)
+            for name in self.sources.lineages.get(d.record.label, (d.record.label,))
         ]
 
     def detection_rows(
