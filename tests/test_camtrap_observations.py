@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog.library import Library
+from engine.catalog.library import Library, RootMap
 from engine.catalog.models import Collection, Detection, DetectionFrame, DetectionSource, Image
 from engine.detections.camtrap_observations import KIND, read_camtrap_observations
 from engine.detections.records import Box
@@ -196,3 +196,38 @@ def test_url_media_are_matched_by_file_name(library: Library, tmp_path: Path) ->
 def test_a_folder_without_a_package_is_one_line(library: Library, tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="no Camtrap DP package"):
         read_camtrap_observations(library, tmp_path / "nothing")
+
+
+def test_absolute_paths_are_read_through_the_root_map(tmp_path: Path) -> None:
+    """A catalog shared with a workstation that records the photos under Z:\\traps: media
+    written with either workstation's absolute path meet the same photo."""
+    here = tmp_path / "traps"
+    mapping = RootMap.parse([f"Z:\\traps={here}"])
+    with Library.open(tmp_path / "lib", root_map=mapping) as library:
+        with library.catalog.session() as s:
+            collection = Collection(root="Z:\\traps", name="traps")
+            s.add(collection)
+            s.flush()
+            for n, name in enumerate(NAMES[:2], 1):
+                s.add(
+                    Image(
+                        id=n, collection_id=collection.id, rel_path=f"media/{name}", size=1,
+                        mtime_ns=1,
+                    )
+                )  # fmt: skip
+        media = [
+            _media("m1", NAMES[0], "2020-05-30T04:57:37+02:00", path=f"{here}/media/{NAMES[0]}"),
+            _media(
+                "m2", NAMES[1], "2020-05-30T04:57:40+02:00", path=f"Z:\\traps\\media\\{NAMES[1]}"
+            ),
+        ]
+        observations = [
+            _observation("o1", "m1", "animal", scientificName=MALLARD),
+            _observation("o2", "m2", "animal", scientificName=MALLARD),
+        ]
+        package = write_package(tmp_path / "package", media=media, observations=observations)
+        report = read_camtrap_observations(library, package)
+        with library.catalog.session() as s:
+            found = detections_of(s, [1, 2])
+    assert report.unmatched == []
+    assert {i: [d.record.label for d in found[i]] for i in found} == {1: [MALLARD], 2: [MALLARD]}
