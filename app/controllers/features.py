@@ -12,6 +12,7 @@ from app.controllers import (
     attributes,
     backups,
     benchmark,
+    camtrap_open,
     certify,
     deployments,
     events,
@@ -34,6 +35,7 @@ from app.controllers.install import Install
 
 FEATURES: tuple[Install, ...] = (
     library.install,  # the Library pane, indexing
+    camtrap_open.install,  # File › Open Camtrap DP package… (after Add folder…)
     models.install,  # File › Models…, the model gate before indexing
     search.install,  # the query bar and the grid's search actions
     judging.install,  # R / N / U / Ctrl+Z, the metrics' k
