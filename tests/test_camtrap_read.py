@@ -19,6 +19,7 @@ from engine.indexing.indexer import Indexer
 from engine.io.camtrap_read import open_camtrap_package
 from engine.licences import read_licence
 from tests.camtrap_packages import jpeg, write_package
+from tests.test_exif_camera import camera_jpeg
 
 MALLARD = "Anas platyrhynchos"
 DEPLOYMENTS = [
@@ -231,3 +232,17 @@ def test_the_command_line_opens_a_package(tmp_path: Path, capsys) -> None:
     code = main(["camtrap-dp", "open", str(refused), "--library", str(lib), "--model", "demo"])
     assert code == 2
     assert "media are URLs" in capsys.readouterr().err
+
+
+def test_a_photo_the_package_does_not_list_keeps_no_stale_deployment(
+    tmp_path: Path, demo_encoder
+) -> None:
+    package = write_example(tmp_path / "package")
+    # A frame of another camera left in the folder: indexing alone makes it a deployment.
+    camera_jpeg(package / "extra" / "IMG_0001.JPG", original="2020:06:01 10:00:00", serial="999")
+    with Library.open(tmp_path / "lib") as library:
+        open_camtrap_package(Indexer(library, demo_encoder), package)
+        photos = _photos(library)
+        deployments = {d.name for d in list_deployments(library)}
+    assert deployments == {"00a2c20d", "62c200a9"}
+    assert photos["extra/IMG_0001.JPG"].deployment_id is None

@@ -180,9 +180,12 @@ def _deployments(
             d.name: d
             for d in s.scalars(select(Deployment).where(Deployment.collection_id == collection_id))
         }
+        gone = [d.id for name, d in existing.items() if name not in rows]
         for name, deployment in existing.items():
             if name not in rows:
                 s.delete(deployment)
+        if gone:  # photos of deployments made from folders and serials before: none now
+            s.execute(update(Image).where(Image.deployment_id.in_(gone)).values(deployment_id=None))
         s.flush()
         for key, row in rows.items():
             place = (row.get("locationName") or key, row.get("cameraID", ""))
@@ -324,12 +327,13 @@ def open_camtrap_package(
             raise BadInputError(f"{package.folder} is not an indexed collection")
         collection.name = package.name
         collection_id = collection.id
-    report.deployments, report.timed, report.unmapped = apply_package(
-        library, collection_id, package
-    )
+    with library.writer_lock():  # as indexing: one writer of the collection at a time
+        report.deployments, report.timed, report.unmapped = apply_package(
+            library, collection_id, package
+        )
+        report.observations = read_camtrap_observations(
+            library, package.descriptor_path, progress, cancel, collection=package.folder
+        )
     licence = media_licence(package.descriptor)
     report.licence = read_licence(licence).label if licence else ""
-    report.observations = read_camtrap_observations(
-        library, package.descriptor_path, progress, cancel, collection=package.folder
-    )
     return report
