@@ -231,3 +231,38 @@ def test_absolute_paths_are_read_through_the_root_map(tmp_path: Path) -> None:
             found = detections_of(s, [1, 2])
     assert report.unmatched == []
     assert {i: [d.record.label for d in found[i]] for i in found} == {1: [MALLARD], 2: [MALLARD]}
+
+
+def test_the_command_line_imports_observations(tmp_path: Path, capsys) -> None:
+    from app.cli import main
+
+    package = write_package(tmp_path / "package", media=MEDIA, observations=OBSERVATIONS)
+    with Library.open(tmp_path / "lib") as library, library.catalog.session() as s:
+        collection = Collection(root=str(package.resolve()), name="package")
+        s.add(collection)
+        s.flush()
+        s.add(Image(collection_id=collection.id, rel_path=f"media/{NAMES[0]}", size=1,
+                    mtime_ns=1))  # fmt: skip
+    code = main(["camtrap-dp", "observations", str(package), "--library", str(tmp_path / "lib")])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert "1 of 6 media matched, 2 detections on 1 photos" in lines[0]
+    assert len(lines) == 6  # the summary, then each of the five media with no photo
+    assert lines[1] == "media m2: no indexed photo at media/RCNX0002.JPG"
+
+
+def test_compressed_tables_are_read(library: Library, tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    package = write_package(tmp_path / "package", media=MEDIA, observations=OBSERVATIONS)
+    descriptor = json.loads((package / "datapackage.json").read_text())
+    for resource in descriptor["resources"]:
+        plain = package / resource["path"]
+        with gzip.open(plain.with_suffix(".csv.gz"), "wb") as handle:
+            handle.write(plain.read_bytes())
+        plain.unlink()
+        resource["path"] += ".gz"
+    (package / "datapackage.json").write_text(json.dumps(descriptor))
+    report = read_camtrap_observations(library, package)
+    assert (report.matched, report.detections) == (5, 4)

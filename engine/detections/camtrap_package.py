@@ -9,6 +9,7 @@ line (`BadInputError`) before anything is written.
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 import re
@@ -47,10 +48,12 @@ class Package:
         if path is None:
             return
         try:
-            with path.open(encoding="utf-8-sig", newline="") as handle:
+            # A table may be gzipped (tables.csv.gz), as Frictionless allows and GBIF serves.
+            opener = gzip.open if path.suffix.lower() == ".gz" else open
+            with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
                 for row in csv.DictReader(handle):
                     yield {k: (v or "").strip() for k, v in row.items() if k is not None}
-        except (OSError, UnicodeDecodeError, csv.Error) as error:
+        except (OSError, EOFError, UnicodeDecodeError, csv.Error) as error:
             raise BadInputError(f"cannot read {path}: {error}") from error
 
 
