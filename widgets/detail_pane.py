@@ -178,6 +178,7 @@ class DetailPane(QWidget):
             ("rights", "Rights holder"),
             ("size", "Size"),
             ("collection", "Collection"),
+            ("detections", "Detections"),
             ("path", "Path"),
         ):
             value = QLabel("—", self)
@@ -187,6 +188,7 @@ class DetailPane(QWidget):
             value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             form.addRow(f"{label}:", value)
             self.fields[key] = value
+        self._form = form
         path_label = self.fields["path"]
         path_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         path_label.setToolTip("Click to show the photo's folder")
@@ -337,6 +339,7 @@ class DetailPane(QWidget):
             self.subtitle.setText("")
             for label in self.fields.values():
                 label.setText("—")
+            self._form.setRowVisible(self.fields["detections"], False)
             # The last photo's judgment must not linger over "No photo selected".
             self.set_judgment(None, can_judge=False)
             return
@@ -361,6 +364,9 @@ class DetailPane(QWidget):
         width, height = d.width, d.height
         self.fields["size"].setText(f"{width} × {height} px" if width and height else "—")
         self.fields["collection"].setText(d.collection or "—")
+        # The detector's and classifier's findings, one line each; the row only where any.
+        self.fields["detections"].setText("\n".join(x.line for x in item.detections))
+        self._form.setRowVisible(self.fields["detections"], bool(item.detections))
         self.fields["path"].setText(
             f'<a href="{html.escape(item.path)}">{html.escape(breakable(item.path))}</a>'
         )

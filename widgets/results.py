@@ -269,6 +269,9 @@ class ResultsModel(QAbstractListModel):
             self._chosen_boxes[image_id] = index
         self._repaint(image_id)
 
+    def chosen_index(self, image_id: int) -> int | None:
+        return self._chosen_boxes.get(image_id)
+
     def chosen_box(self, image_id: int) -> DetectionView | None:
         """The detection chosen on a photo for the next judgment, None when none is."""
         row, index = self._rows.get(image_id), self._chosen_boxes.get(image_id)
@@ -304,7 +307,13 @@ class ResultsModel(QAbstractListModel):
     def tile_boxes(self, item: ResultItem) -> TileBoxes | None:
         """What `item`'s tile draws over its thumbnail, None when nothing (boxes hidden, none
         found, or an event's face shown that is another frame)."""
-        if not self._show_boxes or not item.detections or item.face is not None:
+        if item.face is not None:
+            return None
+        return self.photo_boxes(item)
+
+    def photo_boxes(self, item: ResultItem) -> TileBoxes | None:
+        """What is drawn over `item`'s own photo (the full view), None when nothing."""
+        if not self._show_boxes or not item.detections:
             return None
         judged = None
         box, relevance = self._judged_boxes.get(item.image_id), self._judgments.get(item.image_id)
