@@ -87,3 +87,26 @@ def test_the_window_reads_boxes_above_the_threshold_with_their_model(library):
     assert list(found) == [photo]
     assert [(d.detection.record.confidence, d.model) for d in found[photo]] == [(0.9, "MDV5A")]
     assert has_detections(library)
+
+
+def test_the_judgments_csv_carries_the_box_and_imports_it_back(library, tmp_path):
+    import csv
+
+    from engine.io.export import export_judgments, import_benchmark
+
+    store = QueryStore(library, user="ana")
+    qid = store.find_or_create_query("red fox")
+    boxed, whole, _ = _ids(library)
+    fox = Box(0.1, 0.2, 0.3, 0.4)
+    store.judge(qid, boxed, 1, box=fox)
+    store.judge(qid, whole, 0)
+    path = tmp_path / "judgments.csv"
+    export_judgments(library, path)
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(r["box"] for r in rows) == ["", fox.text]
+
+    store.clear_judgments(qid)
+    import_benchmark(library, None, path)
+    assert store.judgments(qid) == {boxed: 1, whole: 0}
+    assert _texts(store, qid) == {boxed: fox.text}

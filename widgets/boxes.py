@@ -64,7 +64,7 @@ class DetectionView:
             parts.append(f"{self.label}{p}")
         if self.box is None:
             parts.append("whole photo")
-        source = " ".join(part for part in (self.source, self.model or "") if part)
+        source = ", ".join(part for part in (self.source, self.model or "") if part)
         return "  ·  ".join(parts or ["detection"]) + (f"  ({source})" if source else "")
 
 

@@ -256,6 +256,7 @@ class FullView(QDialog):
         self._title = ""
         self._judgment: int | None = None
         self._judging = False
+        self._box_note = ""
 
     def show_loading(self, title: str) -> None:
         self._title = title
@@ -279,6 +280,11 @@ class FullView(QDialog):
         self._judgment, self._judging = relevance, judging
         self._update_header()
 
+    def set_box_note(self, text: str) -> None:
+        """What the header says of the detector's box chosen for the next judgment ("" none)."""
+        self._box_note = text
+        self._update_header()
+
     def header_text(self) -> str:
         return self.header.text()
 
@@ -288,6 +294,8 @@ class FullView(QDialog):
             parts.append(
                 {None: "not judged", 1: "relevant", 0: "not relevant"}.get(self._judgment, "judged")
             )
+        if self._box_note:
+            parts.append(self._box_note)
         size = self.canvas.image_size()
         if not size.isEmpty():
             zoom = "1:1" if self.canvas.actual else f"fitted, {self.canvas.scale():.0%}"

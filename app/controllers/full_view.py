@@ -182,6 +182,8 @@ class FullViewController(QObject):
             self.view.canvas.set_boxes(())
         else:
             self.view.canvas.set_boxes(boxes.detections, boxes.chosen, boxes.judged)
+        chosen = self.judging.model.chosen_box(item.image_id)
+        self.view.set_box_note(f"R / N on the box {chosen.caption}" if chosen else "")
 
     def _box_clicked(self, index: int) -> None:
         """A box clicked in the view: R / N judge the photo on it (clicked again: the whole

@@ -74,7 +74,7 @@ def test_results_carry_the_boxes_above_the_threshold_and_the_pane_lists_them(
     app.window.results.select_row(0)
     pane = app.window.detail_pane
     text = pane.fields["detections"].text()
-    assert "animal 0.90  ·  red fox 0.80  (megadetector MDV5A)" in text
+    assert "animal 0.90  ·  red fox 0.80  (megadetector, MDV5A)" in text
     assert "animal 0.60" in text and "0.10" not in text
 
 
@@ -148,6 +148,7 @@ def test_the_full_view_draws_the_boxes_and_a_click_chooses_one(qtbot, boxes_app)
     photo = app.window.results_model.item(0).image_id
     assert app.window.results_model.chosen_index(photo) == 0
     assert not view.canvas.actual  # a click on a box does not zoom
+    assert "R / N on the box red fox 0.80" in view.header_text()
     image = view.canvas.grab().toImage()
     edge = QPoint(int(shown.left() + FOX.x * shown.width()), centre.y())
     assert _near(image, edge, CATEGORY_COLOURS["animal"], 2)
