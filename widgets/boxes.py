@@ -25,6 +25,8 @@ OTHER_COLOUR = "#e8e8e8"
 RELEVANT_COLOUR = "#2e9d57"
 NOT_RELEVANT_COLOUR = "#c8453c"
 SELECTED_COLOUR = "#ffffff"
+# A judged box as drawn: the box and the judgment's relevance.
+JudgedBox = tuple[tuple[float, float, float, float], int]
 LABEL_MIN_SIDE = 200  # pixels of the painted photo's shorter side below which no label shows
 
 
@@ -113,7 +115,7 @@ def paint_boxes(
     labels: bool,
     font: QFont,
     chosen: int | None = None,
-    judged: tuple[tuple[float, float, float, float], int] | None = None,
+    judged: JudgedBox | None = None,
     width: float = 2.0,
 ) -> None:
     """Draw the detections' boxes over a photo painted in `photo`: a thin outline in the

@@ -18,6 +18,7 @@ from PySide6.QtGui import QAction
 from app.controllers.install import say
 from app.controllers.results import set_box_threshold
 from app.workers import READ, TaskContext, TaskHandle, TaskRunner
+from widgets.detail_pane import DetailPane
 from widgets.results import ResultsModel, ResultsView
 
 if TYPE_CHECKING:
@@ -56,6 +57,23 @@ class BoxesController(QObject):
         model.set_show_boxes(show)
         toggle.toggled.connect(self.set_shown)
         next_box.triggered.connect(self.cycle)
+        self.detail: DetailPane | None = None
+
+    def follow_in(self, detail: DetailPane) -> None:
+        """Draw the selected photo's boxes over the detail pane's photo too."""
+        self.detail = detail
+        self.view.currentItemChanged.connect(self._show_in_detail)
+        self.model.dataChanged.connect(lambda *_args: self._show_in_detail())
+
+    def _show_in_detail(self, *_args: object) -> None:
+        item = self.view.current_item()
+        if self.detail is None or item is None or self.detail.item() is not item:
+            return
+        boxes = self.model.photo_boxes(item)
+        if boxes is None:
+            self.detail.set_boxes(())
+        else:
+            self.detail.set_boxes(boxes.detections, boxes.chosen, boxes.judged)
 
     def set_shown(self, show: bool) -> None:
         """Draw the boxes (or not) on the tiles and in the full view; remembered."""
@@ -121,5 +139,6 @@ def install(app: Application) -> None:
         app.settings.show_boxes,
         lambda show: app.remember(show_boxes=show),
     )
+    boxes.follow_in(w.detail_pane)
     app.session.readyChanged.connect(lambda ready, _message: ready and boxes.check_library())
     say(app, boxes.message)

@@ -76,6 +76,9 @@ def test_results_carry_the_boxes_above_the_threshold_and_the_pane_lists_them(
     text = pane.fields["detections"].text()
     assert "animal 0.90  ·  red fox 0.80  (megadetector, MDV5A)" in text
     assert "animal 0.60" in text and "0.10" not in text
+    assert len(pane.photo.boxes[0]) == 2  # drawn over the pane's photo too
+    app.window.show_boxes_action.trigger()  # View › Show detector boxes off
+    assert pane.photo.boxes[0] == ()
 
 
 def test_judging_on_a_box_keeps_it_in_both_tables_and_undo_puts_the_whole_frame_back(
