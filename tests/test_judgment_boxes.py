@@ -110,3 +110,16 @@ def test_the_judgments_csv_carries_the_box_and_imports_it_back(library, tmp_path
     import_benchmark(library, None, path)
     assert store.judgments(qid) == {boxed: 1, whole: 0}
     assert _texts(store, qid) == {boxed: fox.text}
+
+
+def test_a_blind_judge_sees_and_undoes_only_their_own_box(library):
+    ana = QueryStore(library, user="ana", blind=True)
+    ben = QueryStore(library, user="ben", blind=True)
+    qid = ana.find_or_create_query("red fox")
+    photo = _ids(library)[0]
+    mine, theirs = Box(0.1, 0.1, 0.2, 0.2), Box(0.6, 0.6, 0.2, 0.2)
+    ana.judge(qid, photo, 1, box=mine)
+    change = ben.judge(qid, photo, 0, box=theirs)
+    assert change.previous_box is None  # ben's own previous mark: none
+    assert _texts(ana, qid) == {photo: mine.text}
+    assert _texts(ben, qid) == {photo: theirs.text}

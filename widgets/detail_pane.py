@@ -395,7 +395,9 @@ class DetailPane(QWidget):
         self.fields["size"].setText(f"{width} × {height} px" if width and height else "—")
         self.fields["collection"].setText(d.collection or "—")
         # The detector's and classifier's findings, one line each; the row only where any.
-        self.fields["detections"].setText("\n".join(x.line for x in item.detections))
+        lines = [x.line for x in item.detections]
+        bullet = "• " if len(lines) > 1 else ""  # wrapped lines still read as one each
+        self.fields["detections"].setText("\n".join(bullet + line for line in lines))
         self._form.setRowVisible(self.fields["detections"], bool(item.detections))
         self.fields["path"].setText(
             f'<a href="{html.escape(item.path)}">{html.escape(breakable(item.path))}</a>'

@@ -345,6 +345,7 @@ class QueryStore:
             if self.blind and kind == JUDGMENT:
                 # The judge's own previous mark: what undo puts back, never another's.
                 previous = _newest_event(s, query_id, image_id, JUDGMENT, self.user)
+                previous_box = _box_of(_newest_event_box(s, query_id, image_id, self.user))
             changes = (
                 dict(attributes)
                 if attributes is not None
@@ -370,11 +371,25 @@ class QueryStore:
         """image id -> the box the photo's judgment (as `judgments` holds it) was made on,
         for the photos judged on a box."""
         with self.library.catalog.session() as s:
-            rows = s.execute(
-                select(Judgment.image_id, Judgment.box).where(
-                    Judgment.query_id == query_id, Judgment.box.is_not(None)
+            if self.blind:  # the judge's own newest judgment of each photo, as `judgments`
+                own = s.execute(
+                    select(JudgmentEvent.image_id, JudgmentEvent.box)
+                    .where(
+                        JudgmentEvent.query_id == query_id,
+                        JudgmentEvent.judged_by == self.user,
+                        JudgmentEvent.kind == JUDGMENT,
+                    )
+                    .order_by(JudgmentEvent.id)
+                ).all()
+                rows = list({int(i): (i, text) for i, text in own}.values())
+            else:
+                rows = list(
+                    s.execute(
+                        select(Judgment.image_id, Judgment.box).where(
+                            Judgment.query_id == query_id, Judgment.box.is_not(None)
+                        )
+                    ).all()
                 )
-            ).all()
         found = {int(image_id): _box_of(text) for image_id, text in rows}
         return {image_id: box for image_id, box in found.items() if box is not None}
 
@@ -545,6 +560,17 @@ def _newest_event(
     )
     if judge is not None:
         stmt = stmt.where(JudgmentEvent.judged_by == judge)
+    return s.scalar(stmt.order_by(JudgmentEvent.id.desc()).limit(1))
+
+
+def _newest_event_box(s: Session, query_id: int, image_id: int, judge: str) -> str | None:
+    """The box of `judge`'s newest judgment of a photo (None: the whole frame, or none)."""
+    stmt = select(JudgmentEvent.box).where(
+        JudgmentEvent.query_id == query_id,
+        JudgmentEvent.image_id == image_id,
+        JudgmentEvent.kind == JUDGMENT,
+        JudgmentEvent.judged_by == judge,
+    )
     return s.scalar(stmt.order_by(JudgmentEvent.id.desc()).limit(1))
 
 
