@@ -137,7 +137,7 @@ def paint_boxes(
         pen_width = width
         if judged is not None and same_box(detection.box, judged[0]):
             colour = QColor(RELEVANT_COLOUR if judged[1] else NOT_RELEVANT_COLOUR)
-            pen_width = width * 2.5
+            pen_width = width * 2
         painter.setPen(QPen(colour, pen_width))
         painter.drawRect(rect)
         if index == chosen:
