@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from app.controllers.attributes import AttributesController
     from app.controllers.backups import BackupsController
     from app.controllers.benchmark import BenchmarkController
+    from app.controllers.boxes import BoxesController
     from app.controllers.camtrap_open import CamtrapOpenController
     from app.controllers.certify import CertifyController
     from app.controllers.deployments import DeploymentsController
@@ -111,6 +112,7 @@ class Application:
     certify: CertifyController
     analyses: AnalysesController
     events: EventsController
+    boxes: BoxesController
     benchmark: BenchmarkController
 
     def __init__(

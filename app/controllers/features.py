@@ -12,6 +12,7 @@ from app.controllers import (
     attributes,
     backups,
     benchmark,
+    boxes,
     camtrap_open,
     certify,
     deployments,
@@ -56,6 +57,7 @@ FEATURES: tuple[Install, ...] = (
     certify.install,  # Judge › Certify recall…
     analyses.install,  # Where and when › Relevant photos of this query
     events.install,  # View › Group results by event (camera traps)
+    boxes.install,  # View › Show detector boxes, B: judge on the next box
     benchmark.install,  # Tools › Benchmark…
     install_window,  # the window's own wiring, last
 )
