@@ -4,6 +4,8 @@ A source is one imported file (kind and absolute path). `replace_source` starts 
 rows of an earlier import of the same file go, in the same transaction as the first batch, so a
 re-import never doubles a box and a crash part-way leaves the earlier import whole or (after the
 first batch) the new one partly written under a source the next import replaces again.
+`engine.detections.importing` writes under a `PENDING` source instead and swaps it in at the
+end, so readers never see half an import.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from sqlalchemy.orm import Session
 from engine.catalog.models import Detection, DetectionFrame, DetectionSource
 from engine.detections.records import Box, DetectionRecord, FrameRecord, StoredDetection
 
-_CHUNK = 500
+_CHUNK = 500  # ids per IN (...) when reading: well under SQLite's 32,766 variables
 # A source whose kind starts so is an import under way, or one killed part-way
 # (engine.detections.importing): no reader counts it, the next import of its file deletes it.
-PENDING = "importing:"  # ids per IN (...) when reading: well under SQLite's 32,766 variables
+PENDING = "importing:"
 
 
 def replace_source(
@@ -62,12 +64,13 @@ def write_frames(session: Session, source_id: int, frames: Iterable[FrameRecord]
         detection_rows.extend(
             _detection_row(source_id, frame.image_id, d) for d in frame.detections
         )
-    # The tables' own inserts (one executemany each): the ORM's bulk insert splits rows by
-    # which values are None, thousands of statements for a batch of mixed boxes and labels.
+    # The tables, not the ORM classes: the ORM's bulk insert leaves out a row's None values and
+    # so runs one statement per change of which keys are None (boxes between whole-photo
+    # labels: one per row, seven times slower); the tables' executemany writes NULLs in one.
     if frame_rows:
-        session.execute(insert(cast("Table", DetectionFrame.__table__)), frame_rows)
+        session.execute(insert(cast(Table, DetectionFrame.__table__)), frame_rows)
     if detection_rows:
-        session.execute(insert(cast("Table", Detection.__table__)), detection_rows)
+        session.execute(insert(cast(Table, Detection.__table__)), detection_rows)
     return len(detection_rows)
 
 
