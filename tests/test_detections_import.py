@@ -279,6 +279,7 @@ def test_a_file_made_on_a_subfolder_matches_by_suffix(tmp_path):
 
 def test_many_unmatched_lines_go_to_a_file(library, tmp_path):
     images = [{"file": f"nowhere/{n}.jpg", "detections": []} for n in range(SHOWN_UNMATCHED + 5)]
+    images.append({"file": PATHS[0], "detections": []})
     report = import_detections(library, _write(tmp_path / "md.json", _md(images)))
     assert report.unmatched_count == SHOWN_UNMATCHED + 5
     assert len(report.unmatched) == SHOWN_UNMATCHED
@@ -345,6 +346,16 @@ def test_bad_input_is_one_line_naming_the_entry_and_leaves_the_earlier_import(
     assert _rows(library) == before
     with library.catalog.session() as s:
         assert [src.kind for src in s.query(DetectionSource)] == ["megadetector"]
+
+
+def test_a_file_naming_no_indexed_photo_is_refused_and_the_earlier_import_stays(library, tmp_path):
+    path = _write(tmp_path / "md.json", _md(MD_IMAGES))
+    import_detections(library, path)
+    before = _rows(library)
+    elsewhere = [{"file": f"E:\\other\\{n}.jpg", "detections": []} for n in range(3)]
+    with pytest.raises(BadInputError, match="no photo md.json names is indexed"):
+        import_detections(library, _write(path, _md(elsewhere)))
+    assert _rows(library) == before
 
 
 def test_a_cancelled_import_leaves_the_earlier_one_whole(library, tmp_path):

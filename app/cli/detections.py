@@ -19,7 +19,6 @@ from pathlib import Path
 from app.cli.args import add_library_options
 from app.cli.common import EXIT_OK, TqdmProgress, open_library
 from app.cli.registry import Command
-from engine.errors import BadInputError
 
 SHOWN = 20  # unmatched lines printed; the rest are counted (and kept in a file when many)
 
@@ -100,11 +99,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     if report.unmatched_count > SHOWN:
         kept = f"; all of them in {report.unmatched_file}" if report.unmatched_file else ""
         print(f"... {report.unmatched_count} unmatched in all{kept}")
-    if report.entries and not report.frames:
-        raise BadInputError(
-            f"no photo of {args.file} is indexed in this library: index its folder first, or "
-            "map the folder it names with QUADRAT_MAP_ROOT (OLD=NEW)"
-        )
     return EXIT_OK
 
 

@@ -399,6 +399,13 @@ def import_detections(
                     progress(meter.update(stream.done))
             _write(catalog, source_id, _frames_of(pending, matcher, claimed, report, spill), report)
             token.check()
+            if report.entries and not report.frames:
+                # A wrong root map or library would otherwise replace a good import with nothing.
+                raise BadInputError(
+                    f"no photo {path.name} names is indexed in this library (none of "
+                    f"{report.entries} entries found); index their folder first, or map the "
+                    'folder they name to the one here (QUADRAT_MAP_ROOT="OLD=NEW")'
+                )
             while stream.read(1 << 20):  # the rest of the file, for its checksum
                 pass
             _finish(catalog, importer.kind, path, source_id, stream.sha256.hexdigest(), reading)
