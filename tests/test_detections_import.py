@@ -358,6 +358,23 @@ def test_a_file_naming_no_indexed_photo_is_refused_and_the_earlier_import_stays(
     assert _rows(library) == before
 
 
+def test_a_photo_named_twice_keeps_the_first_entry_and_progress_counts_bytes(library, tmp_path):
+    images = [
+        {"file": "CAM01/IMG_0001.JPG", "detections": [_box := {"category": "1", "conf": 0.8,
+                                                              "bbox": [0, 0, 0.5, 0.5]}]},
+        {"file": f"{ROOT}/CAM01/IMG_0001.JPG", "detections": []},
+        {"file": "CAM01/IMG_0002.JPG", "detections": [_box]},
+    ]  # fmt: skip
+    path = _write(tmp_path / "md.json", _md(images))
+    seen = []
+    report = import_detections(library, path, progress=seen.append, batch=1)
+    assert report.duplicates == 1 and report.frames == 2
+    assert "images[1]" in report.unmatched[0] and "earlier entry" in report.unmatched[0]
+    assert _rows(library)[0] == [(1, 0.8, None), (2, 0.8, None)]
+    assert seen[-1].done == seen[-1].total == path.stat().st_size
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+
+
 def test_a_cancelled_import_leaves_the_earlier_one_whole(library, tmp_path):
     path = _write(tmp_path / "md.json", _md(MD_IMAGES))
     import_detections(library, path)
