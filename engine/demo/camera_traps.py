@@ -55,6 +55,7 @@ class Camera:
     utc_offset: str  # what the camera writes in OffsetTimeOriginal
     make: str = "QuadratTrail"
     model: str = "QT-1"
+    scenery: str = ""  # "stream" or "shrubs": patches in the animals' colours in every frame
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ class Species:
 
 CAMERAS: tuple[Camera, ...] = (
     Camera("CAM01_trail", "QT0001", 52.2210, 5.9120, "+02:00"),
-    Camera("CAM02_stream", "QT0002", 52.2304, 5.9391, "+02:00"),
-    Camera("CAM03_ridge", "QT0003", 52.2452, 5.9015, "+02:00"),
+    Camera("CAM02_stream", "QT0002", 52.2304, 5.9391, "+02:00", scenery="stream"),
+    Camera("CAM03_ridge", "QT0003", 52.2452, 5.9015, "+02:00", scenery="shrubs"),
 )
 SPECIES: tuple[Species, ...] = (
     Species("Capreolus capreolus", "roe deer", "red", (200, 40, 30)),
@@ -166,13 +167,15 @@ def _exif(camera: Camera, moment: datetime) -> Image.Exif:
     return exif
 
 
-def _scene(rng: np.random.Generator, night: bool) -> Image.Image:
-    """A camera's view: ground and grass blades, which the wind moves from frame to frame."""
+def _scene(rng: np.random.Generator, night: bool, scenery: str = "") -> Image.Image:
+    """A camera's view: ground and grass blades, which the wind moves from frame to frame, and
+    what the camera looks at besides (`Camera.scenery`)."""
     width, height = FRAME_SIZE
     sky, ground = ((70, 90, 70), (90, 110, 60)) if not night else ((20, 20, 20), (35, 35, 35))
     image = Image.new("RGB", FRAME_SIZE, sky)
     draw = ImageDraw.Draw(image)
     draw.rectangle((0, height // 2, width, height), fill=ground)
+    _draw_scenery(draw, rng, scenery, night)
     for _ in range(40):
         x = int(rng.integers(0, width))
         lean = int(rng.integers(-6, 7))
@@ -180,6 +183,31 @@ def _scene(rng: np.random.Generator, night: bool) -> Image.Image:
         colour = (shade, shade, shade) if night else (60, shade, 40)
         draw.line((x, height, x + lean, height - int(rng.integers(20, 60))), fill=colour, width=2)
     return image
+
+
+def _draw_scenery(
+    draw: ImageDraw.ImageDraw, rng: np.random.Generator, scenery: str, night: bool
+) -> None:
+    """A stream across the foreground, or autumn shrubs at the frame's sides: large patches in
+    the animals' colours (blue water; red and yellow leaves), as real deployments have, which
+    a whole-frame search sees as much as a far animal. Grey at night (infrared)."""
+    width, height = FRAME_SIZE
+
+    def tone(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
+        grey = int(sum(rgb) / 3) + 10
+        return (grey, grey, grey) if night else rgb
+
+    if scenery == "stream":
+        top = int(height * 0.78) + int(rng.integers(-2, 3))
+        draw.polygon(
+            [(0, top), (width, top - 8), (width, top + 14), (0, top + 24)],
+            fill=tone((50, 80, 185)),
+        )
+    elif scenery == "shrubs":
+        for x, rgb in ((0, (185, 50, 35)), (width, (220, 185, 45)), (width // 2, (185, 50, 35))):
+            wide, tall = int(rng.integers(36, 46)), int(rng.integers(20, 28))
+            y = height - tall // 2 - 4
+            draw.ellipse((x - wide, y - tall, x + wide, y + tall), fill=tone(rgb))
 
 
 def _draw_animal(
@@ -279,7 +307,7 @@ def _write_burst(
     for step in range(count):
         if step:
             moment += timedelta(seconds=int(rng.integers(1, 3)))  # the trigger's 1-2 s
-        image = _scene(rng, night)
+        image = _scene(rng, night, camera.scenery)
         box = None
         if species is not None:
             box = _draw_animal(image, rng, species, step, night, lane)

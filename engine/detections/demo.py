@@ -38,12 +38,12 @@ def load_demo_detections(library: Library, root: Path) -> tuple[int, int]:
     categories: dict[str, str] = batch.get("detection_categories", {})
     catalog_root = library.catalog_root(Path(root).resolve())
     with library.catalog.session() as s:
-        ids = dict(
-            s.execute(
+        ids: dict[str, int] = dict(
+            s.execute(  # type: ignore[arg-type]
                 select(Image.rel_path, Image.id)
                 .join(Collection, Collection.id == Image.collection_id)
                 .where(Collection.root == catalog_root)
-            ).tuples()
+            ).all()
         )
         frames = [
             FrameRecord(
