@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "app.cli.gui",
     "app.cli.index",
     "app.cli.search",
+    "app.cli.crops",
     "app.cli.forget",
     "app.cli.relocate",
     "app.cli.demo",

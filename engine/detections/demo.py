@@ -39,7 +39,7 @@ def load_demo_detections(library: Library, root: Path) -> tuple[int, int]:
     catalog_root = library.catalog_root(Path(root).resolve())
     with library.catalog.session() as s:
         ids: dict[str, int] = dict(
-            s.execute(  # type: ignore[arg-type]
+            s.execute(
                 select(Image.rel_path, Image.id)
                 .join(Collection, Collection.id == Image.collection_id)
                 .where(Collection.root == catalog_root)

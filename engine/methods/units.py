@@ -70,14 +70,14 @@ def query_vector(query: SearchQuery, spec: MethodSpec, context: MethodContext) -
 
 
 def ranked_boxes(context: MethodContext, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """(detection id, cosine) best first, within the context's filters; [] when the library has
-    no crop vectors of its model."""
+    """(detection id, cosine) best first, within the context's filters; a one-line
+    `BadInputError` when the library has no crop vector of its model."""
     from engine.detections.crop_index import crop_index, detection_ids_of_images
 
     library: Library = context.library
     index = crop_index(library, context.encoder.model_key)
     if index is None:
-        return []
+        raise BadInputError("no box to search: import detections, then run 'quadrat crops encode'")
     allowed = None
     if context.filters is not None and context.filters.active:
         allowed = detection_ids_of_images(library, context.searcher.filtered_ids(context.filters))
