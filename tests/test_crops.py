@@ -13,7 +13,8 @@ from PIL import Image, ImageDraw
 from sqlalchemy import func, select
 
 from engine.catalog.library import Library
-from engine.catalog.models import CropEmbedding, Image as ImageRow
+from engine.catalog.models import CropEmbedding
+from engine.catalog.models import Image as ImageRow
 from engine.detections.crops import MIN_CROP_PIXELS, crop_region, encode_crops
 from engine.detections.records import Box, DetectionRecord, FrameRecord
 from engine.detections.store import replace_source, write_frames
@@ -283,14 +284,14 @@ def test_the_camera_trap_demo_writes_megadetector_batch_output(tmp_path: Path) -
         for d in entry["detections"]:
             assert d["category"] in batch["detection_categories"] and 0 <= d["conf"] <= 1
             x, y, w, h = d["bbox"]
-            assert 0 <= x and 0 <= y and 0 < w and 0 < h and x + w <= 1 and y + h <= 1
+            assert x >= 0 and y >= 0 and w > 0 and h > 0 and x + w <= 1 and y + h <= 1
         if box is None:
             false_confs += [d["conf"] for d in entry["detections"]]
             continue
         assert entry["detections"][0]["bbox"] == pytest.approx(list(box), abs=1e-4)
         sizes["far" if event.far else "near"].append(box[2] * box[3])
     # Far animals are a few percent of the frame, near ones much more.
-    assert sizes["far"] and 0.01 < min(sizes["far"]) and max(sizes["far"]) < 0.06
+    assert sizes["far"] and min(sizes["far"]) > 0.01 and max(sizes["far"]) < 0.06
     assert min(sizes["near"]) > 0.08
     # Some false boxes on empty frames, all of low confidence, some below the usual 0.2.
     assert false_confs and max(false_confs) <= 0.3 and min(false_confs) < 0.2
