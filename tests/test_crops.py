@@ -21,7 +21,7 @@ from engine.detections.store import replace_source, write_frames
 from engine.errors import BadInputError
 from engine.indexing.indexer import Indexer
 from engine.methods import SearchJob, SearchQuery, run_search
-from engine.methods.units import fuse
+from engine.methods.units import DEFAULT_RULE, fuse
 
 # ----------------------------------------------------------------------------- geometry
 
@@ -211,14 +211,24 @@ def test_a_fused_search_lifts_a_frame_whose_small_box_matches(tiny, demo_encoder
     with Library.open(lib) as library:
         encode_crops(library, demo_encoder)
         query = SearchQuery("a red circle")
-        frames = run_search(SearchJob(library, query, lambda: demo_encoder, k=4))
-        fused = run_search(SearchJob(library, query, lambda: demo_encoder, k=4, unit="fused"))
-    # Full frame: the big blue square hides the small red circle, the frame comes last.
-    assert frames.ranking.ids[-1] == ids["far_red.jpg"]
-    # Fused: its crop lifts it to the top; the frame without any box keeps its place.
-    assert fused.ranking.ids[0] == ids["far_red.jpg"]
-    assert set(fused.ranking.ids) == set(ids.values())
-    assert fused.best_box[ids["far_red.jpg"]] == fused.boxes[0].detection_id
+
+        def ranked(unit: str, rule: str = DEFAULT_RULE) -> list[int]:
+            job = SearchJob(library, query, lambda: demo_encoder, k=4, unit=unit, fusion=rule)
+            return run_search(job).ranking.ids
+
+        frames, fused, by_max = ranked("frames"), ranked("fused"), ranked("fused", "max")
+        fused_result = run_search(SearchJob(library, query, lambda: demo_encoder, k=4,
+                                            unit="fused"))  # fmt: skip
+    red, empty, blue = ids["far_red.jpg"], ids["empty.jpg"], ids["blue.jpg"]
+    # Full frame: the big blue square hides the small red circle, the frame comes last,
+    # below a frame with no animal at all and one with a blue one.
+    assert frames[-1] == red and frames.index(empty) < frames.index(red)
+    # Fused (the default rule): its crop lifts it above both; every frame stays ranked.
+    assert fused.index(red) < fused.index(empty) and fused.index(red) < fused.index(blue)
+    assert sorted(fused) == sorted(ids.values())
+    assert fused_result.best_box[red] == fused_result.boxes[0].detection_id
+    # By the max rule its crop's similarity tops every frame's.
+    assert by_max[0] == red
 
 
 def test_fusion_rules_on_a_worked_example() -> None:

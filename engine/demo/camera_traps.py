@@ -1,12 +1,12 @@
 """A synthetic camera-trap collection: a few deployments of bursts, with the truth written down.
 
-Three cameras, each a folder of JPEGs whose EXIF holds what a trail camera writes: the capture
+Six cameras, each a folder of JPEGs whose EXIF holds what a trail camera writes: the capture
 time (DateTimeOriginal with OffsetTimeOriginal), GPS, Make, Model and BodySerialNumber. Each
 camera fires bursts of 3 to 10 frames a second or two apart, an hour or more between bursts:
 animals (drawn simply: a body, a head and legs), empty frames (grass moved by the wind) and night
 frames (dark and grey, the animal lit by the infrared flash). One burst straddles midnight.
-Every third burst shows its animal far off, by the horizon: a few percent of the frame, where
-whole-frame search struggles.
+Every third burst by day shows its animal far off, by the horizon: a few percent of the frame,
+where whole-frame search struggles (at night the flash lights only near animals).
 
 Beside the truth, the generator writes `detections.json`: what a detector would have found,
 in MegaDetector's batch-output format (1.4), from the boxes it drew. Near animals get a high
@@ -72,6 +72,9 @@ CAMERAS: tuple[Camera, ...] = (
     Camera("CAM01_trail", "QT0001", 52.2210, 5.9120, "+02:00"),
     Camera("CAM02_stream", "QT0002", 52.2304, 5.9391, "+02:00", scenery="stream"),
     Camera("CAM03_ridge", "QT0003", 52.2452, 5.9015, "+02:00", scenery="shrubs"),
+    Camera("CAM04_meadow", "QT0004", 52.2387, 5.9262, "+02:00"),
+    Camera("CAM05_pond", "QT0005", 52.2279, 5.9488, "+02:00", scenery="stream"),
+    Camera("CAM06_edge", "QT0006", 52.2516, 5.9197, "+02:00", scenery="shrubs"),
 )
 SPECIES: tuple[Species, ...] = (
     Species("Capreolus capreolus", "roe deer", "red", (200, 40, 30)),
@@ -276,7 +279,8 @@ def write_camera_trap_demo(
             # Each camera sees each species; the rest are empty bursts (wind in the grass).
             kind = (burst + index) % (len(SPECIES) + 1)
             species = SPECIES[kind] if kind < len(SPECIES) else None
-            far = burst % FAR_EVERY == FAR_EVERY - 1
+            # The infrared flash lights a few metres only: a night burst's animal is near.
+            far = burst % FAR_EVERY == FAR_EVERY - 1 and not night
             event = _write_burst(dest, rng, camera, written, moment, species, night, far)
             demo.events.append(event)
             written += len(event.frames)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 UNITS = ("frames", "boxes", "fused")
 FUSE_RULES = ("max", "weighted", "rrf")
-DEFAULT_RULE = "max"
+DEFAULT_RULE = "rrf"
 FULL_WEIGHT = 0.5
 POOL = 1000  # frames (and boxes) each side of a fused search considers, at least k
 
