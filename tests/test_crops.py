@@ -329,3 +329,46 @@ def test_the_demo_boxes_load_onto_the_indexed_demo(tmp_path: Path, demo_encoder)
     assert sum(len(v) for v in found.values()) == boxes
     assert all(d.source_kind == "demo" and d.record.category == "animal"
                for v in found.values() for d in v)  # fmt: skip
+
+
+def test_the_crop_index_follows_the_table_after_a_reimport(tiny, demo_encoder) -> None:
+    from engine.detections import crop_index as module
+
+    lib, ids = tiny
+    with Library.open(lib) as library:
+        encode_crops(library, demo_encoder)
+        first = module.crop_index(library, demo_encoder.model_key)
+        assert first is not None and len(first) == 3
+        path = module.crop_index_path(library, demo_encoder.model_key)
+        assert path.is_file()
+        # The same file imported again: new detections, the old ones and their crops gone.
+        with library.catalog.session() as s:
+            source = replace_source(s, "demo", str(lib.parent / "photos" / "boxes.json"))
+            box = DetectionRecord(_normalised(*SMALL_BOX), "animal", 0.7)
+            write_frames(s, source, [FrameRecord(ids["far_red.jpg"], (box,))])
+        assert module.crop_index(library, demo_encoder.model_key) is None  # nothing encoded
+        encode_crops(library, demo_encoder)
+        module._loaded.clear()  # as a new process: the file on disk is read and repaired
+        again = module.crop_index(library, demo_encoder.model_key)
+        with library.catalog.session() as s:
+            table = sorted(s.scalars(select(CropEmbedding.detection_id)))
+    assert again is not None and again.ids().tolist() == table and len(table) == 1
+
+
+def test_the_command_line_searches_boxes_and_fused_events(tiny, capsys) -> None:
+    from app.cli import main
+
+    lib, ids = tiny
+    assert main(["crops", "encode", "--library", str(lib), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"encoded": 3, "skipped": 0, "already": 0}
+    assert main(["search", "a red circle", "--library", str(lib), "--unit", "boxes",
+                 "--json"]) == 0  # fmt: skip
+    boxes = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [b["rank"] for b in boxes] == [1, 2, 3]
+    assert boxes[0]["image_id"] == ids["far_red.jpg"] and boxes[0]["unit"] == "boxes"
+    assert boxes[0]["box"] == pytest.approx(list(_normalised(*SMALL_BOX).__dict__.values()))
+    assert main(["search", "a red circle", "--library", str(lib), "--unit", "fused",
+                 "--events", "--json"]) == 0  # fmt: skip
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(events) == 4  # four photos without times: each its own event
+    assert main(["search", "red", "--library", str(lib), "--unit", "nope"]) == 2
