@@ -40,7 +40,7 @@ _MARKER = "camera_traps.json"  # what the generator drew: the truth for tests an
 DETECTIONS_FILE = "detections.json"  # MegaDetector batch output of what was drawn
 DETECTOR_NAME = "quadrat-demo-detector"
 FAR_EVERY = 3  # every third burst of a camera (the third, sixth, ...) shows its animal far off
-_FAR_SCALE = (0.40, 0.55)  # a far animal's size against a near one's: 1.5-5 % of the frame
+_FAR_SCALE = (0.40, 0.55)  # a far animal's size against a near one's: 2-5 % of the frame
 _DETECTION_STREAM = 1  # seed key of the detector's randomness, apart from the drawing's
 
 

@@ -14,7 +14,7 @@ tuned on them.
 Both collections are indexed with the demo model, their detections.json loaded (source kind
 demo) and the crops above 0.2 encoded. For each query and each camera (the paired unit: 4
 queries x 6 deployments), AP@10 of the frame ranking restricted to that camera, per size:
-"small" scores the frames of far bursts (animals of 1.5-5 % of the frame) as the relevant ones
+"small" scores the frames of far bursts (animals of 2-5 % of the frame) as the relevant ones
 and leaves the query's near frames out of the ranking, "large" the other way round. Paired
 randomisation test of box and fused search against full-frame search per size. Prints Markdown
 tables on stdout.
