@@ -372,3 +372,44 @@ def test_the_command_line_searches_boxes_and_fused_events(tiny, capsys) -> None:
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(events) == 4  # four photos without times: each its own event
     assert main(["search", "red", "--library", str(lib), "--unit", "nope"]) == 2
+
+
+def test_a_process_killed_between_batches_keeps_each_committed_batch(tiny, demo_encoder) -> None:
+    """SIGKILL in the middle of the second batch (no cleanup of any kind): the first batch's
+    vector stays, the next run encodes the other two, none twice."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    lib, _ = tiny
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from engine.catalog.library import Library
+        from engine.detections.crops import encode_crops
+        from engine.models.encoders import load_encoder
+
+        encoder = load_encoder("demo", device="cpu")
+        calls = []
+
+        class Dies:
+            model_key = encoder.model_key
+
+            def encode_images(self, images):
+                calls.append(1)
+                if len(calls) == 2:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return encoder.encode_images(images)
+
+        with Library.open({str(lib)!r}) as library:
+            encode_crops(library, Dies(), batch=1)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert len(_crop_rows(lib, demo_encoder.model_key)) == 1
+    with Library.open(lib) as library:
+        report = encode_crops(library, demo_encoder)
+    rows = _crop_rows(lib, demo_encoder.model_key)
+    assert report.encoded == 2 and len(rows) == len(set(rows)) == 3
