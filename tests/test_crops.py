@@ -374,6 +374,8 @@ def test_the_command_line_searches_boxes_and_fused_events(tiny, capsys) -> None:
     assert main(["search", "red", "--library", str(lib), "--unit", "nope"]) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.integration  # a process of its own (the in-process crash above is the fast check)
 def test_a_process_killed_between_batches_keeps_each_committed_batch(tiny, demo_encoder) -> None:
     """SIGKILL in the middle of the second batch (no cleanup of any kind): the first batch's
     vector stays, the next run encodes the other two, none twice."""
