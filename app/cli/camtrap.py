@@ -181,8 +181,9 @@ def add_camera_trap_demo_option(demo: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--camera-traps",
         action="store_true",
-        help="write the camera-trap demo instead: three deployments of bursts with EXIF "
-        "times, GPS and serials, empty and night frames, queries and judgments",
+        help="write the camera-trap demo instead: six deployments of bursts with EXIF "
+        "times, GPS and serials, empty, night and far-animal frames, queries, judgments and "
+        "the boxes drawn as MegaDetector output (detections.json)",
     )
 
 

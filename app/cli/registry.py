@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "app.cli.backup",
     "app.cli.events",
     "app.cli.detections",
+    "app.cli.crops",
     "app.cli.methods",
     "app.cli.models",
     "app.cli.feedback",

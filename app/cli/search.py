@@ -34,6 +34,7 @@ from app.cli.methods import lists_methods, method_option_help
 from app.cli.registry import Command
 from app.settings import language_model
 from engine.errors import BadInputError
+from engine.methods.units import DEFAULT_RULE, FUSE_RULES
 
 
 def _search_arguments(search: argparse.ArgumentParser) -> None:
@@ -46,6 +47,19 @@ def _search_arguments(search: argparse.ArgumentParser) -> None:
     search.add_argument("--image", type=Path, help="query image (with TEXT: image+text query)")
     lists_methods(search.add_argument("--method", default="text", help=method_option_help()))
     search.add_argument("--json", action="store_true", help="one JSON object per result")
+    search.add_argument(
+        "--unit",
+        choices=["frames", "boxes", "fused"],
+        default="frames",
+        help="rank frames (default), boxes (detections' crops: 'quadrat crops encode' first) "
+        "or frames by their full-frame and best-crop scores fused",
+    )
+    search.add_argument(
+        "--fusion",
+        choices=list(FUSE_RULES),
+        default=DEFAULT_RULE,
+        help=f"how --unit fused combines the two scores (default {DEFAULT_RULE})",
+    )
     add_search_event_options(search)
     add_filter_options(search)
     add_visret_options(search)
@@ -81,6 +95,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             filters,
             generator=user_settings().generator,
             llm=language_model(user_settings()),
+            unit=args.unit,
+            fusion=args.fusion,
         )
         missing = missing_photos(library)
         found = run_search(job)
@@ -96,12 +112,26 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not args.json:
             took = f"{seconds * 1000:.0f} ms ({method.text})"
             print(f"{len(events)} events in {took}", file=sys.stderr)
+    elif args.unit == "boxes":
+        for box in found.boxes[: args.top]:
+            if args.json:
+                print(json.dumps({**box.to_json(), "method": method.text, "unit": "boxes"}))
+            else:
+                where = ",".join(f"{v:.3f}" for v in (box.box.x, box.box.y, box.box.width,
+                                                       box.box.height))  # fmt: skip
+                print(f"{box.rank:4d}  {box.score:.4f}  {printable_name(box.path)}  [{where}]")
+        if not args.json:
+            print(f"{min(len(found.boxes), args.top)} boxes in {seconds * 1000:.0f} ms",
+                  file=sys.stderr)  # fmt: skip
     elif args.json:
         for hit in hits:
             line = {**hit.to_json(), "method": method.text, "kind": query.kind}
             evidence = ranking.evidence.get(hit.image_id, {})
             if "answers" in evidence:  # rerank: each subquery's answer for this photo
                 line["answers"] = evidence["answers"]
+            if args.unit == "fused":
+                line["unit"] = "fused"
+                line["best_detection"] = found.best_box.get(hit.image_id)
             print(json.dumps(line))
     else:
         for hit in hits:
