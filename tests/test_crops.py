@@ -17,7 +17,7 @@ from engine.catalog.models import CropEmbedding
 from engine.catalog.models import Image as ImageRow
 from engine.detections.crops import MIN_CROP_PIXELS, crop_region, encode_crops
 from engine.detections.records import Box, DetectionRecord, FrameRecord
-from engine.detections.store import replace_source, write_frames
+from engine.detections.store import PENDING, replace_source, write_frames
 from engine.errors import BadInputError
 from engine.indexing.indexer import Indexer
 from engine.methods import SearchJob, SearchQuery, run_search
@@ -167,6 +167,17 @@ def test_crops_are_encoded_once_and_a_run_killed_midway_loses_nothing(tiny, demo
     assert set(kept) <= set(rows)
     assert (report.encoded, report.already) == (2, 1)
     assert (again.encoded, again.already) == (0, 3)
+
+
+def test_the_boxes_of_an_import_under_way_get_no_crops(tiny, demo_encoder) -> None:
+    lib, ids = tiny
+    with Library.open(lib) as library:
+        with library.catalog.session() as s:
+            pending = replace_source(s, PENDING + "megadetector", "/runs/md.json")
+            box = DetectionRecord(Box(0.1, 0.1, 0.5, 0.5), "animal", 0.9)
+            write_frames(s, pending, [FrameRecord(next(iter(ids.values())), (box,))])
+        report = encode_crops(library, demo_encoder)
+    assert (report.encoded, report.already) == (3, 0)  # the three finished boxes above 0.2
 
 
 def test_a_lower_threshold_encodes_only_the_boxes_it_adds(tiny, demo_encoder) -> None:
