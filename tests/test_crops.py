@@ -338,7 +338,7 @@ def test_the_demo_boxes_load_onto_the_indexed_demo(tmp_path: Path, demo_encoder)
     assert frames == demo.image_count
     assert boxes == sum(len(e["detections"]) for e in batch["images"])
     assert sum(len(v) for v in found.values()) == boxes
-    assert all(d.source_kind == "demo" and d.record.category == "animal"
+    assert all(d.source_kind == "megadetector" and d.record.category == "animal"
                for v in found.values() for d in v)  # fmt: skip
 
 
