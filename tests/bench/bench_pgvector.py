@@ -52,30 +52,35 @@ MODEL = "bench-512"
 FILTERS = (None, 0.01, 0.10)
 
 
-def _server_url(folder: Path) -> tuple[str, object]:
+def _server_url(folder: Path, keep: bool) -> tuple[str, object]:
     raw = os.environ.get("QUADRAT_TEST_PGVECTOR_URL", "").strip()
     if raw:
         return raw, None
     import pgserver
 
-    server = pgserver.get_server(folder, cleanup_mode="delete")
+    server = pgserver.get_server(folder, cleanup_mode="stop" if keep else "delete")
     return server.get_uri(), server
 
 
-def _database(admin_url: str) -> str:
+def _database(admin_url: str, name: str | None = None) -> tuple[str, bool]:
+    """A database for one size (a new one, or `name`, created when missing); whether it was
+    there already."""
     from sqlalchemy import create_engine, make_url, text
 
     url = make_url(admin_url).set(drivername="postgresql+psycopg")
-    name = f"bench_{uuid.uuid4().hex[:10]}"
+    name = name or f"bench_{uuid.uuid4().hex[:10]}"
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        there = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
+        existed = there.first() is not None
+        if not existed:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
     database = create_engine(url.set(database=name), isolation_level="AUTOCOMMIT")
     with database.connect() as conn:
         conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
     database.dispose()
-    return url.set(database=name).render_as_string(hide_password=False)
+    return url.set(database=name).render_as_string(hide_password=False), existed
 
 
 def _fill_catalog(library: object, data: np.ndarray) -> None:
@@ -140,7 +145,35 @@ def _relation_mb(engine: object, name: str) -> float:
         return float(size.scalar() or 0) / 1e6
 
 
-def run_size(admin_url: str, size: int, n_queries: int, work: Path) -> list[dict]:
+def _prepared(engine: object) -> tuple[float, float] | None:
+    """The back-fill and build seconds of a catalog made by an earlier run (`--keep`)."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:  # type: ignore[attr-defined]
+        if conn.execute(text("SELECT to_regclass('bench_prepared')")).scalar() is None:
+            return None
+        row = conn.execute(text("SELECT backfill_s, build_s FROM bench_prepared")).first()
+    return None if row is None else (float(row[0]), float(row[1]))
+
+
+def _record_prepared(engine: object, backfill_s: float, build_s: float) -> None:
+    from sqlalchemy import text
+
+    with engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(text("CREATE TABLE bench_prepared (backfill_s float8, build_s float8)"))
+        conn.execute(
+            text("INSERT INTO bench_prepared VALUES (:a, :b)"), {"a": backfill_s, "b": build_s}
+        )
+
+
+def run_size(
+    admin_url: str,
+    size: int,
+    n_queries: int,
+    work: Path,
+    keep: bool = False,
+    prepare_only: bool = False,
+) -> list[dict]:
     from engine.catalog.library import Library
     from engine.catalog.pgvector import PgVectorIndex, support_of
     from engine.vectors.index import VectorIndex
@@ -161,20 +194,31 @@ def run_size(admin_url: str, size: int, n_queries: int, work: Path) -> list[dict
         share: None if share is None else np.sort(rng.choice(ids, int(size * share), False))
         for share in FILTERS
     }
-    url = _database(admin_url)
+    url, existed = _database(admin_url, f"bench_{size}" if keep else None)
     library = Library.open(work / f"first-{size}", database_url=url)
-    log(f"{size:,}: catalog")
-    _fill_catalog(library, data)
     engine = library.catalog.engine
     server = PgVectorIndex(engine, MODEL, DIM, support_of(engine))
-    server.ensure_column()
-    started = time.perf_counter()
-    server.backfill()
-    backfill_s = time.perf_counter() - started
-    log(f"{size:,}: HNSW build")
-    build_s = server.build_ann()
+    prepared = _prepared(engine) if existed else None
+    if prepared is None:
+        if existed:
+            raise SystemExit(f"database bench_{size} is half made: drop it and run again")
+        log(f"{size:,}: catalog")
+        _fill_catalog(library, data)
+        server.ensure_column()
+        started = time.perf_counter()
+        server.backfill()
+        backfill_s = time.perf_counter() - started
+        log(f"{size:,}: HNSW build")
+        build_s = server.build_ann()
+        _record_prepared(engine, backfill_s, build_s)
+    else:
+        backfill_s, build_s = prepared
+        log(f"{size:,}: catalog and HNSW index kept from an earlier run")
     index_mb = _relation_mb(engine, server.index_name)
     table_mb = _relation_mb(engine, "image_vectors")
+    if prepare_only:
+        library.close()
+        return []
     log(f"{size:,}: FAISS build")
     started = time.perf_counter()
     faiss_index = VectorIndex.build(ids, data, kind="auto")
@@ -232,16 +276,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="a folder for the server and its catalogs, kept: a later run measures them again "
+        "without filling or building anything",
+    )
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="fill and build (with --keep), then stop"
+    )
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="qbpgv"))
-    admin_url, server = _server_url(work / "server")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="qbpgv"))
+    work.mkdir(parents=True, exist_ok=True)
+    admin_url, server = _server_url(work / "server", args.keep is not None)
     rows = []
     try:
         for size in args.sizes:
-            rows.extend(run_size(admin_url, size, args.queries, work))
+            rows.extend(
+                run_size(
+                    admin_url, size, args.queries, work, args.keep is not None, args.prepare_only
+                )
+            )
     finally:
         if server is not None:
             server.cleanup()  # type: ignore[attr-defined]
+    if args.prepare_only:
+        return
     print(
         "| vectors | filter | index (plan) | median ms | p95 ms | recall@100 | build s "
         "| new workstation to first answer s | load |"
