@@ -506,7 +506,7 @@ def test_the_filtered_statement_follows_the_servers_pgvector_version():
     old, new = index("0.6.2"), index("0.8.0")
     # 10 %: exact on 0.6 (its index gives 1,000 candidates at most)...
     method, settings, text_ = sql(old, 100_000)
-    assert method == "exact" and settings == []
+    assert method == "exact" and not [s for s in settings if "hnsw" in s]
     assert "+ 0" in text_ and "images.taxon_id = 7" in text_ and "nearest" not in text_
     # ... an iterative index scan on 0.8: the filter and the index order in one scan.
     method, settings, text_ = sql(new, 100_000)
@@ -517,7 +517,8 @@ def test_the_filtered_statement_follows_the_servers_pgvector_version():
     # shortlist, re-ranked here.
     method, settings, text_ = sql(old, 500_000)
     ef = old.plan(100, 500_000).ef_search
-    assert method == "hnsw" and settings == [f"SET LOCAL hnsw.ef_search = {ef}"] and ef > 300
+    assert method == "hnsw" and ef > 300
+    assert [s for s in settings if "hnsw" in s] == [f"SET LOCAL hnsw.ef_search = {ef}"]
     assert "WITH nearest AS MATERIALIZED" in text_ and f"LIMIT {ef}" in text_
     assert "top AS MATERIALIZED" in text_ and "LIMIT 150" in text_
     assert text_.index(f"LIMIT {ef}") < text_.index("images.taxon_id = 7")

@@ -166,6 +166,34 @@ def _record_prepared(engine: object, backfill_s: float, build_s: float) -> None:
         )
 
 
+def _filter_terms(library: object, allowed: dict) -> dict:
+    """Each filter's SQL (`filter_terms`): a taxon per filtered share, written once onto its
+    photos (a kept catalog has them from before)."""
+    from sqlalchemy import text
+
+    from engine.search.filters import SearchFilters, filter_terms
+
+    engine = library.catalog.engine  # type: ignore[attr-defined]
+    out: dict = {None: None}
+    for share, subset in allowed.items():
+        if subset is None:
+            continue
+        name = f"Share{round(share * 1000)}"
+        with engine.begin() as conn:
+            taxon = conn.execute(text("SELECT id FROM taxa WHERE key = :n"), {"n": name}).scalar()
+            if taxon is None:
+                taxon = conn.execute(
+                    text("INSERT INTO taxa (key, name) VALUES (:n, :n) RETURNING id"), {"n": name}
+                ).scalar()
+                conn.execute(
+                    text("UPDATE images SET taxon_id = :t WHERE id = ANY(:ids)"),
+                    {"t": taxon, "ids": subset.tolist()},
+                )
+                conn.execute(text("ANALYZE"))
+        out[share] = filter_terms(library.catalog, SearchFilters(taxon=name))  # type: ignore[attr-defined]
+    return out
+
+
 def run_size(
     admin_url: str,
     size: int,
@@ -189,11 +217,15 @@ def run_size(
         + np.random.default_rng(3).standard_normal(queries.shape).astype(np.float32)
         * (0.3 / np.sqrt(DIM))
     ).astype(np.float32)
-    rng = np.random.default_rng(4)
-    allowed = {
-        share: None if share is None else np.sort(rng.choice(ids, int(size * share), False))
-        for share in FILTERS
-    }
+    # The filters: two taxa on disjoint random photos (1 % and 10 %), asked as a user would
+    # (SearchFilters), so the server runs them as SQL beside the vector order.
+    shuffled = np.random.default_rng(4).permutation(ids)
+    allowed: dict[float | None, np.ndarray | None] = {None: None}
+    start = 0
+    for share in FILTERS[1:]:
+        count = int(size * share)
+        allowed[share] = np.sort(shuffled[start : start + count])
+        start += count
     url, existed = _database(admin_url, f"bench_{size}" if keep else None)
     library = Library.open(work / f"first-{size}", database_url=url)
     engine = library.catalog.engine
@@ -219,6 +251,7 @@ def run_size(
     if prepare_only:
         library.close()
         return []
+    terms = _filter_terms(library, allowed)
     log(f"{size:,}: FAISS build")
     started = time.perf_counter()
     faiss_index = VectorIndex.build(ids, data, kind="auto")
@@ -230,27 +263,44 @@ def run_size(
         k = min(TOP, size if subset is None else len(subset))
         truth_rows = exact_top(data if subset is None else data[subset - 1], queries, k)
         truth = (ids if subset is None else subset)[truth_rows]
-        runs = [("pgvector HNSW", server, None), (f"FAISS {faiss_index.kind}", faiss_index, None)]
+        sql = terms[share]
+
+        def served(q: np.ndarray, k: int = k, subset: np.ndarray | None = subset) -> list:
+            return server.search(q, k, subset)
+
+        def served_sql(q: np.ndarray, k: int = k, sql: list | None = sql) -> list:
+            return server.search_filtered(q, k, sql or [])
+
+        def local(q: np.ndarray, k: int = k, subset: np.ndarray | None = subset) -> list:
+            return faiss_index.search(q, k, subset)
+
+        runs: list[tuple[str, object, int | None]] = [("pgvector HNSW", served, None)]
         if subset is None:
-            runs.insert(1, ("pgvector HNSW", server, 1000))  # pgvector's largest ef_search
-        for name, index, ef in runs:
+            runs.append(("pgvector HNSW", served, 1000))  # pgvector's largest ef_search
+        else:
+            runs = [("pgvector HNSW, filter in SQL", served_sql, None)] + [
+                ("pgvector HNSW, id list", served, None)
+            ]
+        runs.append((f"FAISS {faiss_index.kind}", local, None))
+        for name, search, ef in runs:
             server.ef_search = ef
             log(f"{size:,}: {name}, filter {share}, ef_search {ef}")
-            median, p95, results = time_queries(
-                lambda q, index=index, subset=subset, k=k: index.search(q, k, subset), queries
-            )
-            chosen = server.plan(k, None if subset is None else len(subset))
+            median, p95, results = time_queries(search, queries)
+            if search is served_sql:
+                chosen = server.plan(k, server.estimate_passing(sql or []))
+            else:
+                chosen = server.plan(k, None if subset is None else len(subset))
             plan = chosen.method + (f", ef_search {chosen.ef_search}" if chosen.ef_search else "")
             server.ef_search = None
             rows.append(
                 {
                     "size": size,
                     "filter": "none" if share is None else f"{share:.0%}",
-                    "index": name if index is faiss_index else f"{name} ({plan})",
+                    "index": name if search is local else f"{name} ({plan})",
                     "median": median,
                     "p95": p95,
                     "recall": recall_at(results, truth),
-                    "build": build_s if index is server else faiss_build_s,
+                    "build": faiss_build_s if search is local else build_s,
                     "load": load,
                 }
             )
