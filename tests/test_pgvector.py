@@ -522,3 +522,51 @@ def test_the_filtered_statement_follows_the_servers_pgvector_version():
     assert "WITH nearest AS MATERIALIZED" in text_ and f"LIMIT {ef}" in text_
     assert "top AS MATERIALIZED" in text_ and "LIMIT 150" in text_
     assert text_.index(f"LIMIT {ef}") < text_.index("images.taxon_id = 7")
+
+
+def test_hybrid_fuses_both_lists_from_one_round_trip(two_libraries, demo_encoder, monkeypatch):
+    """On a pgvector catalog hybrid's CLIP list and bm25 list come from one statement, and
+    it ranks exactly as when each is asked on its own (the path of every other catalog)."""
+    from sqlalchemy import event
+
+    _, server = two_libraries
+    index = _server_index(server, demo_encoder.model_key)
+    with server.catalog.session() as s:
+        taxon = s.scalars(select(Taxon.name).join(Image, Image.taxon_id == Taxon.id)).first()
+    cases = [
+        ("red circle", "hybrid", None),
+        ("blue square on granite -triangle", "hybrid:fusion=rrf", None),
+        (f"{taxon} on sand", "hybrid", None),
+        ("green triangle", "hybrid", SearchFilters(months=(3, 9))),
+        ("red circle +granite", "hybrid:fusion=rrf", SearchFilters(taxon=taxon)),
+    ]
+    statements: list[str] = []
+
+    def seen(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    def rankings() -> list[tuple[list[int], list[float]]]:
+        out = []
+        for text_, spec, filters in cases:
+            context = MethodContext(server, lambda: demo_encoder, filters=filters)
+            found = resolve_spec(spec).run(SearchQuery(text_), context, top_k=20)
+            out.append((found.ids, [round(v, 9) for v in found.scores]))
+        return out
+
+    for forced in (False, True):
+        if forced:  # through the server's index too
+            index.exact_limit = index.exact_filtered_limit = 0
+            index.build_ann()
+        event.listen(server.catalog.engine, "before_cursor_execute", seen)
+        statements.clear()
+        together = rankings()
+        event.remove(server.catalog.engine, "before_cursor_execute", seen)
+        both = [s for s in statements if "<#>" in s and "record_text" in s]
+        assert len(both) >= len(cases)
+        # ... and no words-alone statement (the one each asks on its own).
+        assert not [s for s in statements if "ORDER BY s.score DESC" in s]
+        with monkeypatch.context() as patch:
+            patch.setattr(Searcher, "ranked_with_words", lambda *a, **k: None)
+            apart = rankings()
+        assert together == apart, forced
+        assert all(ids for ids, _ in together)

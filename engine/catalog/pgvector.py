@@ -39,19 +39,27 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     Engine,
+    Float,
+    LargeBinary,
     Select,
+    TextClause,
     and_,
+    cast,
     column,
     func,
     literal_column,
+    null,
     select,
     table,
     tablesample,
     text,
+    union_all,
 )
+from sqlalchemy.sql import Executable
 from sqlalchemy.sql.util import ClauseAdapter
 
 from engine.catalog.models import Image
@@ -80,6 +88,9 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 ANN_KINDS = ("hnsw", "ivfflat")
 _STATUS_OK = "ok"
+# The photos on disk, as a WHERE term on `images` (the value written into the SQL, as the
+# filters write it, so the planner matches the partial indexes made for it).
+_OK: ColumnElement[bool] = Image.status == literal_column("'ok'")
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -641,15 +652,9 @@ class PgVectorIndex:
         `engine.search.filters.filter_terms` gives them): the filter and the vector order in
         one statement, no id list sent. The plan follows the planner's estimate of how many
         photos pass; an index search that comes back short is answered exactly."""
-        query = np.asarray(query, dtype=np.float32)
-        if query.ndim != 1 or query.shape[0] != self.dim:
-            raise ValueError(f"search takes one vector of shape ({self.dim},), got {query.shape}")
-        norm = float(np.linalg.norm(query))
-        if not math.isfinite(norm) or norm == 0:
-            raise ValueError("vectors must be finite and non-zero")
+        query = self._one_query(query)
         if k <= 0:
             return []
-        query = query / norm
         estimate = self.estimate_passing(terms)
         plan = self.plan(k, max(estimate, 1))
         log.debug(
@@ -740,6 +745,73 @@ class PgVectorIndex:
             .order_by(shortlist.c.d, shortlist.c.image_id)
         )
 
+    def search_with_words(
+        self,
+        query: np.ndarray,
+        k: int,
+        terms: Sequence[ColumnElement[bool]] | None,
+        words: TextClause,
+        words_limit: int,
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """`search` (or `search_filtered` within `terms`) and the best `words_limit` photos of
+        `words` (a statement of (image_id, score): `engine.search.fulltext.bm25_scored`,
+        within `terms` too), in one statement: the two lists a hybrid search fuses. The words'
+        list comes best first, ties by smaller id, as `text_ranked` gives it."""
+        from engine.search.fulltext import bm25_score
+
+        query = self._one_query(query)
+        if k <= 0 or words_limit <= 0:
+            return [], []
+        if terms is None:
+            plan = self.plan(k, None)
+        else:
+            plan = self.plan(k, max(self.estimate_passing(terms), 1))
+        nearest = self.filtered_statement(query, plan, terms or [_OK]).subquery("nearest_rows")
+        scored = words.columns(column("image_id", BigInteger), column("score", Float))
+        found = scored.subquery("words")
+        best = select(found.c.image_id, found.c.score)
+        if terms is not None:
+            images = Image.__table__
+            best = best.join(images, images.c.id == found.c.image_id).where(*terms)
+        position = func.row_number().over(order_by=(found.c.score.desc(), found.c.image_id))
+        best = best.add_columns(position.label("position"))
+        best = best.order_by(found.c.score.desc(), found.c.image_id).limit(int(words_limit))
+        top_words = best.subquery("top_words")
+        statement = union_all(
+            select(
+                literal_column("0").label("side"),
+                nearest.c.image_id,
+                nearest.c.vector,
+                cast(null(), Float).label("score"),
+                cast(null(), BigInteger).label("position"),
+            ),
+            select(
+                literal_column("1"),
+                top_words.c.image_id,
+                cast(null(), LargeBinary),
+                top_words.c.score,
+                top_words.c.position,
+            ),
+        )
+        rows = self._run(plan, statement)
+        vector_rows = [(row[1], row[2]) for row in rows if row[0] == 0]
+        word_rows = sorted((row[4], int(row[1]), bm25_score(row[3])) for row in rows if row[0] == 1)
+        if plan.method != "exact" and len(vector_rows) < plan.shortlist:
+            log.debug("pgvector index search came back short (%d rows): exact", len(vector_rows))
+            exact = SearchPlan("exact", plan.shortlist)
+            vector_rows = self._run(exact, self.filtered_statement(query, exact, terms or [_OK]))
+        return self._reranked(query, vector_rows, k), [(i, score) for _, i, score in word_rows]
+
+    def _one_query(self, query: np.ndarray) -> np.ndarray:
+        """One query vector of the index's shape, unit length; else a ValueError."""
+        query = np.asarray(query, dtype=np.float32)
+        if query.ndim != 1 or query.shape[0] != self.dim:
+            raise ValueError(f"search takes one vector of shape ({self.dim},), got {query.shape}")
+        norm = float(np.linalg.norm(query))
+        if not math.isfinite(norm) or norm == 0:
+            raise ValueError("vectors must be finite and non-zero")
+        return query / norm
+
     def _settings(self, plan: SearchPlan) -> list[str]:
         """The SET LOCALs of a search under `plan`: the index's parameters, and joins by key.
         A search joins a few hundred to some ten thousand photos to their vectors; the
@@ -758,7 +830,7 @@ class PgVectorIndex:
                 out.append("SET LOCAL ivfflat.iterative_scan = relaxed_order")
         return out
 
-    def _run(self, plan: SearchPlan, statement: Select[Any]) -> list[Any]:
+    def _run(self, plan: SearchPlan, statement: Executable) -> list[Any]:
         with self.engine.begin() as conn:
             for setting in self._settings(plan):
                 conn.execute(text(setting))

@@ -173,6 +173,36 @@ class Searcher:
             return []
         return index.search_filtered(np.asarray(vector, dtype=np.float32), top_k, terms)  # type: ignore[union-attr]
 
+    def ranked_with_words(
+        self,
+        vector: np.ndarray,
+        top_k: int,
+        filters: SearchFilters | None,
+        words: str,
+        words_limit: int,
+        exclude: str = "",
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]] | None:
+        """`ranked(vector, top_k, filters)` and `fulltext.text_ranked` of `words` (within the
+        same filters) in one round trip to the catalog's server (pgvector); None for a local
+        index or where the words find nothing to rank (the caller asks each on its own)."""
+        from engine.search.fulltext import bm25_scored
+
+        if top_k < 1:
+            raise BadInputError("--top must be at least 1")
+        index = self.index
+        if index.kind != "pgvector":
+            return None
+        scored = bm25_scored(self.library.catalog, words, exclude)
+        if scored is None:
+            return None
+        terms = None
+        if filters is not None and filters.active:
+            terms = filter_terms(self.library.catalog, filters)
+            if terms is None:
+                return [], []
+        query = np.asarray(vector, dtype=np.float32)
+        return index.search_with_words(query, top_k, terms, scored, words_limit)  # type: ignore[union-attr]
+
     def hits_for(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:
         """Attach paths and taxon names to (image_id, score) pairs, keeping their order."""
         ids = [int(i) for i, _ in ranked]
