@@ -8,18 +8,23 @@ IVFFlat as an option), so a new workstation answers its first search with nothin
 
 `PgVectorIndex` answers what `engine.vectors.index.VectorIndex` answers (`search`,
 `search_many`, `ids`, `len`, `add`, `remove`), so every method above `Searcher.ranked` works
-unchanged. One query per search: the vector order, the photo's status, the allowed photos of a
-filter and the exact float32 vectors of a shortlist, which are re-ranked here so the scores and
-the strict order (score descending, ties by smaller id) are the FAISS index's.
+unchanged. One query per search: the vector order, the photo's status, the filter and the
+exact float32 vectors of a shortlist, which are re-ranked here so the scores and the strict
+order (score descending, ties by smaller id) are the FAISS index's. A filtered search
+(`search_filtered`) joins the filter's own SQL (`engine.search.filters.filter_terms`) with the
+vector order in that one statement; hybrid's words ranking (bm25 over the tsvector) rides along
+in it too (`search_with_words`), so both lists come back in one round trip.
 
 How a search is answered (pgvector before 0.8 has no iterative index scans):
 - up to `exact_limit` vectors, or with no ANN index yet, or a k the index cannot give (pgvector
   returns at most `ef_search` rows, 1,000): an exact scan on the server;
-- filtered: where the allowed photos are few (`exact_filtered_limit`) or too rare for the
-  index's candidates to hold enough of them, an exact scan of those photos alone; else the
-  index with a widened candidate list, and an exact scan when it still comes back short. With
+- filtered: how many photos pass is counted in a sample of the catalog (`estimate_passing`);
+  where they are few (`exact_filtered_limit`) or too rare for the index's candidates to hold
+  enough of them, an exact scan of those photos alone (the filter's indexes first, vectors
+  looked up by key); else the index's widened candidate list (ef_search raised), then the
+  filter, then the exact re-rank, and an exact scan when it still comes back short. With
   pgvector 0.8 and later the index scan is iterative (`hnsw.iterative_scan`), which holds
-  filtered recall without widening.
+  filtered recall without widening. The plan is logged at debug level.
 
 A server without the extension is said in one line (`support_of`), and the library falls back
 to its local FAISS index.
