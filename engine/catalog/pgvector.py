@@ -693,10 +693,11 @@ class PgVectorIndex:
         return round(counted * 100.0 / percent)
 
     def filtered_statement(
-        self, query: np.ndarray, plan: SearchPlan, terms: Sequence[ColumnElement[bool]]
+        self, query: np.ndarray, plan: SearchPlan, terms: Sequence[ColumnElement[bool]] | None
     ) -> Select[Any]:
         """The one SELECT of a filtered search under `plan`: (id, float32 vector bytes) of the
-        shortlist, nearest first by the server's order.
+        shortlist, nearest first by the server's order. `terms` None: no filter (the order
+        reads `image_vectors` alone; the photo's status is checked on the shortlist).
 
         - exact: the passing photos' vectors scanned in full (the planner reads the filter's
           indexes first; `+ 0` keeps the ANN index out of it);
@@ -708,7 +709,17 @@ class PgVectorIndex:
         vectors = table(TABLE, column("image_id"), column(self.column)).alias("v")
         images = Image.__table__
         present = vectors.c[self.column].is_not(None)
-        if plan.method == "exact" or plan.max_scan_tuples:
+        if terms is None:
+            order_by: ColumnElement[Any] = literal_column(
+                f"({distance}) + 0" if plan.method == "exact" else distance
+            )
+            top = (
+                select(vectors.c.image_id, order_by.label("d"))
+                .where(present)
+                .order_by(order_by)
+                .limit(plan.shortlist)
+            )
+        elif plan.method == "exact" or plan.max_scan_tuples:
             order: ColumnElement[Any] = literal_column(
                 f"({distance}) + 0" if plan.method == "exact" else distance
             )
@@ -738,17 +749,16 @@ class PgVectorIndex:
             )
         shortlist = top.cte("top").prefix_with("MATERIALIZED")
         embeddings = table("embeddings", column("image_id"), column("model_key"), column("vector"))
-        return (
-            select(shortlist.c.image_id, embeddings.c.vector)
-            .join(
-                embeddings,
-                and_(
-                    embeddings.c.image_id == shortlist.c.image_id,
-                    embeddings.c.model_key == self.model_key,
-                ),
-            )
-            .order_by(shortlist.c.d, shortlist.c.image_id)
+        statement = select(shortlist.c.image_id, embeddings.c.vector).join(
+            embeddings,
+            and_(
+                embeddings.c.image_id == shortlist.c.image_id,
+                embeddings.c.model_key == self.model_key,
+            ),
         )
+        if terms is None:
+            statement = statement.join(images, images.c.id == shortlist.c.image_id).where(_OK)
+        return statement.order_by(shortlist.c.d, shortlist.c.image_id)
 
     def search_with_words(
         self,
@@ -771,7 +781,7 @@ class PgVectorIndex:
             plan = self.plan(k, None)
         else:
             plan = self.plan(k, max(self.estimate_passing(terms), 1))
-        nearest = self.filtered_statement(query, plan, terms or [_OK]).subquery("nearest_rows")
+        nearest = self.filtered_statement(query, plan, terms).subquery("nearest_rows")
         scored = words.columns(column("image_id", BigInteger), column("score", Float))
         found = scored.subquery("words")
         best = select(found.c.image_id, found.c.score)
@@ -804,7 +814,7 @@ class PgVectorIndex:
         if plan.method != "exact" and len(vector_rows) < plan.shortlist:
             log.debug("pgvector index search came back short (%d rows): exact", len(vector_rows))
             exact = SearchPlan("exact", plan.shortlist)
-            vector_rows = self._run(exact, self.filtered_statement(query, exact, terms or [_OK]))
+            vector_rows = self._run(exact, self.filtered_statement(query, exact, terms))
         return self._reranked(query, vector_rows, k), [(i, score) for _, i, score in word_rows]
 
     def _one_query(self, query: np.ndarray) -> np.ndarray:
