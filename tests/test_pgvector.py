@@ -494,6 +494,7 @@ def test_the_search_plan_follows_the_servers_pgvector_version():
     old, new = index("0.6.2"), index("0.8.0")
     assert (old.type_name, new.type_name) == ("vector", "halfvec")
     assert old.plan(100, None).method == new.plan(100, None).method == "hnsw"
+    assert old.plan(100, None).ef_search == 1000  # recall@100 0.95 at a million needs it
     assert old.plan(5000, None).method == "exact"  # beyond what an index scan returns
     # A 1 % filter: scanned exactly either way (10,000 photos).
     assert old.plan(100, 10_000).method == new.plan(100, 10_000).method == "exact"
