@@ -10,9 +10,11 @@ two-level Gaussian mixture of 512-d unit vectors as bench_search.py (a stand-in 
 embeddings), written into a real catalog (`images`, `embeddings`); held-out queries. For each
 size it measures: the back-fill of the server's column from `embeddings`, the HNSW build on the
 server and its size, search latency (median, p95) and recall@100 against exact search,
-unfiltered and with 1 % and 10 % random filters, for pgvector and for FAISS (the index the
-library would build: `kind="auto"`), and the time from opening the catalog in a new library
-folder to its first answer on each.
+unfiltered and with 1 % and 10 % filters (a taxon on disjoint random photos: on pgvector as SQL
+in the vector query, and as an id list), for pgvector and for FAISS (the index the library
+would build: `kind="auto"`), and the time from opening the catalog in a new library folder to
+its first answer on each. `--keep DIR` keeps the server and its catalogs, so a 1M build is done
+once (`--prepare-only`) and measured again later.
 
 Prints a Markdown table on stdout; progress goes to stderr.
 """
