@@ -8,18 +8,23 @@ IVFFlat as an option), so a new workstation answers its first search with nothin
 
 `PgVectorIndex` answers what `engine.vectors.index.VectorIndex` answers (`search`,
 `search_many`, `ids`, `len`, `add`, `remove`), so every method above `Searcher.ranked` works
-unchanged. One query per search: the vector order, the photo's status, the allowed photos of a
-filter and the exact float32 vectors of a shortlist, which are re-ranked here so the scores and
-the strict order (score descending, ties by smaller id) are the FAISS index's.
+unchanged. One query per search: the vector order, the photo's status, the filter and the
+exact float32 vectors of a shortlist, which are re-ranked here so the scores and the strict
+order (score descending, ties by smaller id) are the FAISS index's. A filtered search
+(`search_filtered`) joins the filter's own SQL (`engine.search.filters.filter_terms`) with the
+vector order in that one statement; hybrid's words ranking (bm25 over the tsvector) rides along
+in it too (`search_with_words`), so both lists come back in one round trip.
 
 How a search is answered (pgvector before 0.8 has no iterative index scans):
 - up to `exact_limit` vectors, or with no ANN index yet, or a k the index cannot give (pgvector
   returns at most `ef_search` rows, 1,000): an exact scan on the server;
-- filtered: where the allowed photos are few (`exact_filtered_limit`) or too rare for the
-  index's candidates to hold enough of them, an exact scan of those photos alone; else the
-  index with a widened candidate list, and an exact scan when it still comes back short. With
+- filtered: how many photos pass is counted in a sample of the catalog (`estimate_passing`);
+  where they are few (`exact_filtered_limit`) or too rare for the index's candidates to hold
+  enough of them, an exact scan of those photos alone (the filter's indexes first, vectors
+  looked up by key); else the index's widened candidate list (ef_search raised), then the
+  filter, then the exact re-rank, and an exact scan when it still comes back short. With
   pgvector 0.8 and later the index scan is iterative (`hnsw.iterative_scan`), which holds
-  filtered recall without widening.
+  filtered recall without widening. The plan is logged at debug level.
 
 A server without the extension is said in one line (`support_of`), and the library falls back
 to its local FAISS index.
@@ -33,12 +38,36 @@ import math
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    Engine,
+    Float,
+    LargeBinary,
+    Select,
+    TextClause,
+    and_,
+    cast,
+    column,
+    func,
+    literal_column,
+    null,
+    select,
+    table,
+    tablesample,
+    text,
+    union_all,
+)
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.util import ClauseAdapter
 
+from engine.catalog.models import Image
 from engine.errors import QuadratError
 from engine.progress import CancelToken, Progress, ProgressCallback, no_progress
 from engine.vectors.scoring import check_scores, inner_products, strict_top_k
@@ -53,6 +82,8 @@ FILL_CHUNK = 20_000
 EXACT_LIMIT = 20_000
 # A filter that allows at most this many photos is answered by scanning them exactly.
 EXACT_FILTERED_LIMIT = 50_000
+# Photos a filtered search samples to estimate how many pass its filter.
+ESTIMATE_SAMPLE = 20_000
 # pgvector's largest hnsw.ef_search (an index scan gives at most that many rows).
 MAX_EF_SEARCH = 1_000
 # HNSW build parameters.
@@ -62,6 +93,9 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 ANN_KINDS = ("hnsw", "ivfflat")
 _STATUS_OK = "ok"
+# The photos on disk, as a WHERE term on `images` (the value written into the SQL, as the
+# filters write it, so the planner matches the partial indexes made for it).
+_OK: ColumnElement[bool] = Image.status == literal_column("'ok'")
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -310,7 +344,10 @@ class PgVectorIndex:
             last = int(ids[-1])
             progress(Progress(done, max(total, done), message="copying vectors to the server"))
         with self.engine.begin() as conn:
-            conn.execute(text(f"ANALYZE {TABLE}"))  # the planner's row counts, for exact scans
+            # The planner's row counts: for exact scans, and for the join to `embeddings`
+            # (filled in bulk, a table it believes small is read whole for every row).
+            conn.execute(text(f"ANALYZE {TABLE}"))
+            conn.execute(text("ANALYZE embeddings"))
         return done
 
     def _write(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -553,7 +590,7 @@ class PgVectorIndex:
         if ann is None or count <= self.exact_limit or shortlist > MAX_EF_SEARCH:
             return SearchPlan("exact", shortlist)
         if allowed is None:
-            ef = min(MAX_EF_SEARCH, max(shortlist, self.ef_search or _ef(shortlist)))
+            ef = min(MAX_EF_SEARCH, max(shortlist, self.ef_search or _ef(shortlist, count)))
             return SearchPlan(ann, shortlist, ef, _probes(count))
         if allowed <= self.exact_filtered_limit:
             return SearchPlan("exact", shortlist)
@@ -579,13 +616,7 @@ class PgVectorIndex:
             # The index's candidates held too few allowed photos: scan them exactly.
             log.debug("pgvector index search came back short (%d rows): exact", len(rows))
             rows = self._fetch(query, SearchPlan("exact", plan.shortlist), allowed)
-        if not rows:
-            return []
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        # The FAISS index's own arithmetic, so both give the same scores to the last bit.
-        scores = inner_products(query[None, :], _vectors_of([row[1] for row in rows], self.dim))
-        check_scores(scores)
-        return strict_top_k(ids, scores[0], k)
+        return self._reranked(query, rows, k)
 
     def _fetch(self, query: np.ndarray, plan: SearchPlan, allowed: np.ndarray | None) -> list[Any]:
         """The shortlist's (id, float32 vector bytes), nearest first by the server's order."""
@@ -613,16 +644,221 @@ class PgVectorIndex:
             "ORDER BY top.d, top.image_id"
         )
         with self.engine.begin() as conn:
-            if plan.method == "hnsw":
-                conn.execute(text(f"SET LOCAL hnsw.ef_search = {int(plan.ef_search)}"))
-                if plan.max_scan_tuples:
-                    conn.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-                    conn.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {plan.max_scan_tuples}"))
-            elif plan.method == "ivfflat":
-                conn.execute(text(f"SET LOCAL ivfflat.probes = {int(plan.probes)}"))
-                if plan.max_scan_tuples:
-                    conn.execute(text("SET LOCAL ivfflat.iterative_scan = relaxed_order"))
+            for setting in self._settings(plan):
+                conn.execute(text(setting))
             return list(conn.execute(text(statement), params).all())
+
+    # ------------------------------------------------------------------ filtered, in SQL
+
+    def search_filtered(
+        self, query: np.ndarray, k: int, terms: Sequence[ColumnElement[bool]]
+    ) -> list[tuple[int, float]]:
+        """`search` within the photos that pass `terms` (WHERE terms on `images`, as
+        `engine.search.filters.filter_terms` gives them): the filter and the vector order in
+        one statement, no id list sent. The plan follows the planner's estimate of how many
+        photos pass; an index search that comes back short is answered exactly."""
+        query = self._one_query(query)
+        if k <= 0:
+            return []
+        estimate = self.estimate_passing(terms)
+        plan = self.plan(k, max(estimate, 1))
+        log.debug(
+            "pgvector filtered search: about %d photos pass, plan %s (ef_search %d)",
+            estimate,
+            plan.method,
+            plan.ef_search,
+        )
+        rows = self._run(plan, self.filtered_statement(query, plan, terms))
+        if plan.method != "exact" and len(rows) < plan.shortlist:
+            log.debug("pgvector filtered index search came back short (%d rows): exact", len(rows))
+            exact = SearchPlan("exact", plan.shortlist)
+            rows = self._run(exact, self.filtered_statement(query, exact, terms))
+        return self._reranked(query, rows, k)
+
+    def estimate_passing(self, terms: Sequence[ColumnElement[bool]]) -> int:
+        """How many photos pass `terms`, counted in a sample of about `ESTIMATE_SAMPLE` photos
+        (TABLESAMPLE SYSTEM: whole pages, a few ms at a million) and scaled up. The planner's
+        own estimate is cheaper but multiplies conditions as if independent: a place's
+        latitude and longitude ranges came out 40 times too few."""
+        total = len(self)
+        if total == 0:
+            return 0
+        percent = min(100.0, 100.0 * ESTIMATE_SAMPLE / total)
+        sample = tablesample(Image.__table__, func.system(percent), seed=literal_column("1"))
+        adapter = ClauseAdapter(sample)
+        statement = select(func.count()).select_from(sample)
+        statement = statement.where(*(adapter.traverse(term) for term in terms))
+        with self.engine.connect() as conn:
+            counted = int(conn.execute(statement).scalar() or 0)
+        return round(counted * 100.0 / percent)
+
+    def filtered_statement(
+        self, query: np.ndarray, plan: SearchPlan, terms: Sequence[ColumnElement[bool]] | None
+    ) -> Select[Any]:
+        """The one SELECT of a filtered search under `plan`: (id, float32 vector bytes) of the
+        shortlist, nearest first by the server's order. `terms` None: no filter (the order
+        reads `image_vectors` alone; the photo's status is checked on the shortlist).
+
+        - exact: the passing photos' vectors scanned in full (the planner reads the filter's
+          indexes first; `+ 0` keeps the ANN index out of it);
+        - an index, pgvector before 0.8: the index's `ef_search` nearest of all photos (it
+          returns no more), then the filter, then the shortlist;
+        - an index with iterative scans (0.8 and later): the filter and the index order in one
+          scan, which goes on until the shortlist is full (`_settings`)."""
+        distance = f"v.{self.column} <#> CAST('{vector_literal(query)}' AS {self.type_name})"
+        vectors = table(TABLE, column("image_id"), column(self.column)).alias("v")
+        images = Image.__table__
+        present = vectors.c[self.column].is_not(None)
+        if terms is None:
+            order_by: ColumnElement[Any] = literal_column(
+                f"({distance}) + 0" if plan.method == "exact" else distance
+            )
+            top = (
+                select(vectors.c.image_id, order_by.label("d"))
+                .where(present)
+                .order_by(order_by)
+                .limit(plan.shortlist)
+            )
+        elif plan.method == "exact" or plan.max_scan_tuples:
+            order: ColumnElement[Any] = literal_column(
+                f"({distance}) + 0" if plan.method == "exact" else distance
+            )
+            top = (
+                select(vectors.c.image_id, order.label("d"))
+                .join(images, images.c.id == vectors.c.image_id)
+                .where(present, *terms)
+                .order_by(order)
+                .limit(plan.shortlist)
+            )
+        else:
+            order = literal_column(distance)
+            nearest = (
+                select(vectors.c.image_id, order.label("d"))
+                .where(present)
+                .order_by(order)
+                .limit(plan.ef_search)
+                .cte("nearest")
+                .prefix_with("MATERIALIZED")
+            )
+            top = (
+                select(nearest.c.image_id, nearest.c.d)
+                .join(images, images.c.id == nearest.c.image_id)
+                .where(*terms)
+                .order_by(nearest.c.d)
+                .limit(plan.shortlist)
+            )
+        shortlist = top.cte("top").prefix_with("MATERIALIZED")
+        embeddings = table("embeddings", column("image_id"), column("model_key"), column("vector"))
+        statement = select(shortlist.c.image_id, embeddings.c.vector).join(
+            embeddings,
+            and_(
+                embeddings.c.image_id == shortlist.c.image_id,
+                embeddings.c.model_key == self.model_key,
+            ),
+        )
+        if terms is None:
+            statement = statement.join(images, images.c.id == shortlist.c.image_id).where(_OK)
+        return statement.order_by(shortlist.c.d, shortlist.c.image_id)
+
+    def search_with_words(
+        self,
+        query: np.ndarray,
+        k: int,
+        terms: Sequence[ColumnElement[bool]] | None,
+        words: TextClause,
+        words_limit: int,
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """`search` (or `search_filtered` within `terms`) and the best `words_limit` photos of
+        `words` (a statement of (image_id, score): `engine.search.fulltext.bm25_scored`,
+        within `terms` too), in one statement: the two lists a hybrid search fuses. The words'
+        list comes best first, ties by smaller id, as `text_ranked` gives it."""
+        from engine.search.fulltext import bm25_score
+
+        query = self._one_query(query)
+        if k <= 0 or words_limit <= 0:
+            return [], []
+        if terms is None:
+            plan = self.plan(k, None)
+        else:
+            plan = self.plan(k, max(self.estimate_passing(terms), 1))
+        nearest = self.filtered_statement(query, plan, terms).subquery("nearest_rows")
+        scored = words.columns(column("image_id", BigInteger), column("score", Float))
+        found = scored.subquery("words")
+        best = select(found.c.image_id, found.c.score)
+        if terms is not None:
+            images = Image.__table__
+            best = best.join(images, images.c.id == found.c.image_id).where(*terms)
+        position = func.row_number().over(order_by=(found.c.score.desc(), found.c.image_id))
+        best = best.add_columns(position.label("position"))
+        best = best.order_by(found.c.score.desc(), found.c.image_id).limit(int(words_limit))
+        top_words = best.subquery("top_words")
+        statement = union_all(
+            select(
+                literal_column("0").label("side"),
+                nearest.c.image_id,
+                nearest.c.vector,
+                cast(null(), Float).label("score"),
+                cast(null(), BigInteger).label("position"),
+            ),
+            select(
+                literal_column("1"),
+                top_words.c.image_id,
+                cast(null(), LargeBinary),
+                top_words.c.score,
+                top_words.c.position,
+            ),
+        )
+        rows = self._run(plan, statement)
+        vector_rows = [(row[1], row[2]) for row in rows if row[0] == 0]
+        word_rows = sorted((row[4], int(row[1]), bm25_score(row[3])) for row in rows if row[0] == 1)
+        if plan.method != "exact" and len(vector_rows) < plan.shortlist:
+            log.debug("pgvector index search came back short (%d rows): exact", len(vector_rows))
+            exact = SearchPlan("exact", plan.shortlist)
+            vector_rows = self._run(exact, self.filtered_statement(query, exact, terms))
+        return self._reranked(query, vector_rows, k), [(i, score) for _, i, score in word_rows]
+
+    def _one_query(self, query: np.ndarray) -> np.ndarray:
+        """One query vector of the index's shape, unit length; else a ValueError."""
+        query = np.asarray(query, dtype=np.float32)
+        if query.ndim != 1 or query.shape[0] != self.dim:
+            raise ValueError(f"search takes one vector of shape ({self.dim},), got {query.shape}")
+        norm = float(np.linalg.norm(query))
+        if not math.isfinite(norm) or norm == 0:
+            raise ValueError("vectors must be finite and non-zero")
+        return query / norm
+
+    def _settings(self, plan: SearchPlan) -> list[str]:
+        """The SET LOCALs of a search under `plan`: the index's parameters, and joins by key.
+        A search joins a few hundred to some ten thousand photos to their vectors; the
+        planner, not counting what a distance costs, would rather read every vector and hash
+        (10 % of 30,000 photos: 100 ms against 15), and it does the same with `embeddings`
+        while its statistics are young."""
+        out = ["SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off"]
+        if plan.method == "hnsw":
+            out.append(f"SET LOCAL hnsw.ef_search = {int(plan.ef_search)}")
+            if plan.max_scan_tuples:
+                out.append("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                out.append(f"SET LOCAL hnsw.max_scan_tuples = {int(plan.max_scan_tuples)}")
+        elif plan.method == "ivfflat":
+            out.append(f"SET LOCAL ivfflat.probes = {int(plan.probes)}")
+            if plan.max_scan_tuples:
+                out.append("SET LOCAL ivfflat.iterative_scan = relaxed_order")
+        return out
+
+    def _run(self, plan: SearchPlan, statement: Executable) -> list[Any]:
+        with self.engine.begin() as conn:
+            for setting in self._settings(plan):
+                conn.execute(text(setting))
+            return list(conn.execute(statement).all())
+
+    def _reranked(self, query: np.ndarray, rows: list[Any], k: int) -> list[tuple[int, float]]:
+        """The rows' exact float32 scores, the FAISS index's arithmetic and strict order."""
+        if not rows:
+            return []
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        scores = inner_products(query[None, :], _vectors_of([row[1] for row in rows], self.dim))
+        check_scores(scores)
+        return strict_top_k(ids, scores[0], k)
 
 
 @dataclass(frozen=True)
@@ -637,9 +873,12 @@ class SearchPlan:
     max_scan_tuples: int = 0
 
 
-def _ef(shortlist: int) -> int:
+def _ef(shortlist: int, count: int = 0) -> int:
     """hnsw.ef_search for a shortlist: 4 x (2 x gave recall@100 0.97 at 100k but 0.92 at 300k
-    on the benchmark's 512-d mixture; bench_pgvector.py)."""
+    on the benchmark's 512-d mixture), pgvector's largest from half a million vectors (at 1M,
+    600 gave recall@100 0.933 and 1,000 gave 0.953; bench_pgvector.py)."""
+    if count >= 500_000:
+        return MAX_EF_SEARCH
     return min(MAX_EF_SEARCH, max(200, 4 * shortlist))
 
 

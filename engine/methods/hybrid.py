@@ -218,23 +218,34 @@ class HybridMethod(Method):
         restrict = taxon_ids if params.taxon == "restrict" else None
         depth = max(params.depth, top_k)
         clip_scope = _intersect(fixed, restrict)
-        clip = searcher.ranked(clip_vector, depth, context.filters, candidates=_listed(clip_scope))
-        if clip_scope is None:
-            clip = clip[:depth]
-        context.cancel.check()
-
         # The words side: every word of the query and the + terms; - terms exclude.
         words_text = " ".join([terms.base, *terms.plus])
-        filtered = (
-            searcher.filtered_ids(context.filters)
-            if context.filters is not None and context.filters.active
+        exclude = " ".join(terms.minus)
+        words_depth = depth if fixed is None else max(depth, len(fixed))
+        # On a catalog whose server holds the vectors, both lists in one round trip.
+        both = (
+            searcher.ranked_with_words(
+                clip_vector, depth, context.filters, words_text, words_depth, exclude
+            )
+            if clip_scope is None
             else None
         )
-        words_scope = _intersect(filtered, fixed, restrict)
-        words_depth = depth if fixed is None else max(depth, len(fixed))
-        bm25 = text_ranked(
-            catalog, words_text, words_depth, words_scope, exclude=" ".join(terms.minus)
-        )
+        if both is not None:
+            clip, bm25 = both
+        else:
+            clip = searcher.ranked(
+                clip_vector, depth, context.filters, candidates=_listed(clip_scope)
+            )
+            if clip_scope is None:
+                clip = clip[:depth]
+            context.cancel.check()
+            filtered = (
+                searcher.filtered_ids(context.filters)
+                if context.filters is not None and context.filters.active
+                else None
+            )
+            words_scope = _intersect(filtered, fixed, restrict)
+            bm25 = text_ranked(catalog, words_text, words_depth, words_scope, exclude=exclude)
         context.cancel.check()
 
         # The named taxon's photos, by CLIP similarity to the rest of the words.

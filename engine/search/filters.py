@@ -80,9 +80,11 @@ __all__ = [
     "TaxonSuggestion",
     "facet_counts",
     "filter_names",
+    "filter_terms",
     "filtered_ids",
     "find_collections",
     "great_circle_km",
+    "great_circle_sql",
     "latitude_text",
     "license_label",
     "locations",
@@ -226,6 +228,33 @@ def _conditions(session: Session, filters: SearchFilters) -> list[ColumnElement[
         if more is None:
             return None
         terms += more
+    return terms
+
+
+def great_circle_sql(lat: float, lon: float) -> ColumnElement[float]:
+    """`great_circle_km` from one point to each photo's position, in SQL (PostgreSQL's
+    trigonometry; the same haversine, so a photo on the rim falls on the same side)."""
+    phi1 = math.radians(lat)
+    phi2 = func.radians(Image.latitude)
+    half_dphi = (phi2 - phi1) / 2.0
+    half_dlmb = (func.radians(Image.longitude) - math.radians(lon)) / 2.0
+    a = func.power(func.sin(half_dphi), 2) + math.cos(phi1) * func.cos(phi2) * func.power(
+        func.sin(half_dlmb), 2
+    )
+    clipped = func.least(func.greatest(a, 0.0), 1.0)
+    return 2.0 * EARTH_RADIUS_KM * func.asin(func.sqrt(clipped))
+
+
+def filter_terms(catalog: Catalog, filters: SearchFilters) -> list[ColumnElement[bool]] | None:
+    """The WHERE terms on `images` of the status-ok photos that pass `filters`, for a query
+    that joins them itself (the server's vector search, `engine.catalog.pgvector`): the
+    same photos as `filtered_ids`, "near" included (its exact distance in SQL). None when no
+    photo can pass. PostgreSQL catalogs only (SQLite has no trigonometry)."""
+    with catalog.session() as s:
+        terms = _conditions(s, filters)
+    if terms is not None and filters.near:
+        lat, lon, radius = filters.near
+        terms.append(great_circle_sql(lat, lon) <= radius + 1e-9)
     return terms
 
 

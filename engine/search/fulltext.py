@@ -15,12 +15,13 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from sqlalchemy import TextClause
 from sqlalchemy import text as sql
 
 from engine.catalog import Catalog
@@ -231,36 +232,23 @@ def _tsquery(wanted: Sequence[str]) -> str:
     return " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in wanted)
 
 
-def _text_ranked_postgres(
-    catalog: Catalog,
-    text: str,
-    limit: int,
-    allowed_ids: Sequence[int] | np.ndarray | None,
-    exclude: str,
-) -> list[tuple[int, float]]:
-    """`text_ranked` on PostgreSQL: the GIN index finds the records holding any wanted word,
-    and bm25 is FTS5's (per word: IDF over every record, FTS5's floor, term frequency and
-    document length against the mean), so both catalogs rank alike."""
+def _bm25_postgres(text: str, exclude: str) -> tuple[str, dict[str, Any]]:
+    """The SQL (up to its SELECT) and parameters of FTS5's bm25 on PostgreSQL: a `scored`
+    CTE of (image_id, score) for every record holding a wanted word. The GIN index finds the
+    records; bm25 is FTS5's (per word: IDF over every record, FTS5's floor, term frequency
+    and document length against the mean), so both catalogs rank alike."""
     wanted = search_words(text)
-    unwanted = [w for w in search_words(exclude) if w not in wanted]
     params: dict[str, Any] = {
         "any": _tsquery(wanted),
         "words": list(wanted),
-        "limit": int(limit),
         "k1": _BM25_K1,
         "b": _BM25_B,
         "floor": _BM25_MIN_IDF,
     }
-    # Document frequencies count every record (as FTS5's do), so the exclusions and the
-    # allowed ids apply to the scored records only.
-    keep = ""
+    unwanted = [w for w in search_words(exclude) if w not in wanted]
     if unwanted:
-        keep += " AND NOT r.document @@ CAST(:none AS tsquery)"
         params["none"] = _tsquery(unwanted)
-    if allowed_ids is not None:
-        keep += f" AND r.image_id IN ({_id_rows(catalog)})"
-        params["ids"] = _ids_json(allowed_ids)
-    statement = sql(
+    statement = (
         "WITH hits AS ("
         " SELECT r.image_id, r.doclen, u.lexeme, cardinality(u.positions) AS tf"
         f" FROM {RECORD_TEXT} r, unnest(r.document) u"
@@ -272,15 +260,65 @@ def _text_ranked_postgres(
         "   * h.tf * (:k1 + 1) / (h.tf + :k1 * (1 - :b + :b * h.doclen / t.avgdl))) AS score"
         "  FROM hits h JOIN df ON df.lexeme = h.lexeme CROSS JOIN totals t"
         "  GROUP BY h.image_id)"
-        " SELECT s.image_id, s.score FROM scored s"
+    )
+    return statement, params
+
+
+def _excluded(params: Mapping[str, Any]) -> str:
+    """The condition on `r` (the record) that leaves out records holding an unwanted word.
+    Document frequencies count every record (as FTS5's do), so exclusions and allowed ids
+    apply to the scored records only."""
+    return " AND NOT r.document @@ CAST(:none AS tsquery)" if "none" in params else ""
+
+
+def bm25_scored(catalog: Catalog, text: str, exclude: str = "") -> TextClause | None:
+    """`text_ranked`'s scores on a PostgreSQL catalog as a statement of (image_id, score) for
+    every record holding words of `text` and none of `exclude`, unordered: for a query that
+    ranks them beside something else (the server's vector search, `engine.catalog.pgvector`).
+    None where `text_ranked` would be empty; round the scores with `bm25_score`."""
+    if (
+        not _postgres(catalog)
+        or fts_query(text, exclude=exclude) is None
+        or not has_record_text(catalog)
+    ):
+        return None
+    head, params = _bm25_postgres(text, exclude)
+    statement = sql(
+        f"{head} SELECT s.image_id, s.score FROM scored s"
+        f" JOIN {RECORD_TEXT} r ON r.image_id = s.image_id WHERE TRUE{_excluded(params)}"
+    )
+    return statement.bindparams(**params)
+
+
+def bm25_score(score: float) -> float:
+    """A bm25 score as `text_ranked` gives it. 12 digits: records with the same words must
+    tie exactly (the fusion shares their rank), whatever order the server summed their words
+    in."""
+    return float(f"{score:.12g}")
+
+
+def _text_ranked_postgres(
+    catalog: Catalog,
+    text: str,
+    limit: int,
+    allowed_ids: Sequence[int] | np.ndarray | None,
+    exclude: str,
+) -> list[tuple[int, float]]:
+    """`text_ranked` on PostgreSQL (`_bm25_postgres`)."""
+    head, params = _bm25_postgres(text, exclude)
+    params["limit"] = int(limit)
+    keep = _excluded(params)
+    if allowed_ids is not None:
+        keep += f" AND r.image_id IN ({_id_rows(catalog)})"
+        params["ids"] = _ids_json(allowed_ids)
+    statement = sql(
+        f"{head} SELECT s.image_id, s.score FROM scored s"
         f" JOIN {RECORD_TEXT} r ON r.image_id = s.image_id WHERE TRUE{keep}"
         " ORDER BY s.score DESC, s.image_id LIMIT :limit"
     )
     with catalog.session() as s:
         rows = s.execute(statement, params).all()
-    # 12 digits: records with the same words must tie exactly (the fusion shares their rank),
-    # whatever order the server summed their words in.
-    return [(int(image_id), float(f"{score:.12g}")) for image_id, score in rows]
+    return [(int(image_id), bm25_score(score)) for image_id, score in rows]
 
 
 def matched_words(

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from engine.catalog import Collection, Image, Taxon
 from engine.catalog.library import Library
 from engine.errors import BadImageError, BadInputError, QuadratError
-from engine.search.filters import SearchFilters, filtered_ids
+from engine.search.filters import SearchFilters, filter_terms, filtered_ids
 from engine.terms import QueryTerms, parse_terms
 
 if TYPE_CHECKING:
@@ -134,6 +134,15 @@ class Searcher:
 
         if top_k < 1:
             raise BadInputError("--top must be at least 1")
+        if filters is not None and filters.active and candidates is None:
+            try:
+                served = self._served_filtered(vector, top_k, filters)
+            except CorruptIndexError as exc:
+                log.warning("vector index failed its check, rebuilding from the catalog: %s", exc)
+                self.library.rebuild_index(self.encoder.model_key)
+                served = self._served_filtered(vector, top_k, filters)
+            if served is not None:
+                return served
         allowed = None
         if filters is not None and filters.active:
             allowed = self.filtered_ids(filters)
@@ -150,6 +159,49 @@ class Searcher:
             log.warning("vector index failed its check, rebuilding from the catalog: %s", exc)
             self.library.rebuild_index(self.encoder.model_key)
             return self.index.search(query, top_k, allowed_ids=allowed)
+
+    def _served_filtered(
+        self, vector: np.ndarray, top_k: int, filters: SearchFilters
+    ) -> list[tuple[int, float]] | None:
+        """A filtered search on the catalog's server (pgvector): the filter's SQL and the
+        vector order in one statement, no id list sent; None for a local index."""
+        index = self.index
+        if index.kind != "pgvector":
+            return None
+        terms = filter_terms(self.library.catalog, filters)
+        if terms is None:
+            return []
+        return index.search_filtered(np.asarray(vector, dtype=np.float32), top_k, terms)  # type: ignore[union-attr]
+
+    def ranked_with_words(
+        self,
+        vector: np.ndarray,
+        top_k: int,
+        filters: SearchFilters | None,
+        words: str,
+        words_limit: int,
+        exclude: str = "",
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]] | None:
+        """`ranked(vector, top_k, filters)` and `fulltext.text_ranked` of `words` (within the
+        same filters) in one round trip to the catalog's server (pgvector); None for a local
+        index or where the words find nothing to rank (the caller asks each on its own)."""
+        from engine.search.fulltext import bm25_scored
+
+        if top_k < 1:
+            raise BadInputError("--top must be at least 1")
+        index = self.index
+        if index.kind != "pgvector":
+            return None
+        scored = bm25_scored(self.library.catalog, words, exclude)
+        if scored is None:
+            return None
+        terms = None
+        if filters is not None and filters.active:
+            terms = filter_terms(self.library.catalog, filters)
+            if terms is None:
+                return [], []
+        query = np.asarray(vector, dtype=np.float32)
+        return index.search_with_words(query, top_k, terms, scored, words_limit)  # type: ignore[union-attr]
 
     def hits_for(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:
         """Attach paths and taxon names to (image_id, score) pairs, keeping their order."""
