@@ -19,8 +19,10 @@ from tests.catalogs import (  # noqa: F401
 )
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# Keep torch from fighting the decode threads and the other test workers for 2 cores.
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+# One torch/FAISS thread per test process: the xdist workers already take the cores, and an
+# OpenMP team that loses a core to another worker stalls each forward (the tiny demo model
+# encoded 25x slower at two threads than at one beside the other worker at load 10).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
