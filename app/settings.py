@@ -87,6 +87,10 @@ class Settings:
     judge_name: str = ""
     # The results grid shows one card per event (a camera's burst) rather than per photo.
     group_by_event: bool = False
+    # The detector's boxes drawn on the tiles and the full view (View › Show boxes), from this
+    # confidence up (0..1; MegaDetector's advice for a first look is 0.2).
+    show_boxes: bool = True
+    box_threshold: float = 0.2
     version: int = SETTINGS_VERSION
 
     def library_path(self) -> Path:
@@ -122,6 +126,8 @@ class Settings:
             out.append("Metrics k: must be a whole number from 1 to 1000")
         if not isinstance(self.thumbnail_size, int) or not 64 <= self.thumbnail_size <= 320:
             out.append("Thumbnail size: must be a whole number of pixels from 64 to 320")
+        if not isinstance(self.box_threshold, float) or not 0.0 <= self.box_threshold <= 1.0:
+            out.append("Box threshold: must be a confidence from 0 to 1")
         if (
             not isinstance(self.index_memory_gb, float)
             or not MIN_INDEX_MEMORY_GB <= self.index_memory_gb <= MAX_INDEX_MEMORY_GB

@@ -244,7 +244,7 @@ def test_a_judgment_that_cannot_be_stored_is_taken_back_and_reported(judging: Ju
     store = j.controller.store
     assert store is not None
 
-    def disk_full(*args: object) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
         raise QuadratError("the catalog could not be written: disk full")
 
     store.judge = disk_full  # type: ignore[method-assign]

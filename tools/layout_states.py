@@ -367,6 +367,30 @@ def state_events_analyses(window: QMainWindow) -> None:
     )
 
 
+def state_detections(window: QMainWindow) -> None:
+    """Detector boxes on every tile and the detail pane's lines: a MegaDetector box with a
+    SpeciesNet label, a faint second box, a whole-photo label with a long taxon name."""
+    from dataclasses import replace
+
+    from widgets.boxes import DetectionView
+
+    w: Any = window
+    detections = (
+        DetectionView((0.3, 0.35, 0.3, 0.4), "animal", 0.94, "Capreolus capreolus", 0.91,
+                      "megadetector", "MDV5A"),
+        DetectionView((0.7, 0.6, 0.12, 0.15), "person", 0.41, source="megadetector",
+                      model="MDV5A"),
+        DetectionView(None, label="Mammalia Artiodactyla Cervidae Capreolus capreolus",
+                      label_probability=0.88, source="speciesnet", model="4.0.1a"),
+    )  # fmt: skip
+    cards = [replace(item, detections=detections) for item in _results()]
+    w.show_boxes_action.setVisible(True)
+    w.results_model.set_results(cards)
+    w.detail_pane.set_item(cards[0])
+    w.detail_pane.set_boxes(detections, 0)
+    w.results_model.choose_box(cards[0].image_id, 0)
+
+
 def state_message(window: QMainWindow) -> None:
     """A message to read (a 2,000-character query refused) over VisRet's drawings and a row
     of chips: the most the window ever shows above the grid."""
@@ -397,6 +421,7 @@ STATES: dict[str, Callable[[QMainWindow], None]] = {
     "events": state_events,
     "events-analyses": state_events_analyses,
     "message": state_message,
+    "detections": state_detections,
 }
 
 

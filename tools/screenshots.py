@@ -506,6 +506,11 @@ def _drive_camera_traps(out: Path) -> int:
     wait_for(lambda: window.group_events_action.isVisible(), timeout=60)
     driver.pump(0.5)
     checked("ct-01-indexed")
+    library = app.session.library
+    assert library is not None
+    _drawn_boxes(library, demo)
+    app.boxes.check_library()
+    wait_for(window.show_boxes_action.isVisible, timeout=30)
 
     bar = window.query_bar
     bar.set_text(query.text)
@@ -541,6 +546,34 @@ def _drive_camera_traps(out: Path) -> int:
     wait_for(window.place_pane.relevant.map_view.has_coastlines, timeout=30)
     checked("ct-05-relevant-hours")
 
+    # The detector's boxes: every frame on its own, large thumbnails (captions), the first
+    # photo judged on its box (B, then R), and the full view with the box chosen.
+    before = app.search.last_outcome
+    window.filter_bar.filtersEdited.emit({"deployment_ids": [], "hours": []})
+    wait_for(lambda: app.search.last_outcome is not before, timeout=60)
+    window.group_events_action.trigger()
+    wait_for(lambda: model.rowCount() > 0 and model.item(0).frames == 1, timeout=60)
+    driver.pump(1.0)
+    window.results.set_thumbnail_size(224)
+    window.results.setCurrentIndex(model.index(0, 0))
+    thumbnails_shown()
+    window.results.setFocus()
+    window.next_box_action.trigger()  # B
+    app.judging.judge_current(1, advance=False)
+    wait_for(lambda: app.judging.runner.idle())
+    checked("ct-06-boxes")
+    window.results.setCurrentIndex(model.index(1, 0))
+    window.next_box_action.trigger()
+    view = app.full_view.open()
+    assert view is not None
+    wait_for(lambda: not view.canvas.image_size().isEmpty(), timeout=30)
+    driver.capture("ct-07-full-view-boxes", view)
+    view.close()
+    window.detail_dock.raise_()
+    window.results.setCurrentIndex(model.index(0, 0))
+    thumbnails_shown(1)
+    driver.capture("ct-08-detail-detections", window.detail_dock)
+
     (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
     app.shutdown()
     for path in driver.shots:
@@ -548,6 +581,46 @@ def _drive_camera_traps(out: Path) -> int:
     for problem in problems:
         print(f"layout: {problem}", file=sys.stderr)
     return LAYOUT_PROBLEMS if problems else 0
+
+
+def _drawn_boxes(library, demo) -> None:  # noqa: ANN001
+    """Boxes around the animals the camera-trap demo drew, where the library has no
+    detections yet: the drawing's own geometry (body, legs and head) with a margin for its
+    jitter, as a detector and classifier would report them."""
+    from engine.catalog.reads import image_id_at
+    from engine.demo.camera_traps import FRAME_SIZE, SPECIES
+    from engine.detections.records import Box, DetectionRecord, FrameRecord
+    from engine.detections.shown import has_detections
+    from engine.detections.store import replace_source, write_frames
+
+    if has_detections(library):
+        return
+    names = {species.scientific_name: species.common_name for species in SPECIES}
+    width, height = FRAME_SIZE
+    frames = []
+    for event in demo.events:
+        for step, path in enumerate(event.frames):
+            image_id = image_id_at(library, demo.root / path)
+            if image_id is None:
+                continue
+            if event.species is None:
+                frames.append(FrameRecord(image_id))  # looked at, nothing found
+                continue
+            cx, cy, radius = 50 + step * 14, height // 2 + 10, 34
+            left, top = cx - radius - 4, cy - radius - 8
+            right = min(width - 1, cx + 2 * radius + 10)
+            bottom = cy + radius + 16
+            box = Box.checked(
+                left / width, top / height, (right - left) / width, (bottom - top) / height
+            )
+            confidence = round(0.95 - 0.03 * step, 2)
+            record = DetectionRecord(
+                box, "animal", confidence, names[event.species], round(confidence - 0.1, 2)
+            )
+            frames.append(FrameRecord(image_id, (record,)))
+    with library.catalog.session() as s:
+        source = replace_source(s, "demo", str(demo.root / "drawn-boxes"), model="drawn boxes")
+        write_frames(s, source, frames)
 
 
 SAMPLE_RUN_LABELS = (

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, QRect, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QDesktopServices,
     QGuiApplication,
@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.boxes import DetectionView, JudgedBox, paint_boxes, wants_labels
 from widgets.photo_view import PhotoView
 from widgets.results import ResultItem, score_text
 
@@ -81,6 +82,12 @@ class _PhotoLabel(QLabel):
         super().__init__(parent)
         self._pixmap: QPixmap | None = None
         self._scaled: QPixmap | None = None
+        # The detector's boxes drawn over the photo: detections, chosen index, judged box.
+        self.boxes: tuple[tuple[DetectionView, ...], int | None, JudgedBox | None] = (
+            (),
+            None,
+            None,
+        )
         self.setObjectName("detailPhoto")
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setWordWrap(True)
@@ -143,6 +150,18 @@ class _PhotoLabel(QLabel):
             )
         painter = QPainter(self)
         painter.drawPixmap(rect.topLeft(), self._scaled)
+        detections, chosen, judged = self.boxes
+        if detections:
+            photo = QRectF(rect)
+            paint_boxes(
+                painter,
+                photo,
+                detections,
+                labels=wants_labels(photo),
+                font=self.font(),
+                chosen=chosen,
+                judged=judged,
+            )
 
 
 class DetailPane(QWidget):
@@ -178,6 +197,7 @@ class DetailPane(QWidget):
             ("rights", "Rights holder"),
             ("size", "Size"),
             ("collection", "Collection"),
+            ("detections", "Detections"),
             ("path", "Path"),
         ):
             value = QLabel("—", self)
@@ -187,6 +207,7 @@ class DetailPane(QWidget):
             value.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             form.addRow(f"{label}:", value)
             self.fields[key] = value
+        self._form = form
         path_label = self.fields["path"]
         path_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         path_label.setToolTip("Click to show the photo's folder")
@@ -318,9 +339,20 @@ class DetailPane(QWidget):
     def item(self) -> ResultItem | None:
         return self._item
 
+    def set_boxes(
+        self,
+        detections: tuple[DetectionView, ...],
+        chosen: int | None = None,
+        judged: JudgedBox | None = None,
+    ) -> None:
+        """Draw these detector boxes over the photo (an empty tuple: none)."""
+        self.photo.boxes = (detections, chosen, judged)
+        self.photo.update()
+
     def set_item(self, item: ResultItem | None) -> None:
         """Show `item`'s metadata at once; the large photo follows via `set_photo`."""
         self._item = item
+        self.set_boxes(())
         self.set_answers(None)
         for button in (
             self.more_button,
@@ -337,6 +369,7 @@ class DetailPane(QWidget):
             self.subtitle.setText("")
             for label in self.fields.values():
                 label.setText("—")
+            self._form.setRowVisible(self.fields["detections"], False)
             # The last photo's judgment must not linger over "No photo selected".
             self.set_judgment(None, can_judge=False)
             return
@@ -361,6 +394,11 @@ class DetailPane(QWidget):
         width, height = d.width, d.height
         self.fields["size"].setText(f"{width} × {height} px" if width and height else "—")
         self.fields["collection"].setText(d.collection or "—")
+        # The detector's and classifier's findings, one line each; the row only where any.
+        lines = [x.line for x in item.detections]
+        bullet = "• " if len(lines) > 1 else ""  # wrapped lines still read as one each
+        self.fields["detections"].setText("\n".join(bullet + line for line in lines))
+        self._form.setRowVisible(self.fields["detections"], bool(item.detections))
         self.fields["path"].setText(
             f'<a href="{html.escape(item.path)}">{html.escape(breakable(item.path))}</a>'
         )

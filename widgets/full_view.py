@@ -13,6 +13,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QColor,
+    QFont,
     QImage,
     QKeyEvent,
     QMouseEvent,
@@ -23,6 +24,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QDialog, QLabel, QVBoxLayout, QWidget
 
+from widgets.boxes import DetectionView, box_at, paint_boxes
+
 CLICK_SLOP = 4  # pixels a press may move and still count as a click (not a pan)
 
 
@@ -30,6 +33,7 @@ class PhotoCanvas(QWidget):
     """Paints one photo fitted to the widget or at 1:1 (`actual`), panned by dragging."""
 
     zoomChanged = Signal()
+    boxClicked = Signal(int)  # the index of the detector box clicked
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -43,6 +47,10 @@ class PhotoCanvas(QWidget):
         self._centre = QPointF()  # the photo point (pixels) at the widget's centre when 1:1
         self._press: QPoint | None = None
         self._dragged = False
+        self._detections: tuple[DetectionView, ...] = ()
+        self._chosen: int | None = None
+        self._judged: tuple[tuple[float, float, float, float], int] | None = None
+        self._box_font = QFont()
 
     # -- what is shown ------------------------------------------------------------------------
 
@@ -64,6 +72,20 @@ class PhotoCanvas(QWidget):
 
     def message(self) -> str:
         return self._message
+
+    def set_boxes(
+        self,
+        detections: tuple[DetectionView, ...],
+        chosen: int | None = None,
+        judged: tuple[tuple[float, float, float, float], int] | None = None,
+    ) -> None:
+        """Draw these detector boxes over the photo (none: an empty tuple), the `chosen` one
+        framed, the `judged` one (box, relevance) in the judgment's colour."""
+        self._detections, self._chosen, self._judged = detections, chosen, judged
+        self.update()
+
+    def detections(self) -> tuple[DetectionView, ...]:
+        return self._detections
 
     def image_size(self) -> QSize:
         """The shown photo's size in pixels (empty when none)."""
@@ -154,7 +176,19 @@ class PhotoCanvas(QWidget):
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self._message)
             return
         painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, not self.actual)
-        painter.drawPixmap(self.shown_rect(), self._pixmap, QRectF(self._pixmap.rect()))
+        shown = self.shown_rect()
+        painter.drawPixmap(shown, self._pixmap, QRectF(self._pixmap.rect()))
+        if self._detections:
+            paint_boxes(
+                painter,
+                shown,
+                self._detections,
+                labels=True,
+                font=self._box_font,
+                chosen=self._chosen,
+                judged=self._judged,
+                width=2.0,
+            )
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
@@ -178,7 +212,12 @@ class PhotoCanvas(QWidget):
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         if event.button() == Qt.MouseButton.LeftButton and self._press is not None:
-            if not self._dragged:  # a click: 1:1 at the point clicked, or back to fitted
+            box = None
+            if not self._dragged and self._pixmap is not None:
+                box = box_at(self._detections, self.shown_rect(), event.position())
+            if box is not None:  # a click on a box: the box the next judgment is made on
+                self.boxClicked.emit(box)
+            elif not self._dragged:  # a click: 1:1 at the point clicked, or back to fitted
                 self.toggle_zoom(event.position())
             self._press = None
         super().mouseReleaseEvent(event)
@@ -200,8 +239,8 @@ class FullView(QDialog):
         self.header.setObjectName("fullViewHeader")
         self.header.setTextFormat(Qt.TextFormat.PlainText)
         self.hint = QLabel(
-            "R relevant · N not relevant · U clear · click or 1: real pixels · F: fit · "
-            "← →: previous, next · Esc or Space: close",
+            "R relevant · N not relevant · U clear · click a box or B: judge on it · "
+            "click or 1: real pixels · F: fit · ← →: previous, next · Esc or Space: close",
             self,
         )
         self.hint.setObjectName("fullViewHint")
@@ -217,6 +256,7 @@ class FullView(QDialog):
         self._title = ""
         self._judgment: int | None = None
         self._judging = False
+        self._box_note = ""
 
     def show_loading(self, title: str) -> None:
         self._title = title
@@ -240,6 +280,11 @@ class FullView(QDialog):
         self._judgment, self._judging = relevance, judging
         self._update_header()
 
+    def set_box_note(self, text: str) -> None:
+        """What the header says of the detector's box chosen for the next judgment ("" none)."""
+        self._box_note = text
+        self._update_header()
+
     def header_text(self) -> str:
         return self.header.text()
 
@@ -249,6 +294,8 @@ class FullView(QDialog):
             parts.append(
                 {None: "not judged", 1: "relevant", 0: "not relevant"}.get(self._judgment, "judged")
             )
+        if self._box_note:
+            parts.append(self._box_note)
         size = self.canvas.image_size()
         if not size.isEmpty():
             zoom = "1:1" if self.canvas.actual else f"fitted, {self.canvas.scale():.0%}"

@@ -337,6 +337,12 @@ class MainWindow(QMainWindow):
         self.group_events_action = QAction("&Group results by event", self)
         self.group_events_action.setShortcut(QKeySequence("Ctrl+E"))
         view_menu.addAction(self.group_events_action)
+        # Shown once the library is known to hold detections (BoxesController).
+        self.show_boxes_action = QAction("Show detector &boxes", self)
+        self.show_boxes_action.setCheckable(True)
+        self.show_boxes_action.setChecked(True)
+        self.show_boxes_action.setVisible(False)
+        view_menu.addAction(self.show_boxes_action)
 
         library_menu = self.menuBar().addMenu("&Library")
         self.deployments_action = QAction("&Deployments…", self)
@@ -400,6 +406,14 @@ class MainWindow(QMainWindow):
         self.judge_menu.addActions(actions[:3])
         self.judge_menu.addSeparator()
         self.judge_menu.addAction(self.undo_judgment_action)
+        # B: the next detector box of the selected photo, the one R / N judge it on.
+        self.next_box_action = QAction("Judge on the next &box", self)
+        self.next_box_action.setShortcut(QKeySequence("B"))
+        self.next_box_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.next_box_action.setVisible(False)
+        self.results.addAction(self.next_box_action)
+        self.detail_pane.addAction(self.next_box_action)
+        self.judge_menu.addAction(self.next_box_action)
         self._build_feedback_actions()
 
     def _build_feedback_actions(self) -> None:

@@ -30,6 +30,7 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QPoint,
     QRect,
+    QRectF,
     QSize,
     Qt,
     Signal,
@@ -61,12 +62,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from widgets.boxes import DetectionView, boxed, paint_boxes, wants_labels
 from widgets.photo_view import PhotoView
 
 THUMB_SIZE = 160  # the default thumbnail size, pixels on the longer side
 MIN_THUMB_SIZE, MAX_THUMB_SIZE = 64, 320  # the size slider's range (Ctrl+- / Ctrl++ too)
 THUMB_STEP = 32  # one Ctrl++ / Ctrl+- step
 TOGGLE_SIZE = 24  # the judgment toggle in a thumbnail's top-right corner
+TILE_LABEL_MIN_SIDE = 150  # a tile's boxes carry captions from this painted side (pixels) up
 
 
 def clamp_thumb_size(size: int) -> int:
@@ -87,6 +90,7 @@ class ResultRole(IntEnum):
     Path = Qt.ItemDataRole.UserRole + 5
     Thumbnail = Qt.ItemDataRole.UserRole + 6
     Judgment = Qt.ItemDataRole.UserRole + 7
+    Boxes = Qt.ItemDataRole.UserRole + 8  # `TileBoxes`, or None when none are drawn
 
 
 @dataclass(frozen=True)
@@ -111,11 +115,24 @@ class ResultItem:
     # An event's face when it is not the best frame (the sharpest frame with something in
     # it): its id, path and content hash, for the thumbnail; None shows the photo itself.
     face: tuple[int, str, str | None] | None = None
+    # The photo's detections above the display threshold (boxes and whole-photo labels),
+    # highest confidence first.
+    detections: tuple[DetectionView, ...] = ()
 
     @property
     def frames(self) -> int:
         """How many frames the card stands for (1: a photo shown alone)."""
         return max(1, len(self.frame_ids))
+
+
+@dataclass(frozen=True)
+class TileBoxes:
+    """What a tile draws over its thumbnail: the detections, the box chosen for the next
+    judgment (an index into them) and the box the judgment was made on with its relevance."""
+
+    detections: tuple[DetectionView, ...]
+    chosen: int | None = None
+    judged: tuple[tuple[float, float, float, float], int] | None = None
 
 
 def score_text(score: object, digits: int = 3) -> str:
@@ -144,6 +161,9 @@ class ResultsModel(QAbstractListModel):
         self._face_rows: dict[int, int] = {}  # an event card's face (image id) -> its row
         self._judgments: dict[int, int] = {}
         self._thumbnails: ThumbnailSource | None = None
+        self._show_boxes = True
+        self._chosen_boxes: dict[int, int] = {}  # image id -> index of the box chosen
+        self._judged_boxes: dict[int, tuple[float, float, float, float]] = {}
 
     def set_thumbnail_source(self, source: ThumbnailSource | None) -> None:
         self._thumbnails = source
@@ -156,6 +176,7 @@ class ResultsModel(QAbstractListModel):
         self._face_rows = {
             item.face[0]: row for row, item in enumerate(self._items) if item.face is not None
         }
+        self._chosen_boxes = {}
         self.endResetModel()
 
     def clear(self) -> None:
@@ -212,6 +233,94 @@ class ResultsModel(QAbstractListModel):
     def judgment(self, image_id: int) -> int | None:
         return self._judgments.get(image_id)
 
+    # -- detector boxes ----------------------------------------------------------------------
+
+    def set_show_boxes(self, show: bool) -> None:
+        """Draw the detector's boxes on the tiles, or not (View › Show boxes)."""
+        if show != self._show_boxes:
+            self._show_boxes = show
+            self._repaint_all([ResultRole.Boxes])
+
+    def show_boxes(self) -> bool:
+        return self._show_boxes
+
+    def set_judged_boxes(self, boxes: dict[int, tuple[float, float, float, float]]) -> None:
+        """Replace the boxes the open query's judgments were made on (a query was opened)."""
+        self._judged_boxes = dict(boxes)
+        self._repaint_all([ResultRole.Boxes])
+
+    def set_judged_box(self, image_id: int, box: tuple[float, float, float, float] | None) -> None:
+        """The box a photo's judgment was made on (None: the whole frame, or no judgment)."""
+        if box is None:
+            self._judged_boxes.pop(image_id, None)
+        else:
+            self._judged_boxes[image_id] = box
+        self._repaint(image_id)
+
+    def judged_box(self, image_id: int) -> tuple[float, float, float, float] | None:
+        return self._judged_boxes.get(image_id)
+
+    def choose_box(self, image_id: int, index: int | None) -> None:
+        """Make the photo's detection `index` the box the next judgment is made on (None:
+        the whole frame)."""
+        if index is None:
+            self._chosen_boxes.pop(image_id, None)
+        else:
+            self._chosen_boxes[image_id] = index
+        self._repaint(image_id)
+
+    def chosen_index(self, image_id: int) -> int | None:
+        return self._chosen_boxes.get(image_id)
+
+    def chosen_box(self, image_id: int) -> DetectionView | None:
+        """The detection chosen on a photo for the next judgment, None when none is."""
+        row, index = self._rows.get(image_id), self._chosen_boxes.get(image_id)
+        if row is None or index is None:
+            return None
+        detections = self._items[row].detections
+        return detections[index] if 0 <= index < len(detections) else None
+
+    def cycle_box(self, image_id: int) -> DetectionView | None:
+        """B: choose the photo's next box (after the last: none, the whole frame again);
+        the detection chosen."""
+        row = self._rows.get(image_id)
+        if row is None:
+            return None
+        order = boxed(self._items[row].detections)
+        if not order:
+            return None
+        current = self._chosen_boxes.get(image_id)
+        following = [i for i in order if current is None or i > current]
+        self.choose_box(image_id, following[0] if following else None)
+        return self.chosen_box(image_id)
+
+    def _repaint(self, image_id: int) -> None:
+        row = self._rows.get(image_id)
+        if row is not None:
+            index = self.index(row, 0)
+            self.dataChanged.emit(index, index, [ResultRole.Boxes])
+
+    def _repaint_all(self, roles: list[int]) -> None:
+        if self._items:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self._items) - 1, 0), roles)
+
+    def tile_boxes(self, item: ResultItem) -> TileBoxes | None:
+        """What `item`'s tile draws over its thumbnail, None when nothing (boxes hidden, none
+        found, or an event's face shown that is another frame)."""
+        if item.face is not None:
+            return None
+        return self.photo_boxes(item)
+
+    def photo_boxes(self, item: ResultItem) -> TileBoxes | None:
+        """What is drawn over `item`'s own photo (the full view), None when nothing."""
+        if not self._show_boxes or not item.detections:
+            return None
+        judged = None
+        box, relevance = self._judged_boxes.get(item.image_id), self._judgments.get(item.image_id)
+        if box is not None and relevance is not None:
+            judged = (box, relevance)
+        return TileBoxes(item.detections, self._chosen_boxes.get(item.image_id), judged)
+
     def thumbnail_ready(self, image_id: int) -> None:
         """Refresh only the row showing `image_id` (a thumbnail arrived), or the event card
         whose face it is."""
@@ -267,6 +376,8 @@ class ResultsModel(QAbstractListModel):
             return item.path
         if role == ResultRole.Judgment:
             return self._judgments.get(item.image_id)
+        if role == ResultRole.Boxes:
+            return self.tile_boxes(item)
         if role == ResultRole.Thumbnail:
             if self._thumbnails is None:
                 return None
@@ -380,6 +491,18 @@ class ThumbnailDelegate(QStyledItemDelegate):
             target = QRect(0, 0, scaled.width(), scaled.height())
             target.moveCenter(thumb_rect.center())
             painter.drawPixmap(target, pixmap)
+            boxes = model_data(index, ResultRole.Boxes)
+            if isinstance(boxes, TileBoxes):
+                photo = QRectF(target)
+                paint_boxes(
+                    painter,
+                    photo,
+                    boxes.detections,
+                    labels=wants_labels(photo, TILE_LABEL_MIN_SIDE),
+                    font=self._score_font,
+                    chosen=boxes.chosen,
+                    judged=boxes.judged,
+                )
         else:
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(self._placeholder)

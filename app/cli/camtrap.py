@@ -44,6 +44,13 @@ def add_camtrap_options(export: argparse.ArgumentParser) -> None:
         "(Europe/Brussels) or an offset (+01:00); DEPLOYMENT=ZONE for one deployment; without "
         "it their times are written as UTC with timestampIssues true",
     )
+    export.add_argument(
+        "--detection-threshold",
+        type=float,
+        metavar="CONFIDENCE",
+        help="camtrap-dp: write detector boxes from this confidence up as machine observations "
+        "(default 0.2; 0 writes every box)",
+    )
     _add_shared(
         export,
         "--check",
@@ -56,6 +63,17 @@ def add_camtrap_options(export: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write records the check finds invalid (they are not written otherwise)",
     )
+
+
+def _threshold(args: argparse.Namespace) -> float | None:
+    from engine.io.camtrap_tables import DEFAULT_DETECTION_THRESHOLD
+
+    value = getattr(args, "detection_threshold", None)
+    if value is None:
+        return DEFAULT_DETECTION_THRESHOLD
+    if not 0 <= value <= 1:
+        raise BadInputError(f"--detection-threshold {value}: give a confidence from 0 to 1")
+    return float(value)
 
 
 def parse_timezones(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
@@ -130,6 +148,7 @@ def cmd_export_camtrap(args: argparse.Namespace) -> int:
             include_restricted=include,
             # --no-sensitive-taxa, where the Darwin Core kinds define it: the same choice here
             sensitive_taxa=getattr(args, "sensitive_taxa", True),
+            detection_threshold=_threshold(args),
         )
         if getattr(args, "check", False):
             check = check_camtrap_dp(
@@ -140,6 +159,7 @@ def cmd_export_camtrap(args: argparse.Namespace) -> int:
                 deployment_timezones=zones,
                 include_restricted=include,
                 sensitive_taxa=options.sensitive_taxa,
+                detection_threshold=options.detection_threshold,
             )
             print(check.report.summary())
             print_check(check)

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "app.cli.demo",
     "app.cli.export",
     "app.cli.import_judgments",
+    "app.cli.camtrap_dp",
     "app.cli.metrics",
     "app.cli.evaluate",
     "app.cli.inquire",

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from app.controllers.attributes import AttributesController
     from app.controllers.backups import BackupsController
     from app.controllers.benchmark import BenchmarkController
+    from app.controllers.boxes import BoxesController
+    from app.controllers.camtrap_open import CamtrapOpenController
     from app.controllers.certify import CertifyController
     from app.controllers.deployments import DeploymentsController
     from app.controllers.events import EventsController
@@ -89,6 +91,7 @@ class Application:
 
     # The features' controllers, each set by its feature's `install`.
     library: LibraryController
+    camtrap_open: CamtrapOpenController
     models: ModelsController
     search: SearchController
     judging: JudgingController
@@ -109,6 +112,7 @@ class Application:
     certify: CertifyController
     analyses: AnalysesController
     events: EventsController
+    boxes: BoxesController
     benchmark: BenchmarkController
 
     def __init__(

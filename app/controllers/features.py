@@ -12,6 +12,8 @@ from app.controllers import (
     attributes,
     backups,
     benchmark,
+    boxes,
+    camtrap_open,
     certify,
     deployments,
     events,
@@ -34,6 +36,7 @@ from app.controllers.install import Install
 
 FEATURES: tuple[Install, ...] = (
     library.install,  # the Library pane, indexing
+    camtrap_open.install,  # File › Open Camtrap DP package… (after Add folder…)
     models.install,  # File › Models…, the model gate before indexing
     search.install,  # the query bar and the grid's search actions
     judging.install,  # R / N / U / Ctrl+Z, the metrics' k
@@ -54,6 +57,7 @@ FEATURES: tuple[Install, ...] = (
     certify.install,  # Judge › Certify recall…
     analyses.install,  # Where and when › Relevant photos of this query
     events.install,  # View › Group results by event (camera traps)
+    boxes.install,  # View › Show detector boxes, B: judge on the next box
     benchmark.install,  # Tools › Benchmark…
     install_window,  # the window's own wiring, last
 )

@@ -22,7 +22,7 @@ from app.controllers.install import say
 from app.controllers.judging import JudgingController
 from app.workers import READ, TaskContext, TaskRunner
 from widgets.full_view import FullView
-from widgets.results import ResultItem, ResultsView
+from widgets.results import ResultItem, ResultRole, ResultsView
 
 if TYPE_CHECKING:
     from app.controllers.application import Application
@@ -66,6 +66,7 @@ class FullViewController(QObject):
         self._shown: int | None = None  # image id of the photo shown or loading
         results.currentItemChanged.connect(self._follow)
         judging.model.dataChanged.connect(self._judgments_changed)
+        judging.model.dataChanged.connect(self._boxes_changed)
 
     def shown_id(self) -> int | None:
         """The image id of the photo the view shows (or is loading); None when closed."""
@@ -87,6 +88,7 @@ class FullViewController(QObject):
             view.nextRequested.connect(lambda: self._step(1))
             view.previousRequested.connect(lambda: self._step(-1))
             view.closed.connect(self._closed)
+            view.canvas.boxClicked.connect(self._box_clicked)
         if view.isVisible():
             view.raise_()
         else:
@@ -130,10 +132,12 @@ class FullViewController(QObject):
         assert view is not None
         if self._shown == item.image_id and not view.canvas.image_size().isEmpty():
             self._show_judgment(item)
+            self._show_boxes(item)
             return
         self._shown = item.image_id
         view.show_loading(item.title)
         self._show_judgment(item)
+        self._show_boxes(item)
         image_id = item.image_id
 
         def load(ctx: TaskContext) -> QImage:
@@ -169,6 +173,44 @@ class FullViewController(QObject):
                 self.judging.judgments.get(item.image_id), self.judging.query_id is not None
             )
 
+    def _show_boxes(self, item: ResultItem) -> None:
+        """The detector's boxes over the photo shown (unless View › Show boxes is off)."""
+        if self.view is None:
+            return
+        boxes = self.judging.model.photo_boxes(item)
+        if boxes is None:
+            self.view.canvas.set_boxes(())
+        else:
+            self.view.canvas.set_boxes(boxes.detections, boxes.chosen, boxes.judged)
+        chosen = self.judging.model.chosen_box(item.image_id)
+        self.view.set_box_note(f"R / N on the box {chosen.caption}" if chosen else "")
+
+    def _box_clicked(self, index: int) -> None:
+        """A box clicked in the view: R / N judge the photo on it (clicked again: the whole
+        frame)."""
+        item = self.results.current_item()
+        if item is None or item.image_id != self._shown:
+            return
+        model = self.judging.model
+        same = model.chosen_index(item.image_id) == index
+        model.choose_box(item.image_id, None if same else index)
+        shown = model.chosen_box(item.image_id)
+        self.message.emit(
+            f"R / N judge the photo on the box {shown.caption}"
+            if shown is not None
+            else "R / N judge the whole frame"
+        )
+
+    def _boxes_changed(self, first: QModelIndex, last: QModelIndex, roles: object = ()) -> None:
+        item = self.results.current_item()
+        if (
+            self.is_open()
+            and item is not None
+            and (not roles or ResultRole.Boxes in roles)  # type: ignore[operator]
+            and first.row() <= self.results.currentIndex().row() <= last.row()
+        ):
+            self._show_boxes(item)
+
     def _judgments_changed(self, first: QModelIndex, last: QModelIndex, *_roles: object) -> None:
         item = self.results.current_item()
         if (
@@ -191,6 +233,7 @@ def install(app: Application) -> None:
             w.not_relevant_action,
             w.clear_judgment_action,
             w.undo_judgment_action,
+            w.next_box_action,
         ],
         w,
     )

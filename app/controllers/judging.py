@@ -34,6 +34,7 @@ from widgets.results import ResultItem, ResultsModel, ResultsView
 
 if TYPE_CHECKING:
     from app.controllers.application import Application
+    from engine.detections.records import Box
     from engine.judgments.attributes import AttributeChange, PresetFill
     from engine.judgments.queries import JudgmentChange, QueryStore
 
@@ -42,6 +43,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NEXT_IN_CYCLE: dict[int | None, int | None] = {None: 1, 1: 0, 0: None}
+
+BoxTuple = tuple[float, float, float, float]  # a normalised box as the widgets draw it
+
+
+def engine_box(box: BoxTuple | None) -> Box | None:
+    """A box the widgets hold as the engine's `Box` (None stays None)."""
+    from engine.detections.records import Box
+
+    return Box.checked(*box) if box is not None else None
+
+
+def box_tuple(box: Box | None) -> BoxTuple | None:
+    return (box.x, box.y, box.width, box.height) if box is not None else None
+
 
 StoreProvider = Callable[[], "QueryStore | None"]  # the library's, once it is open
 
@@ -149,13 +164,16 @@ class JudgingController(QObject):
 
     def _query_shown(self, _query_id: int) -> None:
         self.model.set_judgments(self.judgments)
+        self.model.set_judged_boxes(self.open_query.judged_boxes)
         self._show_item_judgment(self.view.current_item())
         self._refresh_metrics()
 
     def new_ranking(self, query_id: int | None) -> None:
         """The grid is about to show a new ranking for `query_id` (None: a query not saved yet):
         judgments of another query must not show on it."""
-        self.model.set_judgments(self.judgments if query_id == self.query_id else {})
+        same = query_id == self.query_id
+        self.model.set_judgments(self.judgments if same else {})
+        self.model.set_judged_boxes(self.open_query.judged_boxes if same else {})
         if query_id != self.query_id:
             self._close_query()
 
@@ -219,7 +237,9 @@ class JudgingController(QObject):
                 self.view.select_row(row + 1)
 
     def judge(self, image_id: int, relevance: int | None) -> TaskHandle | None:
-        """Mark a photo for the open query; shown now, committed by the write pool."""
+        """Mark a photo for the open query; shown now, committed by the write pool. A
+        detector's box chosen on the photo (B, or a click in the full view) is kept with the
+        judgment; the judgment is the frame's."""
         store = self.store
         if store is None or self.query_id is None:
             self.message.emit("Run a search (or open a saved query) before judging photos")
@@ -231,9 +251,18 @@ class JudgingController(QObject):
             return self._judge_event(image_id, frames, relevance)
         query_id = self.query_id
         previous = self.judgments.get(image_id)
-        change = JudgmentChange(query_id, image_id, previous, relevance)
+        chosen = self.model.chosen_box(image_id)
+        box = chosen.box if chosen is not None and relevance is not None else None
+        change = JudgmentChange(
+            query_id,
+            image_id,
+            previous,
+            relevance,
+            box=engine_box(box),
+            previous_box=engine_box(self.open_query.judged_boxes.get(image_id)),
+        )
         self._undo.setdefault(query_id, []).append(change)
-        self._show_judgment(query_id, image_id, relevance)
+        self._show_judgment(query_id, image_id, relevance, box)
         return self._write(change, lambda: self._forget_change(change))
 
     def _judge_event(
@@ -245,8 +274,15 @@ class JudgingController(QObject):
 
         store, query_id = self.store, self.query_id
         assert store is not None and query_id is not None
+        # A box belongs to one frame: the event's frames are judged whole.
         changes = tuple(
-            JudgmentChange(query_id, frame, self.judgments.get(frame), relevance)
+            JudgmentChange(
+                query_id,
+                frame,
+                self.judgments.get(frame),
+                relevance,
+                previous_box=engine_box(self.open_query.judged_boxes.get(frame)),
+            )
             for frame in frames
         )
         entry = EventJudgment(query_id, shown_id, changes)
@@ -272,7 +308,7 @@ class JudgingController(QObject):
                     store.undo(change)
             else:
                 for change in entry.changes:
-                    store.judge(change.query_id, change.image_id, change.current)
+                    store.judge(change.query_id, change.image_id, change.current, box=change.box)
 
         def saved(_result: None) -> None:
             for change in entry.changes:
@@ -282,7 +318,10 @@ class JudgingController(QObject):
         def failed(exc: BaseException) -> None:
             for change in entry.changes:
                 self._show_judgment(
-                    change.query_id, change.image_id, change.current if undo else change.previous
+                    change.query_id,
+                    change.image_id,
+                    change.current if undo else change.previous,
+                    box_tuple(change.box if undo else change.previous_box),
                 )
             on_reverted()
             self.runner.report_error(exc, "Saving the event's judgments")
@@ -335,10 +374,21 @@ class JudgingController(QObject):
             return self._undo_attributes(change, lambda: stack.append(change))
         if isinstance(change, EventJudgment):
             for frame in change.changes:
-                self._show_judgment(frame.query_id, frame.image_id, frame.previous)
+                self._show_judgment(
+                    frame.query_id, frame.image_id, frame.previous, box_tuple(frame.previous_box)
+                )
             return self._write_event(change, undo=True, on_reverted=lambda: stack.append(change))
-        back = JudgmentChange(change.query_id, change.image_id, change.current, change.previous)
-        self._show_judgment(change.query_id, change.image_id, change.previous)
+        back = JudgmentChange(
+            change.query_id,
+            change.image_id,
+            change.current,
+            change.previous,
+            box=change.previous_box,
+            previous_box=change.box,
+        )
+        self._show_judgment(
+            change.query_id, change.image_id, change.previous, box_tuple(change.previous_box)
+        )
         return self._write(back, lambda: stack.append(change), undoing=change)
 
     def _undo_attributes(
@@ -409,7 +459,7 @@ class JudgingController(QObject):
         def write(ctx: TaskContext) -> JudgmentChange:
             if undoing is not None:
                 return store.undo(undoing)
-            return store.judge(change.query_id, change.image_id, change.current)
+            return store.judge(change.query_id, change.image_id, change.current, box=change.box)
 
         def saved(result: JudgmentChange) -> None:
             # What the catalog did (with the attribute values presets changed) replaces the
@@ -422,7 +472,12 @@ class JudgingController(QObject):
         def failed(exc: BaseException) -> None:
             # Not in the database: show what is stored, say why.
             if self.judgments.get(change.image_id) == change.current:
-                self._show_judgment(change.query_id, change.image_id, change.previous)
+                self._show_judgment(
+                    change.query_id,
+                    change.image_id,
+                    change.previous,
+                    box_tuple(change.previous_box),
+                )
             on_reverted()
             self.runner.report_error(exc, "Saving the judgment")
 
@@ -441,9 +496,23 @@ class JudgingController(QObject):
         if change in stack:
             stack.remove(change)
 
-    def _show_judgment(self, query_id: int, image_id: int, relevance: int | None) -> None:
+    def _show_judgment(
+        self,
+        query_id: int,
+        image_id: int,
+        relevance: int | None,
+        box: BoxTuple | None = None,
+    ) -> None:
+        """Show a photo's judgment (None: cleared) and the box it was made on (None: the
+        whole frame)."""
         if not self.open_query.set_judgment(query_id, image_id, relevance):
             return
+        if box is None or relevance is None:
+            self.open_query.judged_boxes.pop(image_id, None)
+            box = None
+        else:
+            self.open_query.judged_boxes[image_id] = box
+        self.model.set_judged_box(image_id, box)
         self.model.set_judgment(image_id, relevance)
         current = self.detail.item()
         if current is not None and current.image_id == image_id:

@@ -39,6 +39,8 @@ class QueryState:
     run_id: int | None
     runs: list[RunState] = field(default_factory=list)
     judgments: dict[int, int] = field(default_factory=dict)
+    # The detector's box each photo's judgment was made on, where it was made on one.
+    judged_boxes: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)
 
 
 class OpenQuery(QObject):
@@ -56,6 +58,7 @@ class OpenQuery(QObject):
         self.runs: list[RunState] = []
         self.run_id: int | None = None
         self.judgments: dict[int, int] = {}
+        self.judged_boxes: dict[int, tuple[float, float, float, float]] = {}
 
     def current_run(self) -> RunState | None:
         """The run shown in the grid."""
@@ -68,12 +71,14 @@ class OpenQuery(QObject):
         self.runs = list(state.runs)
         self.run_id = state.run_id
         self.judgments = dict(state.judgments)
+        self.judged_boxes = dict(state.judged_boxes)
         self.opened.emit(state.query_id)
         self.runsChanged.emit()
 
     def close(self) -> None:
         """No query is open any more (another ranking is shown, or it was deleted)."""
         self.query_id, self.runs, self.run_id, self.judgments = None, [], None, {}
+        self.judged_boxes = {}
         self.runsChanged.emit()
 
     def retitle(self, query_id: int, title: str) -> bool:

@@ -199,6 +199,10 @@ def read_query(store: QueryStore, query_id: int, run_id: int | None) -> _Loaded:
                 for r in runs
             ],
             judgments=store.judgments(query_id),
+            judged_boxes={
+                image_id: (b.x, b.y, b.width, b.height)
+                for image_id, b in store.judged_boxes(query_id).items()
+            },
         ),
         text=text,
         image_path=image_path,

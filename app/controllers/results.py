@@ -9,13 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.detections.shown import DEFAULT_BOX_THRESHOLD
 from engine.licences import licence_display
+from widgets.boxes import DetectionView
 from widgets.photo_view import PhotoView
 from widgets.results import ResultItem
 
 if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.catalog.reads import PhotoDetails
+    from engine.detections.shown import ShownDetection
     from engine.indexing.thumbnails import ThumbnailCache
     from engine.search.searcher import SearchHit
 
@@ -102,20 +105,59 @@ def photo_thumbnail_bytes(cache: ThumbnailCache | None, photo: QueryPhoto) -> by
     return data
 
 
+# The confidence from which a detector's box is shown (the setting `box_threshold`, given by
+# `app/controllers/boxes.py` when the window starts and when it changes).
+_box_threshold = DEFAULT_BOX_THRESHOLD
+
+
+def set_box_threshold(value: float) -> None:
+    """Show boxes of at least `value` confidence on the results made from now on."""
+    global _box_threshold
+    _box_threshold = float(value)
+
+
+def box_threshold() -> float:
+    return _box_threshold
+
+
+def detection_view(shown: ShownDetection) -> DetectionView:
+    """A stored detection as the widgets draw and list it."""
+    record = shown.detection.record
+    box = record.box
+    return DetectionView(
+        box=(box.x, box.y, box.width, box.height) if box is not None else None,
+        category=record.category,
+        confidence=record.confidence,
+        label=record.label,
+        label_probability=record.label_probability,
+        source=shown.detection.source_kind,
+        model=shown.model,
+    )
+
+
 def result_items(
-    library: Library, ranking: Sequence[tuple[int, float]], hits: Iterable[SearchHit] = ()
+    library: Library,
+    ranking: Sequence[tuple[int, float]],
+    hits: Iterable[SearchHit] = (),
+    *,
+    min_box_confidence: float | None = None,
 ) -> list[ResultItem]:
     """Cards for `ranking` ((image id, score), best first), numbered from 1, with each photo's
-    catalog details read in one query. Runs in a worker (it reads the catalog).
+    catalog details and its detections of at least `min_box_confidence` (default: the
+    window's box threshold) read in one query each. Runs in a worker (it reads the catalog).
 
     `hits` are the engine's `SearchHit`s of the search that made the ranking: they say where a
     photo is and what it shows when the catalog has no row for it. A photo with neither a
     catalog row nor a hit (a stored run reopened after its photo was removed) is left out.
     """
     from engine.catalog.reads import photo_details
+    from engine.detections.shown import shown_detections
 
     by_id = {hit.image_id: hit for hit in hits}
-    details = photo_details(library, [image_id for image_id, _ in ranking])
+    ids = [image_id for image_id, _ in ranking]
+    details = photo_details(library, ids)
+    threshold = _box_threshold if min_box_confidence is None else min_box_confidence
+    detections = shown_detections(library, ids, threshold)
     items: list[ResultItem] = []
     for image_id, score in ranking:
         d, hit = details.get(image_id), by_id.get(image_id)
@@ -140,6 +182,7 @@ def result_items(
                 content_hash=d.content_hash if d is not None else None,
                 details=photo_view(d) if d is not None else None,
                 camera=d.camera_line if d is not None else "",
+                detections=tuple(detection_view(x) for x in detections.get(image_id, ())),
             )
         )
     return items

@@ -318,6 +318,10 @@ class Judgment(Base):
     relevance: Mapped[int] = mapped_column(Integer)  # 0/1 now; graded later
     judged_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     judged_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # The box the judge looked at when the judgment was made on a detection (migration 0021):
+    # its geometry as `engine.detections.records.Box.text` writes it, not a detection id, so
+    # it outlives a re-import of the detector's file and travels in a judgments-only backup.
+    box: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class JudgmentEvent(Base):
@@ -334,6 +338,7 @@ class JudgmentEvent(Base):
     relevance: Mapped[int | None] = mapped_column(Integer, nullable=True)
     judged_by: Mapped[str | None] = mapped_column(String(128), nullable=True)
     judged_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    box: Mapped[str | None] = mapped_column(String(64), nullable=True)  # as in `judgments`
     # "judgment" (a judge's own) or "adjudication" (settles a disagreement; migration 0017).
     # The server's default only: a statement that names no kind stays valid against a catalog
     # of an older revision (the upgrade tests write through these classes).
@@ -458,3 +463,83 @@ class RerankScore(Base):
     l_yes: Mapped[float | None] = mapped_column(Float, nullable=True)
     l_no: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DetectionSource(Base):
+    """One imported file of detector or classifier output (MegaDetector batch output,
+    SpeciesNet predictions, a Camtrap DP package's observations), or the boxes a demo drew.
+    Importing the same file again (same kind and path) replaces its detections (migration 0021).
+    """
+
+    __tablename__ = "detection_sources"
+    __table_args__ = (UniqueConstraint("kind", "path", name="uq_detection_sources_kind_path"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))  # megadetector, speciesnet, camtrap-dp, demo
+    path: Mapped[str] = mapped_column(Text)  # the file as imported (absolute)
+    sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The detector's or classifier's name and version as the file gives them.
+    model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The file's category map (MegaDetector: {"1": "animal", "2": "person", "3": "vehicle"}).
+    categories: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    imported_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DetectionFrame(Base):
+    """A photo a source looked at, with its highest detection confidence (NULL when it found
+    nothing): a frame whose every source stayed below a threshold is "empty" at it, while a
+    photo no source looked at is unknown, not empty. `failure` is the source's own word when it
+    could not read the photo (migration 0021)."""
+
+    __tablename__ = "detection_frames"
+    __table_args__ = (Index("ix_detection_frames_image", "image_id"),)
+    source_id: Mapped[int] = mapped_column(
+        ForeignKey("detection_sources.id", ondelete="CASCADE"), primary_key=True
+    )
+    image_id: Mapped[int] = mapped_column(
+        ForeignKey("images.id", ondelete="CASCADE"), primary_key=True
+    )
+    max_confidence: Mapped[float | None] = mapped_column(Float, nullable=True)
+    failure: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Detection(Base):
+    """One box (or one whole-photo classification, with no box) a source reported on a photo.
+
+    The box is normalised to the photo, origin top left, as MegaDetector and Camtrap DP write
+    it: x, y, width, height in 0..1. `category` is the detector's class (animal, person,
+    vehicle); `label` and `label_probability` the classifier's (a taxon's name or a common
+    word such as "blank"); `classification_method` Camtrap DP's (machine or human);
+    `observation_id` the Camtrap DP observation it came from (migration 0021)."""
+
+    __tablename__ = "detections"
+    __table_args__ = (
+        Index("ix_detections_image", "image_id"),
+        Index("ix_detections_source", "source_id"),
+        Index("ix_detections_category_confidence", "category", "confidence"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("detection_sources.id", ondelete="CASCADE"))
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"))
+    box_x: Mapped[float | None] = mapped_column(Float, nullable=True)
+    box_y: Mapped[float | None] = mapped_column(Float, nullable=True)
+    box_width: Mapped[float | None] = mapped_column(Float, nullable=True)
+    box_height: Mapped[float | None] = mapped_column(Float, nullable=True)
+    category: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    confidence: Mapped[float | None] = mapped_column(Float, nullable=True)
+    label: Mapped[str | None] = mapped_column(Text, nullable=True)
+    label_probability: Mapped[float | None] = mapped_column(Float, nullable=True)
+    classification_method: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    observation_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class CropEmbedding(Base):
+    """A detection's crop (its box with a context margin) encoded by one model: the vectors box
+    search ranks. Derived like `embeddings`, and gone with its detection (migration 0021)."""
+
+    __tablename__ = "crop_embeddings"
+    detection_id: Mapped[int] = mapped_column(
+        ForeignKey("detections.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, L2-normalised

@@ -56,6 +56,9 @@ from engine.indexing.exif import (
 )
 
 META_DEPLOYMENT_ROOTS = "deployment_roots"  # JSON: [[collection id, folder], ...]
+# JSON: [collection id, ...] whose deployments a Camtrap DP package gave (engine/io/camtrap_read):
+# kept as the package named them, never made again from folders and serials.
+META_PACKAGE_DEPLOYMENTS = "package_deployments"
 # A camera clock set a year wrong is a known mistake; beyond ten years it is a typing error.
 MAX_CLOCK_OFFSET_S = 10 * 366 * 24 * 3600
 
@@ -156,6 +159,22 @@ class DeploymentInfo:
 # -- marked folder trees ------------------------------------------------------------------
 
 
+def package_collections(library: Library) -> set[int]:
+    """The collections whose deployments a Camtrap DP package gave."""
+    try:
+        ids = json.loads(library.meta(META_PACKAGE_DEPLOYMENTS) or "[]")
+    except ValueError:
+        ids = []
+    return {int(i) for i in ids if isinstance(i, int)}
+
+
+def keep_package_deployments(library: Library, collection_id: int) -> None:
+    """Mark a collection's deployments as a package's: indexing runs leave them as they are."""
+    ids = sorted(package_collections(library) | {collection_id})
+    with library.catalog.session() as s:
+        s.merge(LibraryMeta(key=META_PACKAGE_DEPLOYMENTS, value=json.dumps(ids)))
+
+
 def marked_folders(library: Library) -> dict[int, list[str]]:
     """Collection id -> the folders (relative, '' the root) marked as deployment trees."""
     marks: dict[int, list[str]] = defaultdict(list)
@@ -210,7 +229,16 @@ def _deployment_key(parent: str, serial: str, marks: list[str]) -> tuple[str, st
 
 def assign_deployments(library: Library, collection_id: int) -> tuple[int, int]:
     """Give each photo of the collection its deployment (made when new, removed when no photo
-    is left in it); (deployments, folders whose photos have more than one serial)."""
+    is left in it); (deployments, folders whose photos have more than one serial). A
+    package's deployments (`package_collections`) are kept as they are."""
+    if collection_id in package_collections(library):
+        with library.catalog.session() as s:
+            kept = s.scalar(
+                select(func.count())
+                .select_from(Deployment)
+                .where(Deployment.collection_id == collection_id)
+            )
+        return int(kept or 0), 0
     marks = sorted(marked_folders(library).get(collection_id, []), key=len, reverse=True)
     with library.catalog.session() as s:
         name = s.scalar(select(Collection.name).where(Collection.id == collection_id)) or ""

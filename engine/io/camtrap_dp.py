@@ -59,6 +59,7 @@ from engine.io.camtrap_sources import (
     taxon_lineage,
 )
 from engine.io.camtrap_tables import (
+    DEFAULT_DETECTION_THRESHOLD,
     DEPLOYMENT_FIELDS,
     MEDIA_FIELDS,
     OBSERVATION_FIELDS,
@@ -106,6 +107,7 @@ class CamtrapReport:
     media: int
     observations: int  # rows of observations.csv (event and media level)
     events: int  # events with an animal judged relevant
+    machine: int = 0  # of the observations, those written from detections
     timestamp_issues: int = 0  # deployments whose frames' UTC offset is unknown
     without_offset: int = 0  # photos among them written as UTC, their offset unknown
     undated: int = 0  # photos of the deployments left out of media.csv: no capture time
@@ -135,7 +137,9 @@ class CamtrapReport:
         )
         parts = [
             f"{head}: {self.deployments:,} deployments, {self.media:,} media, "
-            f"{self.observations:,} observations ({self.events:,} events)"
+            f"{self.observations:,} observations ({self.events:,} events"
+            + (f", {self.machine:,} from detections" if self.machine else "")
+            + ")"
         ]
         if self.generalised or self.withheld:
             parts.append(
@@ -228,7 +232,8 @@ def _warnings(built: Built) -> list[Problem]:
     found += [
         Problem("observations", key, "scientificName", f"no scientific name ({NAME_HINT})", WARNING)
         for key, row in ((r["observationID"], r) for r in built.tables["observations"])
-        if not row.get("scientificName")
+        # A detector's box without a classifier's taxon is what it is, not a judge's omission.
+        if not row.get("scientificName") and row.get("classificationMethod") != "machine"
     ]
     if not built.tables["observations"]:
         found.append(
@@ -273,7 +278,7 @@ def _build(
     for zone in (options.timezone, *options.deployment_timezones.values()):
         if zone is not None:
             resolve_zone(zone)  # a bad zone fails before anything is read
-    sources = read_sources(library, query_id)
+    sources = read_sources(library, query_id, min_confidence=options.detection_threshold)
     unknown = set(options.deployment_timezones) - {
         name for d in sources.deployments.values() for name in deployment_names(d)
     }
@@ -297,6 +302,7 @@ def _build(
         len(built.tables["media"]),
         len(built.tables["observations"]),
         built.events,
+        built.machine,
         timestamp_issues=len(built.timestamp_issues),
         without_offset=built.without_offset,
         undated=len(built.undated),
@@ -333,6 +339,7 @@ def check_camtrap_dp(
     deployment_timezones: Mapping[str, str] | None = None,
     include_restricted: bool = False,
     sensitive_taxa: bool = True,
+    detection_threshold: float | None = DEFAULT_DETECTION_THRESHOLD,
 ) -> CamtrapCheck:
     """The pre-flight check of a query's package, writing nothing: its problems per record
     (errors a validator would reject it for, warnings) and the records left out and why."""
@@ -343,6 +350,7 @@ def check_camtrap_dp(
         deployment_timezones=deployment_timezones,
         include_restricted=include_restricted,
         sensitive_taxa=sensitive_taxa,
+        detection_threshold=detection_threshold,
     )
     return _build(library, query_id, options)[1]
 
@@ -358,6 +366,7 @@ def camtrap_package(
     deployment_timezones: Mapping[str, str] | None = None,
     include_restricted: bool = False,
     sensitive_taxa: bool = True,
+    detection_threshold: float | None = DEFAULT_DETECTION_THRESHOLD,
 ) -> tuple[dict[str, bytes], CamtrapReport]:
     """The package's files (name -> bytes) for a saved query, and its report (its `folder`
     empty, `written` false). `scientific_name`: the taxon of the observations where the photos
@@ -371,6 +380,7 @@ def camtrap_package(
         deployment_timezones=deployment_timezones,
         include_restricted=include_restricted,
         sensitive_taxa=sensitive_taxa,
+        detection_threshold=detection_threshold,
     )
     files, check = _package_files(library, query_id, options)
     return files, check.report
@@ -404,6 +414,7 @@ def export_camtrap_dp(
     include_restricted: bool = False,
     sensitive_taxa: bool = True,
     write_anyway: bool = False,
+    detection_threshold: float | None = DEFAULT_DETECTION_THRESHOLD,
 ) -> CamtrapReport:
     """Write the Camtrap DP package of a saved query into `folder` (made if missing), after its
     pre-flight check: a package the check finds invalid raises `PackageRejected` and writes
@@ -416,6 +427,7 @@ def export_camtrap_dp(
         deployment_timezones=deployment_timezones,
         include_restricted=include_restricted,
         sensitive_taxa=sensitive_taxa,
+        detection_threshold=detection_threshold,
     )
     return export_checked(library, query_id, folder, options, write_anyway=write_anyway)[0]
 

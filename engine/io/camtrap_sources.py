@@ -31,7 +31,14 @@ from sqlalchemy import select
 
 from engine.catalog import Judgment, Query
 from engine.catalog.library import Library
-from engine.catalog.models import STATUS_OK, Collection, Deployment, Image, Taxon
+from engine.catalog.models import (
+    STATUS_OK,
+    Collection,
+    Deployment,
+    DetectionSource,
+    Image,
+    Taxon,
+)
 from engine.catalog.privacy import (
     ACTION_GENERALISE,
     DEFAULT_GRID_KM,
@@ -42,6 +49,8 @@ from engine.catalog.privacy import (
     PlacePolicy,
     PublishedPlace,
 )
+from engine.detections.records import StoredDetection
+from engine.detections.store import detections_of
 from engine.errors import BadInputError
 from engine.licences import Licence, read_licence
 
@@ -102,12 +111,16 @@ class CameraDeployment:
 
 @dataclass
 class Sources:
-    """A query, its judgments, and the deployments holding a relevant photo."""
+    """A query, its judgments, the deployments holding a relevant photo, and the detector's
+    and classifier's detections on their photos (with each source's model)."""
 
     query: Query
     verdicts: dict[int, Verdict]
     deployments: dict[int, CameraDeployment]
     outside: list[tuple[int, str]]  # relevant photos in no deployment: (id, path)
+    detections: dict[int, list[StoredDetection]] = field(default_factory=dict)  # by photo
+    models: dict[int, str] = field(default_factory=dict)  # detection source id -> its model
+    lineages: dict[str, tuple[str, ...]] = field(default_factory=dict)  # label -> its names
 
 
 def _relevant_deployments(
@@ -228,9 +241,26 @@ def _verdicts(library: Library, query_id: int) -> dict[int, Verdict]:
     return verdicts
 
 
-def read_sources(library: Library, query_id: int) -> Sources:
-    """The query, its judgments and the deployments holding a relevant photo (BadInputError for
-    a query that does not exist)."""
+def _detections(
+    library: Library, deployments: Iterable[CameraDeployment], min_confidence: float | None
+) -> tuple[dict[int, list[StoredDetection]], dict[int, str]]:
+    """The detections on the deployments' photos (boxes below `min_confidence` left out;
+    labels without a confidence kept) and the model of each source they came from."""
+    ids = [frame.image_id for deployment in deployments for frame in deployment.frames]
+    with library.catalog.session() as s:
+        found = detections_of(s, ids, min_confidence=min_confidence)
+        models = {
+            int(source_id): str(model or "")
+            for source_id, model in s.execute(select(DetectionSource.id, DetectionSource.model))
+        }
+    return found, models
+
+
+def read_sources(
+    library: Library, query_id: int, *, min_confidence: float | None = None
+) -> Sources:
+    """The query, its judgments, the deployments holding a relevant photo and the detections
+    on their photos at `min_confidence` (BadInputError for a query that does not exist)."""
     with library.catalog.session() as s:
         query = s.get(Query, query_id)
         if query is None:
@@ -241,7 +271,10 @@ def read_sources(library: Library, query_id: int) -> Sources:
     wanted, outside = _relevant_deployments(library, relevant)
     deployments = _frames(library, wanted)
     _deployment_keys(deployments.values())
-    return Sources(query, verdicts, deployments, outside)
+    detections, models = _detections(library, deployments.values(), min_confidence)
+    labels = {d.record.label for found in detections.values() for d in found if d.record.label}
+    lineages = {label: label_lineage(library, label) for label in sorted(labels)}
+    return Sources(query, verdicts, deployments, outside, detections, models, lineages)
 
 
 def _deployment_keys(deployments: Iterable[CameraDeployment]) -> None:
@@ -261,6 +294,16 @@ def taxon_lineage(library: Library, name: str | None) -> tuple[str, ...]:
         taxon = s.scalars(select(Taxon).where(Taxon.name == name).limit(1)).first()
         higher = [getattr(taxon, column, None) for column in _RANK_COLUMNS] if taxon else []
     return (name, *(str(n) for n in higher if n))
+
+
+def label_lineage(library: Library, label: str) -> tuple[str, ...]:
+    """A classifier's label with its higher names: the catalog's where it knows the taxon, and
+    the genus of a binomial ("Vulpes" of "Vulpes vulpes") in any case."""
+    names = list(taxon_lineage(library, label))
+    genus = label.split(" ")[0]
+    if " " in label and genus[:1].isupper() and genus not in names:
+        names.append(genus)
+    return tuple(names)
 
 
 # --- times ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from engine import quadrat_version
 from engine.catalog.privacy import GENERALISED, NO_PLACE, WITHHELD, PlacePolicy
+from engine.detections.records import StoredDetection
 from engine.io.camtrap_check import field_names
 from engine.io.camtrap_sources import (
     CameraDeployment,
@@ -47,6 +49,16 @@ _LIFE_STAGES = ("adult", "subadult", "juvenile")
 _SEXES = ("female", "male")
 # Attribute terms Camtrap DP has no column for: kept in observationComments, never dropped.
 _COMMENT_TERMS = ("reproductiveCondition", "vitality", "associatedTaxa")
+# MegaDetector's own advice for its v5 output: boxes under 0.2 are mostly not animals.
+DEFAULT_DETECTION_THRESHOLD = 0.2
+# A detector's category as Camtrap DP's observationType.
+_OBSERVATION_TYPES = {"animal": "animal", "person": "human", "vehicle": "vehicle"}
+# Classifier labels that name no taxon (SpeciesNet's and the usual words).
+_NOT_TAXA = frozenset(
+    {"blank", "empty", "animal", "human", "person", "vehicle", "unknown", "no cv result"}
+)
+# A scientific name: a capitalised genus or higher taxon, then lower-case epithets.
+_TAXON = re.compile(r"^[A-Z][a-z]+(?: [a-z][a-z-]+){0,2}$")
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,9 @@ class Options:
     deployment_timezones: Mapping[str, str] = field(default_factory=dict)  # by name
     include_restricted: bool = False
     sensitive_taxa: bool = True  # the lab's list applied to the places (§4.3)
+    # Detector boxes below this confidence are not written (labels without one always are);
+    # None writes every box.
+    detection_threshold: float | None = DEFAULT_DETECTION_THRESHOLD
 
     @classmethod
     def of(
@@ -72,6 +87,7 @@ class Options:
         deployment_timezones: Mapping[str, str] | None = None,
         include_restricted: bool = False,
         sensitive_taxa: bool = True,
+        detection_threshold: float | None = DEFAULT_DETECTION_THRESHOLD,
     ) -> Options:
         """The options as the public functions take them (empty text counts as none)."""
         return cls(
@@ -82,6 +98,7 @@ class Options:
             dict(deployment_timezones or {}),
             include_restricted,
             sensitive_taxa,
+            detection_threshold,
         )
 
 
@@ -111,6 +128,7 @@ class Built:
     timestamp_issues: list[str] = field(default_factory=list)  # deploymentIDs
     unnamed: int = 0
     without_offset: int = 0  # media written as UTC: their UTC offset is unknown
+    machine: int = 0  # observations written from detections (boxes and labels)
     licences: list[Licence] = field(default_factory=list)  # of the media written
 
 
@@ -243,7 +261,10 @@ class _Builder:
             return  # every relevant photo of it left out for its licence
         zone = zone_for(deployment, self.options.timezone, self.options.deployment_timezones)
         set_times(deployment, zone)
-        place, cell = place_of(self.policy, deployment, self.names)
+        # A classifier's taxa count for the place rule as a judge's do: a sensitive species
+        # named by a label hides its place too.
+        labels = [t for f in kept for t in self.detection_taxa(f.image_id)]
+        place, cell = place_of(self.policy, deployment, [*self.names, *labels])
         if place.decision == WITHHELD:
             reason = place.information_withheld or place.reason
             self.built.withheld.append(
@@ -274,6 +295,7 @@ class _Builder:
         self.built.tables["deployments"].append(row)
         media_ids = self.media_rows(deployment, dated)
         self.observation_rows(deployment, dated, media_ids)
+        self.detection_rows(deployment, dated, media_ids)
 
     def deployment_row(self, deployment: CameraDeployment, dated: list[Frame]) -> dict[str, str]:
         row: dict[str, str] = {
@@ -331,6 +353,86 @@ class _Builder:
             relevant = [f for f in frames if self.relevant(f)]
             if relevant:
                 self.event(deployment, event_id, frames, relevant, media_ids)
+
+    def detection_taxa(self, image_id: int) -> list[str]:
+        """The taxa (with their higher names) a classifier gave the photo's detections."""
+        return [
+            name
+            for d in self.sources.detections.get(image_id, [])
+            if d.record.label and is_taxon(d.record.label)
+            for name in self.sources.lineages.get(d.record.label, (d.record.label,))
+        ]
+
+    def detection_rows(
+        self, deployment: CameraDeployment, dated: list[Frame], media_ids: dict[int, str]
+    ) -> None:
+        """One media-level observation per detection on the package's media: its box, its
+        detector's category, its classifier's taxon, how and by what it was classified."""
+        threshold = self.options.detection_threshold
+        rows = self.built.tables["observations"]
+        for frame in dated:
+            assert frame.moment is not None
+            for detection in self.sources.detections.get(frame.image_id, []):
+                record = detection.record
+                if (
+                    threshold is not None
+                    and record.confidence is not None
+                    and record.confidence < threshold
+                ):
+                    continue
+                key = str(uuid.uuid5(self.base, f"observation/detection/{detection.id}"))
+                self.built.photos[key] = frame.path
+                rows.append(
+                    {
+                        "observationID": key,
+                        "deploymentID": deployment.key,
+                        "mediaID": media_ids[frame.image_id],
+                        "eventID": str(
+                            uuid.uuid5(self.base, f"event/{frame.event_id or frame.image_id}")
+                        ),
+                        "eventStart": iso(frame.moment),
+                        "eventEnd": iso(frame.moment),
+                        "observationLevel": "media",
+                        **self.detection_cells(detection),
+                    }
+                )
+                self.built.machine += 1
+
+    def detection_cells(self, detection: StoredDetection) -> dict[str, str]:
+        record = detection.record
+        taxon = record.label if record.label and is_taxon(record.label) else ""
+        if taxon:
+            self.taxa.add(taxon)
+        kind = _OBSERVATION_TYPES.get(record.category or "")
+        if kind is None:
+            blank = record.label is not None and record.label.lower() in ("blank", "empty")
+            kind = "animal" if taxon else "blank" if blank else "unknown"
+        method = record.classification_method or "machine"
+        probability = record.label_probability if record.label else None
+        if probability is None:
+            probability = record.confidence if method == "machine" else None
+        cells = {
+            "observationType": kind,
+            "scientificName": taxon,
+            "count": str(record.count) if record.count else "",
+            "classificationMethod": method,
+            "classifiedBy": self.sources.models.get(detection.source_id, "")
+            if method == "machine"
+            else "",
+            "classificationProbability": _number(probability, 4) if probability is not None else "",
+        }
+        if record.label and not taxon:
+            cells["observationComments"] = f"classifier label: {record.label}"
+        if record.box is not None:
+            box = record.box
+            cells.update(
+                bboxX=_number(box.x),
+                bboxY=_number(box.y),
+                # The schema asks for a positive side: a box under a millionth stays one.
+                bboxWidth=_number(max(box.width, 1e-6)),
+                bboxHeight=_number(max(box.height, 1e-6)),
+            )
+        return cells
 
     def event(
         self,
@@ -401,6 +503,12 @@ class _Builder:
         self.built.unnamed += 0 if taxon else 1 + len(relevant)
 
 
+def is_taxon(label: str) -> bool:
+    """Whether a classifier's label is a scientific name ("Vulpes vulpes", "Cervidae"), not a
+    common word ("blank", "animal") or a common name ("red fox")."""
+    return label.lower() not in _NOT_TAXA and bool(_TAXON.match(label))
+
+
 def _join(first: str, second: str) -> str:
     return "; ".join(part for part in (first, second) if part)
 
@@ -436,6 +544,13 @@ def build_package(
         max(builder.cells) if builder.cells else None,
         quality_text([sources.verdicts[i] for i in builder.observed], certificate),
     )
+    if built.machine:
+        built.descriptor["project"]["description"] += (
+            f"\n\n{built.machine:,} media-level observations are a detector's boxes and a "
+            "classifier's labels read into Quadrat (classificationMethod machine, classifiedBy "
+            "the model, classificationProbability the label's probability or the box's "
+            "confidence)."
+        )
     return built
 
 

@@ -30,6 +30,7 @@ from engine.catalog.library import Library
 from engine.catalog.models import utcnow
 from engine.catalog.privacy import PlacePolicy
 from engine.catalog.reads import PhotoDetails, photo_details
+from engine.detections.records import Box
 from engine.errors import BadInputError, QuadratError
 from engine.evaluation.evaluate import (
     BenchmarkJudgment,
@@ -177,12 +178,14 @@ JUDGMENT_COLUMNS = [
     "judge",
     "judged_as",
     "recall_certificate",
+    "box",
 ]
 """An exported judgments CSV (docs/SPEC.md §4): the INQUIRE columns first, then what makes the file
 readable alone and its paths unambiguous across collections, then the judgment's attributes as
 columns named by their Darwin Core terms (`behavior`, `lifeStage`, ...; empty where none), then
 who judged (`judge`: the judge, the adjudicator, or "majority"), which judgments the file holds
-(`judged_as`: judgment, adjudication, majority) and the query's certified recall, if any."""
+(`judged_as`: judgment, adjudication, majority), the query's certified recall, if any, and the
+detector's box the judgment was made on (`box`: "x,y,w,h" normalised; empty: the frame)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ class JudgeColumns:
     judge: str = ""
     judged_as: str = "judgment"
     certificate: str = ""
+    box: str = ""  # the detector's box the judgment was made on, as `Box.text` writes it
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,11 @@ def _judgment_rows(
 
     with library.catalog.session() as s:
         stmt = select(
-            Judgment.query_id, Judgment.image_id, Judgment.relevance, Judgment.judged_by
+            Judgment.query_id,
+            Judgment.image_id,
+            Judgment.relevance,
+            Judgment.judged_by,
+            Judgment.box,
         ).order_by(Judgment.query_id, Judgment.image_id)
         if query_ids is not None:
             stmt = stmt.where(Judgment.query_id.in_(list(query_ids)))
@@ -251,9 +259,10 @@ def _judgment_rows(
     out: list[_JudgmentRow] = []
     if view == NEWEST:
         settled = {qid: adjudications(library, qid) for qid in {r.query_id for r in newest}}
-        for query_id, image_id, relevance, judge in newest:
+        for query_id, image_id, relevance, judge, box in newest:
             kind = "adjudication" if image_id in settled[query_id] else "judgment"
-            out.append(_JudgmentRow(query_id, image_id, relevance, JudgeColumns(judge or "", kind)))
+            who = JudgeColumns(judge or "", kind, box=box or "")
+            out.append(_JudgmentRow(query_id, image_id, relevance, who))
         return out
     for query_id in sorted(set(query_ids or ()) or {r.query_id for r in newest}):
         shown = judgment_view(library, query_id, view)
@@ -311,7 +320,7 @@ def _file_judgments(
         attributes.append(values[query_id].get(image_id, {}))
         certificate = certified.get(query_id)
         text = certificate.text() if certificate is not None else ""
-        judges.append(JudgeColumns(who.judge, who.judged_as, text))
+        judges.append(JudgeColumns(who.judge, who.judged_as, text, who.box))
     return out, queries, attributes, judges
 
 
@@ -345,6 +354,7 @@ def judgments_csv_text(
                     who.judge,
                     who.judged_as,
                     who.certificate,
+                    who.box,
                 ]
             )
         )
@@ -613,6 +623,7 @@ class _ImportFiles:
     adjudicated: set[int]
     attribute_cells: dict[int, dict[str, str]]
     described: dict[str, QueryColumns]
+    boxes: dict[int, Box]  # line -> the box its judgment was made on (its `box` cell)
 
     def judge_of(self, line: int) -> str:
         return self.judge_cells.get(line, self.user)
@@ -654,7 +665,18 @@ def _read_import(
         if queries_path is None and judgments_path is not None
         else {}
     )
-    return _ImportFiles(queries, lines, judge_cells, user, adjudicated, attribute_cells, described)
+    boxes: dict[int, Box] = {}
+    if judgments_path is not None:
+        for line, text in _read_column(judgments_path, "box").items():
+            try:
+                boxes[line] = Box.from_text(text)
+            except BadInputError as error:
+                raise BadInputError(
+                    f"{judgments_path} line {line}: {error}; nothing was imported"
+                ) from None
+    return _ImportFiles(
+        queries, lines, judge_cells, user, adjudicated, attribute_cells, described, boxes
+    )
 
 
 def _write_judgments(
@@ -685,7 +707,9 @@ def _write_judgments(
         key = (saved, image_id)
         act = JudgmentAct(saved, image_id, j.relevant, who, now, kind)
         keep = kind == JUDGMENT and key in settled
-        row = record_judgment(s, act, rows.get(key), shown=j.relevant, settled=keep)
+        row = record_judgment(
+            s, act, rows.get(key), shown=j.relevant, settled=keep, box=files.boxes.get(line)
+        )
         if row is not None:
             rows[key] = row
         if kind == ADJUDICATION:

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from engine.catalog import Judgment, JudgmentEvent, Query, Run, RunResult
 from engine.catalog.library import Library
 from engine.catalog.models import utcnow
+from engine.detections.records import Box
 from engine.errors import BadInputError
 from engine.judgments.attributes import AttributeChange, preset_changes, write_changes
 from engine.judgments.judges import default_judge
@@ -93,13 +94,17 @@ class JudgmentRecord:
 @dataclass(frozen=True)
 class JudgmentChange:
     """What one judgment call changed; `previous` makes undo exact, and `attributes` the
-    values the query's presets filled or took back with it (None: none)."""
+    values the query's presets filled or took back with it (None: none). `box` is the
+    detector's box the judgment was made on, `previous_box` the one it replaced (None: the
+    whole frame)."""
 
     query_id: int
     image_id: int
     previous: int | None
     current: int | None
     attributes: AttributeChange | None = None
+    box: Box | None = None
+    previous_box: Box | None = None
 
 
 JUDGMENT = "judgment"  # `judgment_events.kind` of a judge's own judgment
@@ -298,8 +303,11 @@ class QueryStore:
         *,
         attributes: Mapping[str, str | None] | None = None,
         kind: str = JUDGMENT,
+        box: Box | None = None,
     ) -> JudgmentChange:
         """Mark a photo relevant (1) / not relevant (0) for a query, or clear it (None).
+        `box`: the detector's box the judgment was made on; it judges the frame and is kept
+        with the judgment (in both tables).
 
         Committed before returning, with who and when, in `judgments` (the newest per photo)
         and `judgment_events` (every act). Safe when several people judge the same query at
@@ -327,6 +335,7 @@ class QueryStore:
             now = utcnow()
             row = s.get(Judgment, (query_id, image_id))
             previous = row.relevance if row is not None else None
+            previous_box = _box_of(row.box) if row is not None else None
             shown = relevance  # what `judgments` holds for the photo after this act
             kept = kind == JUDGMENT and (
                 _newest_event(s, query_id, image_id, ADJUDICATION) is not None
@@ -336,6 +345,7 @@ class QueryStore:
             if self.blind and kind == JUDGMENT:
                 # The judge's own previous mark: what undo puts back, never another's.
                 previous = _newest_event(s, query_id, image_id, JUDGMENT, self.user)
+                previous_box = _box_of(_newest_event_box(s, query_id, image_id, self.user))
             changes = (
                 dict(attributes)
                 if attributes is not None
@@ -343,13 +353,45 @@ class QueryStore:
             )
             filled = write_changes(s, query_id, image_id, changes, self.user, now)
             act = JudgmentAct(query_id, image_id, relevance, self.user, now, kind)
-            record_judgment(s, act, row, shown=shown, settled=kept)
+            record_judgment(s, act, row, shown=shown, settled=kept, box=box)
         # Committed pages into the catalog file itself: a plain copy of the file taken now (a
         # user's own backup while the window is open) holds this judgment, not only the -wal.
         catalog.checkpoint_wal()
         return JudgmentChange(
-            query_id, image_id, previous, relevance, filled if filled.changed else None
+            query_id,
+            image_id,
+            previous,
+            relevance,
+            filled if filled.changed else None,
+            box=box,
+            previous_box=previous_box,
         )
+
+    def judged_boxes(self, query_id: int) -> dict[int, Box]:
+        """image id -> the box the photo's judgment (as `judgments` holds it) was made on,
+        for the photos judged on a box."""
+        with self.library.catalog.session() as s:
+            if self.blind:  # the judge's own newest judgment of each photo, as `judgments`
+                own = s.execute(
+                    select(JudgmentEvent.image_id, JudgmentEvent.box)
+                    .where(
+                        JudgmentEvent.query_id == query_id,
+                        JudgmentEvent.judged_by == self.user,
+                        JudgmentEvent.kind == JUDGMENT,
+                    )
+                    .order_by(JudgmentEvent.id)
+                ).all()
+                rows = list({int(i): (i, text) for i, text in own}.values())
+            else:
+                rows = list(
+                    s.execute(
+                        select(Judgment.image_id, Judgment.box).where(
+                            Judgment.query_id == query_id, Judgment.box.is_not(None)
+                        )
+                    ).all()
+                )
+        found = {int(image_id): _box_of(text) for image_id, text in rows}
+        return {image_id: box for image_id, box in found.items() if box is not None}
 
     def judgment_history(self, query_id: int) -> list[JudgmentRecord]:
         """Every judgment made for a query, oldest first: who judged which photo how, and
@@ -373,7 +415,11 @@ class QueryStore:
         applies the presets' rules on the way back, which takes back what they filled."""
         previous_values = change.attributes.previous if change.attributes is not None else None
         return self.judge(
-            change.query_id, change.image_id, change.previous, attributes=previous_values
+            change.query_id,
+            change.image_id,
+            change.previous,
+            attributes=previous_values,
+            box=change.previous_box,
         )
 
     def clear_judgments(self, query_id: int) -> int:
@@ -449,12 +495,15 @@ def record_judgment(
     *,
     shown: int | None,
     settled: bool = False,
+    box: Box | None = None,
 ) -> Judgment | None:
     """The one rule that writes a judgment, in the caller's transaction (`QueryStore.judge`,
     the benchmark import): the act kept in `judgment_events`, and the photo's row in
     `judgments` (`row`, as read) made to hold `shown` by the act's judge and time, or
-    removed when `shown` is None; a photo `settled` by an adjudication keeps its row. The
-    row `judgments` holds afterwards."""
+    removed when `shown` is None; a photo `settled` by an adjudication keeps its row. `box`
+    (the detector's box the act was made on; None: the whole frame) is kept with the act and
+    with the row it writes. The row `judgments` holds afterwards."""
+    text = box.text if box is not None else None
     s.add(
         JudgmentEvent(
             query_id=act.query_id,
@@ -463,6 +512,7 @@ def record_judgment(
             judged_by=act.judged_by,
             judged_at=act.judged_at,
             kind=act.kind,
+            box=text,
         )
     )
     if settled:
@@ -478,11 +528,24 @@ def record_judgment(
             relevance=shown,
             judged_by=act.judged_by,
             judged_at=act.judged_at,
+            box=text,
         )
         s.add(row)
         return row
     row.relevance, row.judged_by, row.judged_at = shown, act.judged_by, act.judged_at
+    row.box = text
     return row
+
+
+def _box_of(text: str | None) -> Box | None:
+    """A judgment's box as the catalog keeps it; None for none (or a value not a box)."""
+    if not text:
+        return None
+    try:
+        return Box.from_text(text)
+    except BadInputError:
+        log.warning("a judgment's box %r is not a box; read as the whole frame", text)
+        return None
 
 
 def _newest_event(
@@ -497,6 +560,17 @@ def _newest_event(
     )
     if judge is not None:
         stmt = stmt.where(JudgmentEvent.judged_by == judge)
+    return s.scalar(stmt.order_by(JudgmentEvent.id.desc()).limit(1))
+
+
+def _newest_event_box(s: Session, query_id: int, image_id: int, judge: str) -> str | None:
+    """The box of `judge`'s newest judgment of a photo (None: the whole frame, or none)."""
+    stmt = select(JudgmentEvent.box).where(
+        JudgmentEvent.query_id == query_id,
+        JudgmentEvent.image_id == image_id,
+        JudgmentEvent.kind == JUDGMENT,
+        JudgmentEvent.judged_by == judge,
+    )
     return s.scalar(stmt.order_by(JudgmentEvent.id.desc()).limit(1))
 
 

@@ -325,7 +325,7 @@ def test_a_judgment_that_cannot_be_stored_is_taken_back_and_reported(qtbot, judg
     app = judging_app
     model, view = app.window.results_model, app.window.results
 
-    def disk_full(*args: object) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
         raise QuadratError("the catalog could not be written: disk full")
 
     app.judging.store.judge = disk_full
