@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from filelock import FileLock
 
 # Catalog fixtures for SQLite and PostgreSQL: catalog_url, postgres_url, postgres_server.
 from tests.catalogs import (  # noqa: F401
@@ -19,8 +22,10 @@ from tests.catalogs import (  # noqa: F401
 )
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# Keep torch from fighting the decode threads and the other test workers for 2 cores.
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+# One torch/FAISS thread per test process: the xdist workers already take the cores, and an
+# OpenMP team that loses a core to another worker stalls each forward (the tiny demo model
+# encoded 25x slower at two threads than at one beside the other worker at load 10).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +33,34 @@ def quadrat_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("QUADRAT_HOME", str(home))
     return home
+
+
+T = TypeVar("T")
+
+
+def _built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]
+) -> T:
+    """What `build(folder)` returns, built once per test run: the first xdist worker to ask
+    builds `name` in a folder every worker of the run shares while the others wait on a file
+    lock, then read the pickled result. Session fixtures that write or index a collection are
+    otherwise paid once per worker. The folder is new with each run (under pytest's base
+    temporary folder), so nothing stale is ever reused; callers treat it as read-only."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, above each worker's own
+    shared = base / "built-once"
+    shared.mkdir(exist_ok=True)
+    folder, result = shared / name, shared / f"{name}.pickle"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not result.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed part-way
+            folder.mkdir()
+            value = build(folder)
+            result.write_bytes(pickle.dumps(value))
+            return value
+    loaded: T = pickle.loads(result.read_bytes())
+    return loaded
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +76,9 @@ def demo_collection(tmp_path_factory: pytest.TempPathFactory):
     """The demo collection as `quadrat demo` writes it (read-only: copy before changing it)."""
     from engine.demo.collection import write_demo_collection
 
-    return write_demo_collection(tmp_path_factory.mktemp("demo") / "collection")
+    return _built_once(
+        tmp_path_factory, "demo", lambda folder: write_demo_collection(folder / "collection")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +86,11 @@ def small_demo_collection(tmp_path_factory: pytest.TempPathFactory):
     """A smaller demo collection (5 photos per class) for tests that change files."""
     from engine.demo.collection import write_demo_collection
 
-    return write_demo_collection(tmp_path_factory.mktemp("demo-small") / "c", images_per_class=5)
+    return _built_once(
+        tmp_path_factory,
+        "demo-small",
+        lambda folder: write_demo_collection(folder / "c", images_per_class=5),
+    )
 
 
 @pytest.fixture
@@ -64,7 +103,7 @@ def photos(tmp_path: Path, small_demo_collection) -> Path:
 
 @pytest.fixture(scope="session")
 def indexed_small_demo(
-    tmp_path_factory: pytest.TempPathFactory, small_demo_collection, demo_encoder
+    tmp_path_factory: pytest.TempPathFactory, small_demo_collection, request: pytest.FixtureRequest
 ) -> Path:
     """A library folder of the small demo collection indexed with the demo model, built once
     per session (read-only: take a copy with `copy_small_demo_library` to change it).
@@ -75,22 +114,28 @@ def indexed_small_demo(
     from engine.catalog.library import Library
     from engine.indexing.indexer import Indexer
 
-    lib = tmp_path_factory.mktemp("indexed-small-demo") / "lib"
-    with Library.open(lib) as library:
-        Indexer(library, demo_encoder).run(small_demo_collection.root)
-    return lib
+    def build(folder: Path) -> Path:
+        encoder = request.getfixturevalue("demo_encoder")  # loaded only where it is built
+        with Library.open(folder / "lib") as library:
+            Indexer(library, encoder).run(small_demo_collection.root)
+        return folder / "lib"
+
+    return _built_once(tmp_path_factory, "indexed-small-demo", build)
 
 
 def _cli_indexed(tmp_path_factory: pytest.TempPathFactory, name: str, photos: Path) -> Path:
     """A library of `photos` indexed through `quadrat index --model demo --json`."""
     from app.cli import main
 
-    lib = tmp_path_factory.mktemp(name) / "lib"
-    with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
-        patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
-        code = main(["index", str(photos), "--library", str(lib), "--model", "demo", "--json"])
-    assert code == 0
-    return lib
+    def build(folder: Path) -> Path:
+        lib = folder / "lib"
+        with pytest.MonkeyPatch.context() as patch:  # no user files touched, as in any test
+            patch.setenv("QUADRAT_HOME", str(tmp_path_factory.mktemp("home")))
+            code = main(["index", str(photos), "--library", str(lib), "--model", "demo", "--json"])
+        assert code == 0
+        return lib
+
+    return _built_once(tmp_path_factory, name, build)
 
 
 @pytest.fixture(scope="session")
@@ -133,6 +178,38 @@ def copy_cli_demo_library(cli_indexed_demo: Path) -> Callable[[Path], Path]:
     """Copy the full demo library indexed through the command line to a new folder (returned);
     the copy searches the session's shared `demo_collection` photos and belongs to the caller."""
     return _copier(cli_indexed_demo)
+
+
+@pytest.fixture(scope="session")
+def camera_trap_demo_library(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Path:
+    """A folder holding the camera-trap demo (`photos`) and a library of it (`lib`) indexed
+    with the demo model, its queries and judgments imported (judge alice); built once per run
+    (read-only: `camera_trap_library` gives each test module a copy of the library)."""
+    from engine.catalog.library import Library
+    from engine.demo.camera_traps import write_camera_trap_demo
+    from engine.indexing.indexer import Indexer
+    from engine.io.export import import_benchmark
+
+    def build(folder: Path) -> Path:
+        demo = write_camera_trap_demo(folder / "photos")
+        encoder = request.getfixturevalue("demo_encoder")
+        with Library.open(folder / "lib") as library:
+            Indexer(library, encoder).run(demo.root)
+            import_benchmark(library, demo.queries_path, demo.judgments_path, judge="alice")
+        return folder
+
+    return _built_once(tmp_path_factory, "camera-trap-library", build)
+
+
+@pytest.fixture(scope="module")
+def camera_trap_library(tmp_path_factory: pytest.TempPathFactory, camera_trap_demo_library) -> Path:
+    """A folder of the module's own holding a copy of the camera-trap demo's library (`lib`,
+    of the shared photos) for the module's tests to change and write beside."""
+    root = tmp_path_factory.mktemp("camtrap")
+    shutil.copytree(camera_trap_demo_library / "lib", root / "lib")
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,13 @@ really loads."""
 from __future__ import annotations
 
 import ast
+import functools
 import pkgutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import engine
 
@@ -148,11 +151,19 @@ def type_checking_only(tree: ast.Module) -> set[ast.AST]:
     return guarded
 
 
+@functools.cache
+def _parsed(source: str) -> tuple[ast.Module, frozenset[ast.AST]]:
+    """A source's tree and its imports for type checking only, parsed once per session: the
+    layer, circle and boundary checks each read every engine module."""
+    tree = ast.parse(source)
+    return tree, frozenset(type_checking_only(tree))
+
+
 def imported_modules(path: Path, *, runtime_only: bool = False) -> set[str]:
     """Every module `path` imports, relative imports resolved; for `from X import Y` both X
     and X.Y (Y may be a submodule). `runtime_only` leaves out imports for type checking."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = type_checking_only(tree) if runtime_only else set()
+    tree, guarded = _parsed(path.read_text(encoding="utf-8"))
+    skipped = guarded if runtime_only else frozenset()
     package = module_name(path).split(".")
     if path.name != "__init__.py":
         package.pop()
@@ -403,6 +414,7 @@ def test_the_layer_and_circle_checks_see_wrong_imports(tmp_path, monkeypatch):
     assert len(circles) == 2  # an import for type checking only closes no circle
 
 
+@pytest.mark.integration  # a new interpreter of its own
 def test_widgets_and_the_lower_app_modules_load_nothing_above_them():
     """What importing really loads (imports made by importlib or by other modules count)."""
     widgets = [module_name(p) for p in sources("widgets")]
@@ -421,6 +433,7 @@ def test_widgets_and_the_lower_app_modules_load_nothing_above_them():
     assert proc.stdout.split("\n")[:2] == ["[]", "[]"]
 
 
+@pytest.mark.integration  # a new interpreter of its own
 def test_importing_every_engine_module_and_the_cli_loads_no_qt():
     modules = [
         m.name

@@ -26,11 +26,9 @@ import pytest
 from app.cli import main
 from engine.catalog import Query
 from engine.catalog.library import Library
-from engine.demo.camera_traps import SPECIES, write_camera_trap_demo
+from engine.demo.camera_traps import SPECIES
 from engine.errors import BadInputError
-from engine.indexing.indexer import Indexer
 from engine.io.camtrap_dp import CamtrapReport, export_camtrap_dp, iso
-from engine.io.export import import_benchmark
 from engine.judgments.attributes import set_attributes
 from tests.camtrap_belgium import FRAMES, MALLARD, SPRING, SUMMER, Belgium, build, copy_of
 
@@ -146,17 +144,6 @@ def validate_descriptor(folder: Path) -> dict[str, Any]:
     return descriptor
 
 
-@pytest.fixture(scope="module")
-def camera_trap_library(tmp_path_factory: pytest.TempPathFactory, demo_encoder) -> Path:
-    """The camera-trap demo indexed, its queries and judgments imported (judge alice)."""
-    root = tmp_path_factory.mktemp("camtrap")
-    demo = write_camera_trap_demo(root / "photos")
-    with Library.open(root / "lib") as library:
-        Indexer(library, demo_encoder).run(demo.root)
-        import_benchmark(library, demo.queries_path, demo.judgments_path, judge="alice")
-    return root
-
-
 def _query_id(library: Library, text_start: str) -> int:
     with library.catalog.session() as s:
         for query in s.query(Query).all():
@@ -165,7 +152,9 @@ def _query_id(library: Library, text_start: str) -> int:
     raise AssertionError(text_start)
 
 
-def test_a_package_meets_the_standards_schemas(camera_trap_library: Path) -> None:
+def test_a_package_meets_the_standards_schemas(
+    camera_trap_library: Path, camera_trap_demo_library: Path
+) -> None:
     with Library.open(camera_trap_library / "lib") as library:
         query_id = _query_id(library, f"a {SPECIES[0].colour} circle: ")
         report = export_camtrap_dp(
@@ -179,7 +168,7 @@ def test_a_package_meets_the_standards_schemas(camera_trap_library: Path) -> Non
     tables = validate_package(folder)
     descriptor = validate_descriptor(folder)
 
-    demo = json.loads((camera_trap_library / "photos" / "camera_traps.json").read_text())
+    demo = json.loads((camera_trap_demo_library / "photos" / "camera_traps.json").read_text())
     deer_events = [e for e in demo["events"] if e["species"] == DEER]
     deer_frames = sum(len(e["frames"]) for e in deer_events)
     cameras = {e["camera"] for e in deer_events}

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.catalog.library import Library
 from engine.io.camtrap_dp import export_camtrap_dp
 from engine.io.dwc import export_dwc_csv, export_dwca
 from engine.io.export import export_judgments
 from engine.io.formats import export_formats, get_format
 from engine.io.photo_copies import copy_relevant_photos
-from tests.test_camtrap_dp import DEER, SPECIES, _query_id, camera_trap_library  # noqa: F401
-from tests.test_export_geojson import places  # noqa: F401  (the fixture)
+from tests.places import Places, build_places
+from tests.test_camtrap_dp import DEER, SPECIES, _query_id
 
 
 def test_every_format_has_a_writer_and_a_description():
@@ -23,7 +25,12 @@ def test_every_format_has_a_writer_and_a_description():
     assert all(f.write is not None and f.description for f in found)
 
 
-def test_builtin_formats_write_as_their_own_functions(places, tmp_path: Path):  # noqa: F811
+@pytest.fixture
+def places(tmp_path: Path, demo_encoder) -> Places:
+    return build_places(tmp_path, demo_encoder)
+
+
+def test_builtin_formats_write_as_their_own_functions(places, tmp_path: Path):
     out = tmp_path / "registry"
     own = tmp_path / "own"
     out.mkdir()
@@ -57,7 +64,7 @@ def test_builtin_formats_write_as_their_own_functions(places, tmp_path: Path):  
         assert (places.photos / "open.jpg.xmp").is_file() or (places.photos / "open.xmp").is_file()
 
 
-def test_camtrap_dp_writes_as_its_own_function(camera_trap_library: Path):  # noqa: F811
+def test_camtrap_dp_writes_as_its_own_function(camera_trap_library: Path):
     with Library.open(camera_trap_library / "lib") as library:
         q = _query_id(library, f"a {SPECIES[0].colour} circle: ")
         options = {"scientific_name": DEER, "include_restricted": True}

@@ -8,36 +8,18 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from app.cli import build_parser, main
-from engine.catalog import Image as CatalogImage
 from engine.catalog.library import Library
-from engine.catalog.privacy import ACTION_GENERALISE, checked_rule, set_sensitive_taxa
 from engine.errors import BadInputError
-from engine.indexing.indexer import Indexer
 from engine.io.formats import format_names, get_format
 from engine.io.geojson import export_geojson
-from engine.judgments.queries import QueryStore
-from tests.test_export_places import CAMERA_GPS, QUERY, Places, inat_places
+from tests.places import CAMERA_GPS, QUERY, Places, build_places
 
 
 @pytest.fixture
 def places(tmp_path: Path, demo_encoder) -> Places:
-    """Six relevant photos: open, obscured by its record, a lynx (sensitive: generalised to a
-    10 km grid), and three whose places are withheld (null coordinates twice, private)."""
-    photos = inat_places(tmp_path / "photos")
-    root = tmp_path / "lib"
-    with Library.open(root) as library:
-        assert Indexer(library, demo_encoder).run(photos).indexed == 6
-        with library.catalog.session() as s:
-            ids = {img.rel_path: img.id for img in s.scalars(select(CatalogImage))}
-        store = QueryStore(library, user="Ada")
-        query_id = store.find_or_create_query(QUERY)
-        for image_id in ids.values():
-            store.judge(query_id, image_id, 1)
-        set_sensitive_taxa(library.catalog, [checked_rule("Lynx lynx", ACTION_GENERALISE, 10.0)])
-    return Places(root, photos, query_id, ids)
+    return build_places(tmp_path, demo_encoder)
 
 
 def _features(path: Path) -> dict[str, dict]:

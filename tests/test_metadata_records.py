@@ -37,7 +37,10 @@ def _backend_available(name: str) -> bool:
     return True
 
 
-@pytest.fixture(params=[b for b in ("yajl2_c", "python") if _backend_available(b)])
+BACKENDS = [b for b in ("yajl2_c", "python") if _backend_available(b)]
+
+
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each ijson backend present: yajl2_c and the pure-Python one fail differently."""
     monkeypatch.setattr(ijson, "basic_parse", ijson.get_backend(request.param).basic_parse)
@@ -258,6 +261,13 @@ def write_large_metadata(path: Path, annotations: int = 2500) -> int:
     return path.stat().st_size
 
 
+# The pure-Python backend takes seconds over 45 MB under tracemalloc: slow, as the C backend
+# streams the same file through the same reader in the fast lane.
+@pytest.mark.parametrize(
+    "backend",
+    [pytest.param(b, marks=[pytest.mark.slow] if b == "python" else []) for b in BACKENDS],
+    indirect=True,
+)
 def test_a_large_file_is_streamed_in_one_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:

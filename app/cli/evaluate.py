@@ -309,10 +309,20 @@ def evaluation_json(bench: MethodsBenchmark, specs: list[str], k: int) -> dict[s
 def print_tables(bench: MethodsBenchmark, specs: list[str], k: int) -> None:
     """Per query, then the methods side by side overall and per supercategory, then the tests."""
     results = [bench.results[spec] for spec in specs]
-    texts = {q.query_id: q.text for q in bench.queries}
     names = [f"m{number}" for number in range(1, len(specs) + 1)]
     for name, spec in zip(names, specs, strict=True):
         print(f"{name} = {spec}")
+    _print_per_query(bench, results, names)
+    print()
+    _print_means(bench, specs, results, names, k)
+    _print_notes(bench, results, names, k)
+
+
+def _print_per_query(
+    bench: MethodsBenchmark, results: list[BenchmarkResult], names: list[str]
+) -> None:
+    """One row per query: R, each method's AP and judged@k, the query's text."""
+    texts = {q.query_id: q.text for q in bench.queries}
     header = f"{'query':<10} {'R':>4} " + " ".join(f"{'AP ' + n:>9}" for n in names)
     # judged@k per method: how much of each top k carries a judgment at all.
     header += " " + " ".join(f"{'judged ' + n:>10}" for n in names)
@@ -326,7 +336,16 @@ def print_tables(bench: MethodsBenchmark, specs: list[str], k: int) -> None:
         # Under rerank a query with judgments but no relevant candidate is not averaged.
         note = "" if m.R > 0 else "  (not averaged: R = 0)"
         print(f"{m.query_id:<10} {m.R:4d} {cells} {judged}  {texts.get(m.query_id, '')}{note}")
-    print()
+
+
+def _print_means(
+    bench: MethodsBenchmark,
+    specs: list[str],
+    results: list[BenchmarkResult],
+    names: list[str],
+    k: int,
+) -> None:
+    """The methods side by side: the means, then mAP@k per supercategory."""
     print(f"{'':<22}" + " ".join(f"{n:>9}" for n in names))
     rows: list[tuple[str, list[float], str]] = [
         ("queries averaged", [r.mean.queries for r in results], "d"),
@@ -343,6 +362,12 @@ def print_tables(bench: MethodsBenchmark, specs: list[str], k: int) -> None:
         cells = " ".join(f"{g.mAP:9.4f}" if g is not None else f"{'–':>9}" for g in groups)
         count = next((g.queries for g in groups if g is not None), 0)
         print(f"{'  ' + name[:14] + f' ({count})':<22}{cells}")
+
+
+def _print_notes(
+    bench: MethodsBenchmark, results: list[BenchmarkResult], names: list[str], k: int
+) -> None:
+    """What the means are over, what judged@k says, and each method against m1."""
     print(
         f"mean over {results[0].mean.queries} queries ({bench.protocol}"
         f"{', tied scores grouped' if results[0].ties == 'group' else ''}); "
