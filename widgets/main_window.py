@@ -18,6 +18,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import (
     QAction,
+    QActionGroup,
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
@@ -343,6 +344,23 @@ class MainWindow(QMainWindow):
         self.show_boxes_action.setChecked(True)
         self.show_boxes_action.setVisible(False)
         view_menu.addAction(self.show_boxes_action)
+        # What a search ranks where the library has detections: whole frames, the detector's
+        # boxes (their crops), or frames with their best box's score fused in (BoxesController).
+        self.rank_by_menu = view_menu.addMenu("&Rank by")
+        self.rank_by_menu.menuAction().setVisible(False)
+        self.rank_by_actions: dict[str, QAction] = {}
+        rank_by = QActionGroup(self)
+        for unit, title in (
+            ("frames", "Whole &frames"),
+            ("boxes", "Detector &boxes"),
+            ("fused", "Frames and their best box (f&used)"),
+        ):
+            action = QAction(title, self)
+            action.setCheckable(True)
+            action.setChecked(unit == "frames")
+            rank_by.addAction(action)
+            self.rank_by_menu.addAction(action)
+            self.rank_by_actions[unit] = action
 
         library_menu = self.menuBar().addMenu("&Library")
         self.deployments_action = QAction("&Deployments…", self)

@@ -269,6 +269,19 @@ class ResultsModel(QAbstractListModel):
             self._chosen_boxes[image_id] = index
         self._repaint(image_id)
 
+    def box_index(self, image_id: int, box: tuple[float, float, float, float]) -> int | None:
+        """The index among the photo's detections of the one drawn at `box` (to within a
+        thousandth of the photo), None when the photo is not shown or has no such box."""
+        row = self._rows.get(image_id)
+        if row is None:
+            return None
+        for index, detection in enumerate(self._items[row].detections):
+            if detection.box is not None and all(
+                abs(a - b) <= 1e-3 for a, b in zip(detection.box, box, strict=True)
+            ):
+                return index
+        return None
+
     def chosen_index(self, image_id: int) -> int | None:
         return self._chosen_boxes.get(image_id)
 

@@ -1,6 +1,9 @@
 """The detector's boxes in the window: View › Show detector boxes (kept in the settings), the
-confidence from which they are shown (the setting `box_threshold`), and B, which chooses the
-selected photo's next box for R / N to judge it on.
+confidence from which they are shown (the setting `box_threshold`), B, which chooses the
+selected photo's next box for R / N to judge it on, and View › Rank by: whole frames, the boxes
+(their crops) or frames fused with their best box. Ranking by boxes first encodes the crops the
+library's model has not seen (in the `write` pool, cancellable, what is done is kept); a box
+or fused search then chooses each frame's best matching box on its tile.
 
 The boxes themselves travel with the results (`app/controllers/results.py` `result_items`
 reads them in the `read` pool); the grid (`widgets/results.py`) and the full view
@@ -17,7 +20,7 @@ from PySide6.QtGui import QAction
 
 from app.controllers.install import say
 from app.controllers.results import set_box_threshold
-from app.workers import READ, TaskContext, TaskHandle, TaskRunner
+from app.workers import READ, WRITE, TaskContext, TaskHandle, TaskRunner
 from widgets.detail_pane import DetailPane
 from widgets.results import ResultsModel, ResultsView
 
@@ -58,6 +61,51 @@ class BoxesController(QObject):
         toggle.toggled.connect(self.set_shown)
         next_box.triggered.connect(self.cycle)
         self.detail: DetailPane | None = None
+        self.rank_by: dict[str, QAction] = {}
+        self.rank_menu: QAction | None = None
+        self._set_unit: Callable[[str], None] = lambda _unit: None
+
+    def offer_ranking(
+        self, actions: dict[str, QAction], menu: QAction, set_unit: Callable[[str], None]
+    ) -> None:
+        """View › Rank by: `set_unit` makes the searches rank that unit and searches again."""
+        self.rank_by, self.rank_menu, self._set_unit = actions, menu, set_unit
+        for unit, action in actions.items():
+            action.triggered.connect(lambda _checked=False, u=unit: self.rank(u))
+
+    def rank(self, unit: str) -> TaskHandle | None:
+        """Rank by `unit`; boxes and fused first encode the crops not yet encoded."""
+        if unit in self.rank_by and not self.rank_by[unit].isChecked():
+            self.rank_by[unit].setChecked(True)
+        if unit == "frames":
+            self._set_unit(unit)
+            return None
+        library = self.session.library
+        if library is None:
+            return None
+        session = self.session
+
+        def encode(ctx: TaskContext) -> tuple[str, int]:
+            from engine.detections.crops import encode_crops
+
+            encoder = session.ensure_encoder()
+            report = encode_crops(library, encoder, progress=ctx.progress, cancel=ctx.cancel)
+            return encoder.model_key, report.encoded
+
+        def encoded(result: tuple[str, int]) -> None:
+            _model_key, count = result
+            if count:
+                self.message.emit(f"{count:,} detector boxes encoded for searching")
+            if self.rank_by.get(unit) is None or self.rank_by[unit].isChecked():
+                self._set_unit(unit)
+
+        return self.runner.submit(
+            encode,
+            title="Encoding the detector's boxes",
+            pool=WRITE,
+            group="crops-encode",
+            on_success=encoded,
+        )
 
     def follow_in(self, detail: DetailPane) -> None:
         """Draw the selected photo's boxes over the detail pane's photo too."""
@@ -105,6 +153,10 @@ class BoxesController(QObject):
     def _set_available(self, available: bool) -> None:
         self.toggle.setVisible(available)
         self.next_box.setVisible(available)
+        if self.rank_menu is not None:
+            self.rank_menu.setVisible(available)
+        if not available and "frames" in self.rank_by and not self.rank_by["frames"].isChecked():
+            self.rank("frames")  # another library, without boxes
 
     def cycle(self) -> None:
         """B: the selected photo's next box (after its last: the whole frame again)."""
@@ -140,5 +192,11 @@ def install(app: Application) -> None:
         lambda show: app.remember(show_boxes=show),
     )
     boxes.follow_in(w.detail_pane)
+
+    def rank_unit(unit: str) -> None:
+        app.search.unit = unit
+        app.search.rerun()
+
+    boxes.offer_ranking(w.rank_by_actions, w.rank_by_menu.menuAction(), rank_unit)
     app.session.readyChanged.connect(lambda ready, _message: ready and boxes.check_library())
     say(app, boxes.message)

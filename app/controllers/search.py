@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from engine.catalog.library import Library
     from engine.methods import MethodSpec, ModelManager, Ranking
     from engine.methods.events import MethodEvent
+    from engine.methods.search import SearchResult
     from engine.search.filters import SearchFilters
 
 log = logging.getLogger(__name__)
@@ -173,11 +174,29 @@ class SearchOutcome:
     # What the grid shows when results are grouped by event (one card per event, made in the
     # worker by `SearchController.collapse`); None: `items`, one card per photo.
     shown: list[ResultItem] | None = None
+    # A box or fused search: each frame's best matching box (normalised x, y, w, h), chosen on
+    # its tile so the grid shows which box matched and R / N judge the frame on it.
+    boxes: dict[int, tuple[float, float, float, float]] = field(default_factory=dict)
 
     @property
     def searched(self) -> str:
         """What was searched, in words: “red circle”, photo “Mungos mungo #12”, or both."""
         return describe_query(self.request.text, self.photo)
+
+
+def unit_label(method_label: str, unit: str) -> str:
+    """A run's label with what it ranked when that was not whole frames: “Text · boxes”."""
+    return method_label if unit == "frames" else f"{method_label} · {unit}"
+
+
+def matched_boxes(found: SearchResult) -> dict[int, tuple[float, float, float, float]]:
+    """Each frame's best box of a box or fused search (the first of the ranked boxes naming
+    it); empty for a frame search."""
+    boxes: dict[int, tuple[float, float, float, float]] = {}
+    for hit in found.boxes:
+        b = hit.box
+        boxes.setdefault(hit.image_id, (b.x, b.y, b.width, b.height))
+    return boxes
 
 
 def describe_query(text: str, photo: QueryPhoto | None) -> str:
@@ -269,6 +288,9 @@ class SearchController(QObject):
         self.evidence_kept: set[str] = set()
         # Set while results are grouped by event (`EventsController`): run in the worker.
         self.collapse: CollapseResults | None = None
+        # What a search ranks (`engine.methods.units`): frames, the detector's boxes, or frames
+        # fused with their best box; set by View › Rank by where the library has detections.
+        self.unit = "frames"
         self._searches = 0
         self._model_manager: ModelManager | None = None  # kept: a generator loads once
         # The window's metadata filters (set by the FiltersController): every search runs
@@ -527,6 +549,7 @@ class SearchController(QObject):
         assert library is not None  # searches are ready only once the library is open
         listeners = tuple(self._event_listeners)
         collapse = self.collapse
+        unit = self.unit
         keep_evidence = request.method in self.evidence_kept
         if self._model_manager is None:
             from engine.methods import ModelManager
@@ -554,6 +577,7 @@ class SearchController(QObject):
                 llm=language_model(session.settings),
                 models=models,
                 notify=notify,
+                unit=unit,
             )
             found = run_search(job, ctx.progress, ctx.cancel)
             ranking, seconds, pairs = found.ranking, found.seconds, found.pairs()
@@ -565,13 +589,14 @@ class SearchController(QObject):
                 items,
                 seconds,
                 time.monotonic() - started,
-                spec_label(spec.method, spec.params),
+                unit_label(spec_label(spec.method, spec.params), unit),
                 run_params(spec, ranking, filters, keep_evidence),
                 missing_photos(library).photos,
                 photo,
                 search_id,
                 companion_runs(ranking, request.top_k),
                 shown,
+                matched_boxes(found),
             )
 
         return run
@@ -596,6 +621,10 @@ class SearchController(QObject):
         self.last_outcome = outcome
         self.thumbnails.reset()
         self.model.set_results(outcome.items if outcome.shown is None else outcome.shown)
+        for image_id, box in outcome.boxes.items():
+            index = self.model.box_index(image_id, box)
+            if index is not None:
+                self.model.choose_box(image_id, index)
         request = outcome.request
         self._shown = ShownResults(
             request.method, outcome.method_label, request.text, request.image, self._grid_ids()

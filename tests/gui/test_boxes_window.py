@@ -223,3 +223,43 @@ def test_the_tile_paints_the_box_outline_over_the_thumbnail(qtbot) -> None:
 
     model.set_show_boxes(False)
     assert not _near(_paint_tile(qtbot, model), left, amber, 1)
+
+
+def test_ranking_by_boxes_encodes_the_crops_then_each_tile_shows_the_box_that_matched(
+    qtbot, boxes_app
+) -> None:
+    from engine.catalog.models import CropEmbedding
+
+    app = boxes_app
+    model, search = app.window.results_model, app.search
+    qtbot.waitUntil(lambda: app.window.rank_by_menu.menuAction().isVisible(), timeout=5_000)
+    with qtbot.waitSignal(app.judging.queryOpened, timeout=60_000):  # saved as a run
+        app.window.rank_by_actions["boxes"].trigger()  # View › Rank by › Detector boxes
+    outcome = search.last_outcome
+    assert search.unit == "boxes" and outcome.method_label.endswith("· boxes")
+    library = app.session.library
+    with library.catalog.session() as s:
+        crops = s.query(CropEmbedding).count()
+    shown = model.items()
+    assert crops == 2 * len(shown)  # the fox and the hare of every photo; the faint one not
+    assert outcome.boxes and set(outcome.boxes) == {item.image_id for item in shown}
+    for item in shown:  # the box that matched is the one chosen for R / N
+        assert model.chosen_box(item.image_id).box == pytest.approx(outcome.boxes[item.image_id])
+
+    focus_grid(qtbot, app, 0)
+    photo, box = model.item(0).image_id, outcome.boxes[model.item(0).image_id]
+    qtbot.keyClick(app.window.results, Qt.Key.Key_R)
+    store = app.judging.store
+
+    def judged_box() -> str | None:
+        with store.library.catalog.session() as s:
+            return s.scalar(select(Judgment.box).where(Judgment.image_id == photo))
+
+    qtbot.waitUntil(lambda: judged_box() is not None, timeout=5_000)
+    assert Box.from_text(judged_box()).text == Box(*box).text
+
+    before = search.last_outcome
+    app.window.rank_by_actions["frames"].trigger()  # back to whole frames: no box chosen
+    qtbot.waitUntil(lambda: search.last_outcome is not before, timeout=30_000)
+    assert search.unit == "frames" and search.last_outcome.boxes == {}
+    assert all(model.chosen_box(item.image_id) is None for item in model.items())
