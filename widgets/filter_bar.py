@@ -64,6 +64,9 @@ NEAR_DEFAULT_KM = 25.0
 # title bar fonts are often larger than the window's).
 TITLE_BAR_EXTRA = 180
 TAXA_IN_MENU = 10  # the commonest taxa among the results, listed in the Taxon menu
+LABELS_IN_MENU = 12  # the commonest classifier labels, listed in the Classifier label menu
+# The entries offered only where the library holds detections (`set_detections`).
+DETECTION_EDITORS = frozenset({"empty", "detected", "detection_label"})
 
 STYLE = """
 #filterBar { background: #ffffff; border-bottom: 1px solid #e3e6e9; }
@@ -100,6 +103,23 @@ class TaxonChoice:
         if self.common_name and self.common_name.casefold() != self.name.casefold():
             name = f"{self.name} — {self.common_name}"
         return f"{name} ({self.count:,})"
+
+
+@dataclass(frozen=True)
+class DetectionMenu:
+    """What the detection entries offer: the confidence a box needs, how many photos were
+    found empty or not at it, and the categories and labels present with their photo counts
+    (most first). `looked` is 0 where no detector looked at a photo."""
+
+    threshold: float
+    looked: int
+    not_empty: int
+    categories: Sequence[FacetChoice] = ()
+    labels: Sequence[FacetChoice] = ()
+
+    @property
+    def available(self) -> bool:
+        return self.looked > 0 or bool(self.labels)
 
 
 class FlowLayout(QLayout):
@@ -297,6 +317,26 @@ class KeywordEditor(_FormDialog):
         return self.edit.text().strip()
 
 
+class LabelEditor(_FormDialog):
+    """A classifier label typed, completed from the labels the library holds."""
+
+    def __init__(self, current: str, labels: Sequence[str], parent: QWidget | None) -> None:
+        super().__init__("Filter by classifier label", parent)
+        self.edit = QLineEdit(current, self)
+        self.edit.setObjectName("labelEdit")
+        self.edit.setPlaceholderText("red fox, Vulpes vulpes, …")
+        self.edit.setMinimumWidth(320)
+        self.completer = QCompleter(list(labels), self)
+        self.completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        self.edit.setCompleter(self.completer)
+        self.form.addRow("Label", self.edit)
+        self.set_note("Photos a classifier labelled so: a common or scientific name, any case.")
+
+    def value(self) -> str:
+        return self.edit.text().strip()
+
+
 class DateRangeEditor(_FormDialog):
     """From and/or to, each optional."""
 
@@ -419,6 +459,7 @@ class FilterBar(QWidget):
         self.chips: list[FilterChip] = []
         self.editor: _FormDialog | None = None  # the editor open now, if any
         self._menu_entries: list[tuple[str, str]] = []  # (label, editor): `set_menu`
+        self._detections: DetectionMenu | None = None  # `set_detections`
 
         self.add_button = QToolButton(self)
         self.add_button.setObjectName("addFilterButton")
@@ -485,6 +526,11 @@ class FilterBar(QWidget):
         N km" filter is measured from it."""
         self._selected_photo = name
 
+    def set_detections(self, detections: DetectionMenu | None) -> None:
+        """What the library's detections offer (None, or nothing looked at: the detection
+        entries are left out of the menu)."""
+        self._detections = detections if detections is not None and detections.available else None
+
     def set_taxon_suggestions(self, choices: Sequence[TaxonChoice]) -> None:
         if isinstance(self.editor, TaxonEditor):
             self.editor.set_suggestions(choices)
@@ -503,6 +549,8 @@ class FilterBar(QWidget):
             submenu.deleteLater()  # clear() drops the actions, not the submenus made before
         menu.clear()
         for label, editor in self._menu_entries:
+            if editor in DETECTION_EDITORS and self._detections is None:
+                continue  # the library holds no detections: nothing to filter by
             _ENTRIES[editor](self, menu, label)
         menu.addSeparator()
         clear = menu.addAction("Remove every filter", lambda: self.clearRequested.emit())
@@ -550,6 +598,69 @@ class FilterBar(QWidget):
             action.triggered.connect(
                 lambda _checked=False, v=value: self.filtersEdited.emit({"judged": v})
             )
+
+    def _choice_menu(self, menu: QMenu, rows: Sequence[tuple[str, dict[str, Any], bool]]) -> None:
+        """Exclusive checkable entries: (text, the fields it sets, checked now)."""
+        group = QActionGroup(menu)
+        for text, changes, on in rows:
+            action = menu.addAction(text)
+            action.setCheckable(True)
+            action.setChecked(on)
+            group.addAction(action)
+            action.triggered.connect(
+                lambda _checked=False, c=changes: self.filtersEdited.emit(dict(c))
+            )
+
+    def _empty_menu(self, menu: QMenu, label: str) -> None:
+        found = self._detections
+        assert found is not None
+        at = found.threshold
+        empty, not_empty = self._params.get("empty"), self._params.get("not_empty")
+        self._choice_menu(
+            menu.addMenu(label),
+            [
+                (f"Empty frames ({found.looked - found.not_empty:,})",
+                 {"empty": at, "not_empty": None}, empty is not None and not_empty is None),
+                (f"Frames with a detection ({found.not_empty:,})",
+                 {"empty": None, "not_empty": at}, not_empty is not None and empty is None),
+                ("Either", {"empty": None, "not_empty": None}, empty is None and not_empty is None),
+            ],
+        )  # fmt: skip
+
+    def _detected_menu(self, menu: QMenu, label: str) -> None:
+        found = self._detections
+        assert found is not None
+        current = self._params.get("detected")
+        submenu = menu.addMenu(label)
+        if not found.categories and not current:
+            submenu.addAction("No boxes at this confidence").setEnabled(False)
+            return
+        rows = [
+            (f"{c.label} ({c.count:,})", {"detected": c.key}, current == c.key)
+            for c in found.categories
+        ]
+        if current and current not in {c.key for c in found.categories}:
+            rows.append((str(current), {"detected": current}, True))
+        rows.append(("Any", {"detected": None}, not current))
+        self._choice_menu(submenu, rows)
+
+    def _label_menu(self, menu: QMenu, label: str) -> None:
+        found = self._detections
+        assert found is not None
+        current = self._params.get("detection_label")
+        submenu = menu.addMenu(label)
+        shown = list(found.labels[:LABELS_IN_MENU])
+        rows = [
+            (f"{c.label} ({c.count:,})", {"detection_label": c.key},
+             str(current or "").casefold() == str(c.key).casefold())
+            for c in shown
+        ]  # fmt: skip
+        if current and not any(on for _t, _c, on in rows):
+            rows.append((str(current), {"detection_label": current}, True))
+        self._choice_menu(submenu, rows)
+        if rows:
+            submenu.addSeparator()
+        submenu.addAction("Type a label…", lambda: self.open_label_editor())
 
     def _checkable_menu(self, menu: QMenu, facet: str, field: str, kind: type) -> None:
         """One checkable entry per value with its count; checking edits the field's list."""
@@ -626,6 +737,15 @@ class FilterBar(QWidget):
         self._open(editor)
         return editor
 
+    def open_label_editor(self) -> LabelEditor:
+        labels = [str(c.key) for c in self._detections.labels] if self._detections else []
+        editor = LabelEditor(str(self._params.get("detection_label") or ""), labels, self.window())
+        editor.accepted.connect(
+            lambda: self.filtersEdited.emit({"detection_label": editor.value() or None})
+        )
+        self._open(editor)
+        return editor
+
     def open_date_editor(self) -> DateRangeEditor:
         editor = DateRangeEditor(
             _date(self._params.get("date_from")), _date(self._params.get("date_to")), self.window()
@@ -694,4 +814,7 @@ _ENTRIES: dict[str, Callable[[FilterBar, QMenu, str], object]] = {
         menu.addMenu(label), "deployment", "deployment_ids", int
     ),
     "judged": FilterBar._judged_menu,
+    "empty": FilterBar._empty_menu,
+    "detected": FilterBar._detected_menu,
+    "detection_label": FilterBar._label_menu,
 }

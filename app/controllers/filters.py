@@ -29,7 +29,7 @@ from app.controllers.search import SearchController
 from app.controllers.session import LibrarySession
 from app.workers import READ, TaskHandle, TaskRunner
 from engine.errors import BadInputError
-from widgets.filter_bar import FacetChoice, FilterBar, TaxonChoice
+from widgets.filter_bar import DetectionMenu, FacetChoice, FilterBar, TaxonChoice
 from widgets.map_view import MapPoint, MapView, read_coastlines
 from widgets.month_histogram import MonthHistogram
 from widgets.results import ResultItem, ResultRole, ResultsModel, ResultsView
@@ -110,6 +110,20 @@ def taxon_choices(library: Library, prefix: str) -> list[TaxonChoice]:
     ]
 
 
+def detection_menu(library: Library) -> DetectionMenu:
+    """What the detection filters can be set to in `library`. Runs in a worker."""
+    from engine.detections.choices import detection_choices
+
+    found = detection_choices(library.catalog)
+    return DetectionMenu(
+        found.threshold,
+        found.looked,
+        found.not_empty,
+        [FacetChoice(name, name, count) for name, count in found.categories],
+        [FacetChoice(name, name, count) for name, count in found.labels],
+    )
+
+
 def filter_menu() -> list[tuple[str, str]]:
     """The filter bar's "Add filter" entries, (label, editor), from the registry of kinds."""
     from engine.search.filter_kinds import menu_entries
@@ -173,6 +187,7 @@ class FiltersController(QObject):
         model.dataChanged.connect(self._judgments_changed)
         view.currentItemChanged.connect(self._current_changed)
         session.opened.connect(self.load_names)
+        session.opened.connect(self.load_detections)
         self._show()
         self.load_coastlines()
 
@@ -369,6 +384,27 @@ class FiltersController(QObject):
             group="filter-names",
             on_success=shown,
             on_failure=lambda exc: log.warning("the chips' names cannot be read: %s", exc),
+        )
+
+    def load_detections(self) -> TaskHandle | None:
+        """What the library's detections offer the Add filter menu (empty frames, the
+        categories and labels present); without detections those entries are left out."""
+        library = self.session.library
+        if library is None:
+            self.bar.set_detections(None)
+            return None
+
+        def shown(menu: DetectionMenu) -> None:
+            if library is self.session.library:
+                self.bar.set_detections(menu)
+
+        return self.runner.submit(
+            lambda ctx: detection_menu(library),
+            title="Reading the detections' categories and labels",
+            pool=READ,
+            group="filter-detections",
+            on_success=shown,
+            on_failure=lambda exc: log.warning("the detection filters cannot be read: %s", exc),
         )
 
     def load_coastlines(self) -> TaskHandle | None:
