@@ -771,9 +771,8 @@ class PgVectorIndex:
         """`search` (or `search_filtered` within `terms`) and the best `words_limit` photos of
         `words` (a statement of (image_id, score): `engine.search.fulltext.bm25_scored`,
         within `terms` too), in one statement: the two lists a hybrid search fuses. The words'
-        list comes best first, ties by smaller id, as `text_ranked` gives it."""
-        from engine.search.fulltext import bm25_score
-
+        list comes best first, ties by smaller id, as `text_ranked` gives it, with the
+        server's raw scores (the caller rounds them as `text_ranked` does)."""
         query = self._one_query(query)
         if k <= 0 or words_limit <= 0:
             return [], []
@@ -810,7 +809,7 @@ class PgVectorIndex:
         )
         rows = self._run(plan, statement)
         vector_rows = [(row[1], row[2]) for row in rows if row[0] == 0]
-        word_rows = sorted((row[4], int(row[1]), bm25_score(row[3])) for row in rows if row[0] == 1)
+        word_rows = sorted((row[4], int(row[1]), float(row[3])) for row in rows if row[0] == 1)
         if plan.method != "exact" and len(vector_rows) < plan.shortlist:
             log.debug("pgvector index search came back short (%d rows): exact", len(vector_rows))
             exact = SearchPlan("exact", plan.shortlist)

@@ -185,7 +185,7 @@ class Searcher:
         """`ranked(vector, top_k, filters)` and `fulltext.text_ranked` of `words` (within the
         same filters) in one round trip to the catalog's server (pgvector); None for a local
         index or where the words find nothing to rank (the caller asks each on its own)."""
-        from engine.search.fulltext import bm25_scored
+        from engine.search.fulltext import bm25_score, bm25_scored
 
         if top_k < 1:
             raise BadInputError("--top must be at least 1")
@@ -201,7 +201,10 @@ class Searcher:
             if terms is None:
                 return [], []
         query = np.asarray(vector, dtype=np.float32)
-        return index.search_with_words(query, top_k, terms, scored, words_limit)  # type: ignore[union-attr]
+        nearest, found = index.search_with_words(query, top_k, terms, scored, words_limit)  # type: ignore[union-attr]
+        # The server's raw sums, rounded here as `text_ranked` rounds them (the catalog layer
+        # below knows nothing of full-text search).
+        return nearest, [(image_id, bm25_score(score)) for image_id, score in found]
 
     def hits_for(self, ranked: list[tuple[int, float]]) -> list[SearchHit]:
         """Attach paths and taxon names to (image_id, score) pairs, keeping their order."""
