@@ -574,6 +574,14 @@ def _drive_camera_traps(out: Path) -> int:
     thumbnails_shown(1)
     driver.capture("ct-08-detail-detections", window.detail_dock)
 
+    # View › Rank by › Detector boxes: the crops encoded, then each frame's matching box chosen.
+    before = app.search.last_outcome
+    window.rank_by_actions["boxes"].trigger()
+    wait_for(lambda: app.search.last_outcome is not before, timeout=300)
+    window.results.setCurrentIndex(model.index(0, 0))
+    thumbnails_shown()
+    checked("ct-09-ranked-by-boxes")
+
     (out / "layout.txt").write_text("".join(f"{p}\n" for p in problems), encoding="utf-8")
     app.shutdown()
     for path in driver.shots:
@@ -584,43 +592,13 @@ def _drive_camera_traps(out: Path) -> int:
 
 
 def _drawn_boxes(library, demo) -> None:  # noqa: ANN001
-    """Boxes around the animals the camera-trap demo drew, where the library has no
-    detections yet: the drawing's own geometry (body, legs and head) with a margin for its
-    jitter, as a detector and classifier would report them."""
-    from engine.catalog.reads import image_id_at
-    from engine.demo.camera_traps import FRAME_SIZE, SPECIES
-    from engine.detections.records import Box, DetectionRecord, FrameRecord
+    """The boxes the camera-trap demo drew (its detections.json, MegaDetector's batch format),
+    imported as a detector's file is, where the library has no detections yet."""
+    from engine.detections.demo import load_demo_detections
     from engine.detections.shown import has_detections
-    from engine.detections.store import replace_source, write_frames
 
-    if has_detections(library):
-        return
-    names = {species.scientific_name: species.common_name for species in SPECIES}
-    width, height = FRAME_SIZE
-    frames = []
-    for event in demo.events:
-        for step, path in enumerate(event.frames):
-            image_id = image_id_at(library, demo.root / path)
-            if image_id is None:
-                continue
-            if event.species is None:
-                frames.append(FrameRecord(image_id))  # looked at, nothing found
-                continue
-            cx, cy, radius = 50 + step * 14, height // 2 + 10, 34
-            left, top = cx - radius - 4, cy - radius - 8
-            right = min(width - 1, cx + 2 * radius + 10)
-            bottom = cy + radius + 16
-            box = Box.checked(
-                left / width, top / height, (right - left) / width, (bottom - top) / height
-            )
-            confidence = round(0.95 - 0.03 * step, 2)
-            record = DetectionRecord(
-                box, "animal", confidence, names[event.species], round(confidence - 0.1, 2)
-            )
-            frames.append(FrameRecord(image_id, (record,)))
-    with library.catalog.session() as s:
-        source = replace_source(s, "demo", str(demo.root / "drawn-boxes"), model="drawn boxes")
-        write_frames(s, source, frames)
+    if not has_detections(library):
+        load_demo_detections(library, demo.root)
 
 
 SAMPLE_RUN_LABELS = (

@@ -219,14 +219,22 @@ def pil_to_qimage(image: PIL.Image.Image) -> QImage:
 
 
 def run_params(
-    spec: MethodSpec, ranking: Ranking, filters: SearchFilters | None, keep_evidence: bool
+    spec: MethodSpec,
+    ranking: Ranking,
+    filters: SearchFilters | None,
+    keep_evidence: bool,
+    unit: str = "frames",
 ) -> SavedRunParams:
     """The parameters a search's run is saved with: the method's, the filters it ran within
     (reopening the run shows their chips), what the method drew or chose (details, kept only
-    when it said something) and, for methods that keep it, its evidence."""
+    when it said something; a box or fused search's unit among them, so its run is told apart
+    from the frames') and, for methods that keep it, its evidence."""
+    details = dict(ranking.details or {})
+    if unit != "frames":
+        details["unit"] = unit
     return SavedRunParams.for_run(
         spec.params_dict(),
-        details=ranking.details or None,
+        details=details or None,
         evidence=ranking.evidence if keep_evidence else None,
         filters=filters.to_params() if filters is not None else None,
     )
@@ -590,7 +598,7 @@ class SearchController(QObject):
                 seconds,
                 time.monotonic() - started,
                 unit_label(spec_label(spec.method, spec.params), unit),
-                run_params(spec, ranking, filters, keep_evidence),
+                run_params(spec, ranking, filters, keep_evidence, unit),
                 missing_photos(library).photos,
                 photo,
                 search_id,

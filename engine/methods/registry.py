@@ -223,6 +223,9 @@ def run_label(
     except Exception:  # a plug-in uninstalled or broken since the run was saved
         text = method
     # Runs that differ only by their filters ("Hybrid · taxon=Aves") are told apart.
-    filters = SavedRunParams.from_json(params).filters_label(names)
-    parts = [text, filters, "" if kind == "text" else kind]
+    saved = SavedRunParams.from_json(params)
+    filters = saved.filters_label(names)
+    # What a box or fused search ranked ("Text · boxes"): frames, the default, go unsaid.
+    unit = str((saved.details or {}).get("unit", ""))
+    parts = [text, unit, filters, "" if kind == "text" else kind]
     return " · ".join(part for part in parts if part)

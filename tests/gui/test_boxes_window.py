@@ -237,6 +237,7 @@ def test_ranking_by_boxes_encodes_the_crops_then_each_tile_shows_the_box_that_ma
         app.window.rank_by_actions["boxes"].trigger()  # View › Rank by › Detector boxes
     outcome = search.last_outcome
     assert search.unit == "boxes" and outcome.method_label.endswith("· boxes")
+    assert outcome.params.details == {"unit": "boxes"}  # the saved run says what it ranked
     library = app.session.library
     with library.catalog.session() as s:
         crops = s.query(CropEmbedding).count()
