@@ -28,8 +28,12 @@ from engine.methods.registry import run_label
         ("rocchio", {"alpha": 1.0}, "text", "Rocchio"),  # a default value is not shown
         # A search ranking the detector's boxes, or frames fused with them, says so.
         ("text", {"details": {"unit": "boxes"}}, "text", "Text · boxes"),
-        ("text", {"details": {"unit": "fused"}, "filters": {"taxon": "Aves"}}, "image",
-         "Text · fused · taxon=Aves · image"),  # fmt: skip
+        (
+            "text",
+            {"details": {"unit": "fused"}, "filters": {"taxon": "Aves"}},
+            "image",
+            "Text · fused · taxon=Aves · image",
+        ),  # fmt: skip
         # A plug-in uninstalled since, or a parameter renamed since: the method key.
         ("gone-plugin", {"x": 1}, "text", "gone-plugin"),
         ("gone-plugin", {}, "image", "gone-plugin · image"),
