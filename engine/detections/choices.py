@@ -5,14 +5,13 @@ counts (the window's "Add filter" menu). Imports under way are never counted."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
-from sqlalchemy import Select, distinct, func, select
+from sqlalchemy import distinct, func, select
 
 from engine.catalog import Catalog
-from engine.catalog.models import Detection, DetectionFrame, DetectionSource
+from engine.catalog.models import Detection, DetectionFrame
 from engine.detections.records import DEFAULT_THRESHOLD
-from engine.detections.store import PENDING
+from engine.detections.store import of_imported
 
 LABELS_READ = 500  # labels kept, most photos first: the menu lists a few, completion the rest
 
@@ -37,15 +36,6 @@ class DetectionChoices:
         return self.looked > 0 or bool(self.labels)
 
 
-_S = TypeVar("_S", bound=Select[*tuple[Any, ...]])
-
-
-def _complete(statement: _S, source_id: Any) -> _S:
-    return statement.join(DetectionSource, DetectionSource.id == source_id).where(
-        DetectionSource.kind.not_like(f"{PENDING}%")
-    )
-
-
 def detection_choices(
     catalog: Catalog, threshold: float = DEFAULT_THRESHOLD, labels: int = LABELS_READ
 ) -> DetectionChoices:
@@ -53,21 +43,21 @@ def detection_choices(
     photo is empty when every source that read it found nothing at `threshold` or above."""
     frame_photos = func.count(distinct(DetectionFrame.image_id))
     read = DetectionFrame.failure.is_(None)
-    found = _complete(
+    found = of_imported(
         select(DetectionFrame.image_id).where(DetectionFrame.max_confidence >= threshold),
         DetectionFrame.source_id,
     )
     photos = func.count(distinct(Detection.image_id))
     with catalog.session() as s:
-        looked = s.scalar(_complete(select(frame_photos).where(read), DetectionFrame.source_id))
+        looked = s.scalar(of_imported(select(frame_photos).where(read), DetectionFrame.source_id))
         not_empty = s.scalar(
-            _complete(
+            of_imported(
                 select(frame_photos).where(read, DetectionFrame.image_id.in_(found)),
                 DetectionFrame.source_id,
             )
         )
         categories = s.execute(
-            _complete(
+            of_imported(
                 select(Detection.category, photos).where(
                     Detection.category.is_not(None), Detection.confidence >= threshold
                 ),
@@ -78,7 +68,7 @@ def detection_choices(
         ).all()
         # Every label, as the label filter finds it (at any confidence).
         named = s.execute(
-            _complete(
+            of_imported(
                 select(Detection.label, photos).where(Detection.label.is_not(None)),
                 Detection.source_id,
             )

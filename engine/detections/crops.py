@@ -25,7 +25,7 @@ from sqlalchemy import and_, func, insert, select
 
 from engine.catalog.models import Collection, CropEmbedding, Detection, DetectionSource, Image
 from engine.detections.records import Box
-from engine.detections.store import PENDING
+from engine.detections.store import imported
 from engine.errors import BadImageError, BadInputError
 from engine.progress import CancelToken, Progress, ProgressCallback, RateMeter, no_progress
 
@@ -96,9 +96,7 @@ def _pending(library: Library, model_key: str, threshold: float) -> tuple[list[_
         Detection.box_height > 0,
         Detection.confidence >= threshold,
         # An import under way (or killed) is not the library's yet: its boxes get no crops.
-        Detection.source_id.in_(
-            select(DetectionSource.id).where(DetectionSource.kind.not_like(f"{PENDING}%"))
-        ),
+        Detection.source_id.in_(select(DetectionSource.id).where(imported())),
     )
     done = and_(CropEmbedding.detection_id == Detection.id, CropEmbedding.model_key == model_key)
     with library.catalog.session() as s:

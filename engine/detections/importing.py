@@ -28,7 +28,7 @@ from engine.catalog.models import Collection, DetectionSource, Image, utcnow
 from engine.detections import megadetector, speciesnet
 from engine.detections.reading import Entry, Importer, Reading
 from engine.detections.records import DEFAULT_THRESHOLD, FrameRecord
-from engine.detections.store import PENDING, replace_source, write_frames
+from engine.detections.store import PENDING, imported, replace_source, write_frames
 from engine.errors import BadInputError, QuadratError
 from engine.progress import CancelToken, ProgressCallback, RateMeter, no_progress
 
@@ -542,9 +542,7 @@ def summarise(catalog: Catalog, threshold: float = DEFAULT_THRESHOLD) -> list[So
     found: list[SourceSummary] = []
     with catalog.session() as s:
         sources = s.scalars(
-            select(DetectionSource)
-            .where(DetectionSource.kind.not_like(f"{PENDING}%"))
-            .order_by(DetectionSource.id)
+            select(DetectionSource).where(imported()).order_by(DetectionSource.id)
         ).all()
         for source in sources:
             frames = DetectionFrame.source_id == source.id

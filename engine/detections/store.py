@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, delete, insert, select
+from sqlalchemy import ColumnElement, Select, Table, delete, insert, select
 from sqlalchemy.orm import Session
 
 from engine.catalog.models import Detection, DetectionFrame, DetectionSource
@@ -24,6 +24,18 @@ _CHUNK = 500  # ids per IN (...) when reading: well under SQLite's 32,766 variab
 # A source whose kind starts so is an import under way, or one killed part-way
 # (engine.detections.importing): no reader counts it, the next import of its file deletes it.
 PENDING = "importing:"
+_S = TypeVar("_S", bound=Select[*tuple[Any, ...]])
+
+
+def imported() -> ColumnElement[bool]:
+    """The condition on `DetectionSource` of an import that is complete: what every reader of
+    detections counts."""
+    return DetectionSource.kind.not_like(f"{PENDING}%")
+
+
+def of_imported(statement: _S, source_id: Any) -> _S:
+    """`statement` kept to the rows whose `source_id` is a complete import."""
+    return statement.join(DetectionSource, DetectionSource.id == source_id).where(imported())
 
 
 def replace_source(
@@ -124,7 +136,7 @@ def detections_of(
             select(*columns)
             .join(DetectionSource, DetectionSource.id == Detection.source_id)
             .where(Detection.image_id.in_(ids[start : start + _CHUNK]))
-            .where(DetectionSource.kind.not_like(f"{PENDING}%"))  # an import under way
+            .where(imported())  # not an import under way
         )
         if min_confidence is not None:
             statement = statement.where(

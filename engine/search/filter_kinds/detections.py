@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from engine.catalog import Image
 from engine.catalog.models import Detection, DetectionFrame, DetectionSource
 from engine.detections.records import DEFAULT_THRESHOLD
-from engine.detections.store import PENDING
+from engine.detections.store import of_imported
 from engine.search.filter_kinds.base import CliOption, FilterKind, MenuEntry, Terms, as_float, fail
 
 
@@ -38,16 +38,9 @@ def _text(key: str, value: object) -> str | None:
     return cleaned or None
 
 
-def _complete(statement: Select[Any], source_id: Any) -> Select[Any]:
-    """`statement` over the sources whose import is complete."""
-    return statement.join(DetectionSource, DetectionSource.id == source_id).where(
-        DetectionSource.kind.not_like(f"{PENDING}%")
-    )
-
-
 def _found_at(threshold: float) -> Select[Any]:
     """The photos some source found a box on at `threshold` or above."""
-    return _complete(
+    return of_imported(
         select(DetectionFrame.image_id).where(DetectionFrame.max_confidence >= threshold),
         DetectionFrame.source_id,
     )
@@ -55,7 +48,7 @@ def _found_at(threshold: float) -> Select[Any]:
 
 def empty_condition(threshold: float) -> ColumnElement[bool]:
     """Photos looked at (and read) by some source, and found empty at `threshold` by all."""
-    looked = _complete(
+    looked = of_imported(
         select(DetectionFrame.image_id).where(DetectionFrame.failure.is_(None)),
         DetectionFrame.source_id,
     )
@@ -97,7 +90,7 @@ def detected_threshold(filters: Any) -> float:
 def _detected_terms(_session: Session, filters: Any) -> Terms:
     if not filters.detected:
         return []
-    boxes = _complete(
+    boxes = of_imported(
         select(Detection.image_id).where(
             Detection.category == filters.detected,
             Detection.confidence >= detected_threshold(filters),
@@ -124,7 +117,7 @@ def _label_terms(session: Session, filters: Any) -> Terms:
         for label, scientific in (labels or {}).items():
             if isinstance(scientific, str) and scientific.casefold() in wanted:
                 wanted.add(str(label).casefold())
-    found = _complete(
+    found = of_imported(
         select(Detection.image_id).where(func.lower(Detection.label).in_(sorted(wanted))),
         Detection.source_id,
     )
