@@ -131,6 +131,15 @@ def as_float(key: str, value: object) -> float:
     return number
 
 
+def as_text(key: str, value: object) -> str | None:
+    """Text with its runs of whitespace collapsed (None when nothing is left), else `fail`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fail(key, f"expected text, got {value!r:.60}")
+    return " ".join(value.split()) or None
+
+
 def as_date(key: str, value: object) -> date:
     """A date (a datetime's day, or ISO text), else `fail`."""
     if isinstance(value, datetime):

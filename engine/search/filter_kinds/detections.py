@@ -17,7 +17,15 @@ from engine.catalog import Image
 from engine.catalog.models import Detection, DetectionFrame, DetectionSource
 from engine.detections.records import DEFAULT_THRESHOLD
 from engine.detections.store import of_imported
-from engine.search.filter_kinds.base import CliOption, FilterKind, MenuEntry, Terms, as_float, fail
+from engine.search.filter_kinds.base import (
+    CliOption,
+    FilterKind,
+    MenuEntry,
+    Terms,
+    as_float,
+    as_text,
+    fail,
+)
 
 
 def _confidence(key: str, value: object) -> float | None:
@@ -27,15 +35,6 @@ def _confidence(key: str, value: object) -> float | None:
     if not 0.0 <= number <= 1.0:
         raise fail(key, f"a confidence is from 0 to 1, got {number:g}")
     return number
-
-
-def _text(key: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise fail(key, f"expected text, got {value!r:.60}")
-    cleaned = " ".join(value.split())
-    return cleaned or None
 
 
 def _found_at(threshold: float) -> Select[Any]:
@@ -101,7 +100,7 @@ def _detected_terms(_session: Session, filters: Any) -> Terms:
 
 
 def _check_detected(filters: Any) -> dict[str, Any]:
-    text = _text("detected", filters.detected)
+    text = as_text("detected", filters.detected)
     return {"detected": text.lower() if text else None}
 
 
@@ -178,7 +177,7 @@ LABEL = FilterKind(
     "detection_label",
     "detections",
     ("detection_label",),
-    check=lambda f: {"detection_label": _text("detection_label", f.detection_label)},
+    check=lambda f: {"detection_label": as_text("detection_label", f.detection_label)},
     condition=_label_terms,
     chip=lambda f, _names: f"label “{f.detection_label}”" if f.detection_label else None,
     cli=(

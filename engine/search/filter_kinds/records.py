@@ -20,6 +20,7 @@ from engine.search.filter_kinds.base import (
     MenuEntry,
     Terms,
     as_sequence,
+    as_text,
     fail,
     fold,
     in_ids,
@@ -113,11 +114,7 @@ def taxon_ids(session: Session, text: str) -> list[int]:
 
 
 def _check_taxon(filters: Any) -> dict[str, Any]:
-    taxon = filters.taxon
-    taxon = " ".join(taxon.split()) if isinstance(taxon, str) else taxon
-    if taxon is not None and not isinstance(taxon, str):
-        raise fail("taxon", f"expected text, got {taxon!r:.60}")
-    return {"taxon": taxon or None}
+    return {"taxon": as_text("taxon", filters.taxon)}
 
 
 def _taxon_terms(session: Session, filters: Any) -> Terms:
